@@ -1,0 +1,3 @@
+from pate_cli.cli import main
+
+main()

@@ -1,0 +1,27 @@
+"""Vectorised log-space helpers."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+
+def log1mexp(x: ArrayLike) -> NDArray[np.float64]:
+    """Return log(1 - exp(x)) for x <= 0, elementwise.
+
+    Uses log1p(-exp(x)) for x < -1 and log(-expm1(x)) for -1 <= x < 0, the
+    split that keeps both branches accurate (Maechler 2012); log1mexp(0) = -inf.
+
+    Raises:
+        ValueError: if any x > 0 (or is NaN).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if not np.all(x <= 0):
+        raise ValueError("log1mexp needs non-positive arguments")
+    out = np.empty_like(x)
+    far = x < -1
+    out[far] = np.log1p(-np.exp(x[far]))
+    near = ~far
+    with np.errstate(divide="ignore"):  # log(0) = -inf at x = 0 is the intended value
+        out[near] = np.log(-np.expm1(x[near]))
+    return out

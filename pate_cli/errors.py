@@ -1,0 +1,42 @@
+"""Exit codes and the typed errors that the CLI boundary turns into one line.
+
+Layers below the CLI raise these and never exit; ``cli.py`` alone maps them to
+an exit code. Every message is one line that names the file or flag, the
+problem and what was expected.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes; part of the public interface (see README)."""
+
+    OK = 0
+    BUDGET_EXCEEDED = 1  # the --max-epsilon gate failed
+    BAD_INPUT = 2  # usage error or bad input
+    INTERNAL = 70  # a bug in pate (sysexits EX_SOFTWARE)
+    INTERRUPTED = 130  # Ctrl-C
+
+
+class PateError(Exception):
+    """Base class of the errors a user can cause; carries a one-line message."""
+
+    exit_code: ExitCode = ExitCode.BAD_INPUT
+
+    def __init__(self, message: str) -> None:
+        # Collapse any newline so the CLI always prints exactly one line.
+        super().__init__(" ".join(str(message).split()))
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class InputError(PateError):
+    """A file that cannot be used: unreadable, malformed, or inconsistent."""
+
+
+class UsageError(PateError):
+    """Flags that do not go together, or a value outside its domain."""
