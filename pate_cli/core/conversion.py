@@ -48,7 +48,9 @@ def eps_curve_improved(
     """eps(order) of Balle et al. 2020, Theorem 21 (= Canonne et al. 2020, Prop. 12).
 
     As dp_accounting: 0 where delta^2 + expm1(-rdp) > 0 (the KL bound already
-    gives delta), inf for orders <= 1.01 (unstable there), never below 0.
+    gives delta), inf for orders <= 1.01 (unstable there). Values may be
+    negative: as dp_accounting, pick the order on these raw values and clip
+    the chosen epsilon at 0 (``clip_epsilon``).
 
     Shapes: orders (K,), rdp (K,) -> (K,).
     """
@@ -59,7 +61,7 @@ def eps_curve_improved(
     a, r = orders[stable], rdp[stable]
     eps[stable] = r + np.log1p(-1 / a) - np.log(delta * a) / (a - 1)
     eps[delta**2 + np.expm1(-rdp) > 0] = 0.0
-    return np.maximum(eps, 0.0)
+    return eps
 
 
 def best_order(eps: NDArray[np.float64]) -> int:

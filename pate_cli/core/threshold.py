@@ -16,20 +16,32 @@ from pate_cli.core.gnmax import rdp_gnmax, rdp_gnmax_data_independent
 from pate_cli.core.logmath import log1mexp
 
 
+def round_votes(values: NDArray[np.float64], *, half_even: bool = False) -> NDArray[np.float64]:
+    """Round the threshold statistic to an integer.
+
+    The default rounds halves up, floor(x + 1/2), which keeps the sensitivity
+    of the rounded max at 1 as the analysis assumes. The reference rounds half
+    to even (Python ``round``), under which x = 0.5 -> 0 and x + 1 = 1.5 -> 2: a
+    change of 2 between neighbours. The two differ only at exact halves, which
+    only fractional Interactive-GNMax inputs (votes - baseline) can reach.
+    """
+    return np.round(values) if half_even else np.floor(values + 0.5)
+
+
 def log_pr_answered_threshold(
-    counts: NDArray[np.float64], threshold: float, sigma1: float
+    counts: NDArray[np.float64], threshold: float, sigma1: float, *, half_even: bool = False
 ) -> NDArray[np.float64]:
     """log Pr[max(votes) + N(0, sigma1^2) >= T] per query (Algorithm 1, step 1).
 
-    As in the reference, max(votes) is rounded to the nearest integer (half to
-    even), which only matters for the fractional votes - baseline of
+    As in the reference, max(votes) is rounded to an integer (see
+    ``round_votes``), which only matters for the fractional votes - baseline of
     Interactive-GNMax.
 
     Shapes: counts (Q, C) -> (Q,).
     """
     if not sigma1 > 0:
         raise ValueError(f"sigma1 must be positive, got {sigma1}")
-    top = np.round(np.asarray(counts, dtype=np.float64).max(axis=1))
+    top = round_votes(np.asarray(counts, dtype=np.float64).max(axis=1), half_even=half_even)
     # Pr[N(0, s^2) >= T - top] = Phi((top - T) / s), in log space.
     return log_ndtr((top - threshold) / sigma1)
 

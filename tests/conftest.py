@@ -1,0 +1,75 @@
+"""Shared fixtures: paths to the reference vectors and sample data, and ``run_cli``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from pate_cli.cli import app
+from pate_cli.errors import ExitCode
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = Path(__file__).resolve().parent / "data" / "reference"
+SAMPLE = ROOT / "sample_data"
+MNIST = SAMPLE / "mnist_250_teachers.npy"
+MNIST_INDICES = SAMPLE / "mnist_250_teachers_100_indices_used_by_student.npy"
+MNIST_LABELS = SAMPLE / "mnist_250_teachers_labels.npy"
+
+
+@cache
+def reference_json(name: str) -> dict[str, Any]:
+    """A reference file, parsed once per session ("inf"/"nan" strings left as they are)."""
+    return json.loads((REFERENCE / name).read_text())
+
+
+def as_float(values: Any) -> np.ndarray:
+    """Reference numbers as floats; the files spell non-finite values as strings."""
+    return np.array([float(v) for v in np.atleast_1d(values)], dtype=np.float64)
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def run_cli(args: list[str], expect: int = ExitCode.OK) -> CliResult:
+    """Invoke ``pate`` in-process; fail with stderr when the exit code is not ``expect``."""
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    outcome = CliResult(result.exit_code, result.stdout, result.stderr)
+    if result.exit_code != expect:
+        raise AssertionError(
+            f"pate {' '.join(map(str, args))}: exit {result.exit_code}, expected {int(expect)}\n"
+            f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}\nexception: {result.exception!r}"
+        )
+    return outcome
+
+
+@pytest.fixture
+def write_npy(tmp_path: Path):
+    """Write an array to tmp_path and return the path as a string."""
+
+    def write(array: Any, name: str = "votes.npy") -> str:
+        path = tmp_path / name
+        np.save(path, np.asarray(array))
+        return str(path)
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def mnist_counts() -> np.ndarray:
+    """The 2018 paper's MNIST votes (9000 x 10, 250 teachers)."""
+    return np.load(MNIST, allow_pickle=False)
