@@ -1,0 +1,43 @@
+"""Regenerate sample_data/mnist_250_teachers_labels.npy from the vote counts.
+
+The 2017 PATE code saved teacher predictions as a (teachers, queries) label
+matrix. This script turns the 2018 paper's (queries, classes) MNIST vote
+counts into such a matrix: for every query it lays out the 250 votes class by
+class and shuffles which teacher cast which vote with a fixed seed, so that
+counting the labels back gives exactly the original counts.
+
+Run from the repository root: python sample_data/make_samples.py
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+SEED = 2018
+
+
+def labels_from_counts(counts: np.ndarray, seed: int = SEED) -> np.ndarray:
+    """(queries, classes) integer counts -> (teachers, queries) labels, shuffled per query."""
+    counts = counts.astype(np.int64)
+    num_teachers = int(counts[0].sum())
+    if not np.all(counts.sum(axis=1) == num_teachers):
+        raise ValueError("every query must have the same number of votes")
+    num_classes = counts.shape[1]
+    # Cumulative counts mark where each class's block ends among the M votes.
+    ends = np.cumsum(counts, axis=1)
+    slots = np.arange(num_teachers)
+    labels = (slots[None, :, None] >= ends[:, None, :]).sum(axis=2)  # (queries, teachers)
+    labels = np.random.default_rng(seed).permuted(labels, axis=1)
+    return np.ascontiguousarray(labels.T.astype(np.uint8 if num_classes <= 255 else np.int32))
+
+
+def main() -> None:
+    counts = np.load(HERE / "mnist_250_teachers.npy", allow_pickle=False)
+    labels = labels_from_counts(counts)
+    np.save(HERE / "mnist_250_teachers_labels.npy", labels)
+    print(f"wrote mnist_250_teachers_labels.npy {labels.shape} {labels.dtype}")
+
+
+if __name__ == "__main__":
+    main()
