@@ -1,0 +1,178 @@
+"""Mechanism descriptions: small frozen objects that validate themselves.
+
+A mechanism says what the aggregator does (which noise, which threshold),
+never how much it costs; ``accounting`` turns a mechanism and the votes into
+RDP. ``infer_mechanism`` maps the CLI flags to one of them and rejects
+missing or conflicting flags with a one-line ``UsageError``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, NoReturn
+
+from pate_cli.errors import UsageError
+
+
+class MechanismName(str, Enum):
+    """The four aggregators, spelled as on the command line and in JSON."""
+
+    GNMAX = "gnmax"
+    CONFIDENT_GNMAX = "confident-gnmax"
+    INTERACTIVE_GNMAX = "interactive-gnmax"
+    LNMAX = "lnmax"
+
+
+def assert_never(value: NoReturn) -> NoReturn:
+    """Exhaustiveness guard for matches over enums and mechanism types."""
+    raise AssertionError(f"unhandled value: {value!r}")
+
+
+def _positive(flag: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag} {value}: expected a finite number greater than 0")
+
+
+@dataclass(frozen=True)
+class GNMax:
+    """Gaussian noisy max with noise N(0, sigma^2) on every class (2018, Section 4.1)."""
+
+    sigma: float
+
+    def __post_init__(self) -> None:
+        _positive("--sigma", self.sigma)
+
+    @property
+    def name(self) -> MechanismName:
+        return MechanismName.GNMAX
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"name": self.name.value, "sigma": self.sigma}
+
+
+@dataclass(frozen=True)
+class ConfidentGNMax:
+    """Algorithm 1 of 2018: answer with GNMax(sigma) when max vote + N(0, sigma1^2) >= threshold."""
+
+    threshold: float
+    sigma1: float
+    sigma: float
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.threshold):
+            raise UsageError(f"--threshold {self.threshold}: expected a finite number")
+        _positive("--sigma1", self.sigma1)
+        _positive("--sigma", self.sigma)
+
+    @property
+    def name(self) -> MechanismName:
+        return MechanismName.CONFIDENT_GNMAX
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name.value,
+            "threshold": self.threshold,
+            "sigma1": self.sigma1,
+            "sigma": self.sigma,
+        }
+
+
+@dataclass(frozen=True)
+class InteractiveGNMax(ConfidentGNMax):
+    """Algorithm 2 of 2018: the threshold step sees votes minus the student's baseline."""
+
+    @property
+    def name(self) -> MechanismName:
+        return MechanismName.INTERACTIVE_GNMAX
+
+
+@dataclass(frozen=True)
+class LNMax:
+    """Laplace noisy max of 2017: noise of scale 1/gamma, (2 gamma)-DP per answer."""
+
+    gamma: float
+
+    def __post_init__(self) -> None:
+        _positive("--gamma", self.gamma)
+
+    @property
+    def name(self) -> MechanismName:
+        return MechanismName.LNMAX
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"name": self.name.value, "gamma": self.gamma}
+
+
+Mechanism = GNMax | ConfidentGNMax | InteractiveGNMax | LNMax
+
+_FLAGS_OF = {
+    MechanismName.GNMAX: ("--sigma",),
+    MechanismName.CONFIDENT_GNMAX: ("--threshold", "--sigma1", "--sigma"),
+    MechanismName.INTERACTIVE_GNMAX: ("--threshold", "--sigma1", "--sigma", "--baseline"),
+    MechanismName.LNMAX: ("--gamma",),
+}
+
+
+def infer_mechanism(
+    name: MechanismName | None,
+    *,
+    sigma: float | None = None,
+    threshold: float | None = None,
+    sigma1: float | None = None,
+    gamma: float | None = None,
+    has_baseline: bool = False,
+    baseline_flag: str = "--baseline",
+) -> Mechanism:
+    """Build the mechanism named by ``--mechanism``, or inferred from the flags given.
+
+    Raises:
+        UsageError: a required flag is missing or a flag belongs to another mechanism.
+    """
+    given = {
+        "--sigma": sigma is not None,
+        "--threshold": threshold is not None,
+        "--sigma1": sigma1 is not None,
+        "--gamma": gamma is not None,
+        "--baseline": has_baseline,
+    }
+    if name is None:
+        if gamma is not None:
+            name = MechanismName.LNMAX
+        elif has_baseline:
+            name = MechanismName.INTERACTIVE_GNMAX
+        elif threshold is not None or sigma1 is not None:
+            name = MechanismName.CONFIDENT_GNMAX
+        elif sigma is not None:
+            name = MechanismName.GNMAX
+        else:
+            raise UsageError(
+                "no mechanism: give --sigma (gnmax), --threshold --sigma1 --sigma "
+                "(confident-gnmax), add --baseline (interactive-gnmax), or --gamma (lnmax)"
+            )
+    needed = _FLAGS_OF[name]
+    extra = [flag for flag, on in given.items() if on and flag not in needed]
+    missing = [flag for flag in needed if not given[flag]]
+    shown = {"--baseline": baseline_flag}
+    if extra:
+        raise UsageError(
+            f"{', '.join(shown.get(f, f) for f in extra)} cannot be used with {name.value} "
+            f"(it takes {' '.join(shown.get(f, f) for f in needed)})"
+        )
+    if missing:
+        raise UsageError(
+            f"{name.value} needs {', '.join(shown.get(f, f) for f in missing)}"
+        )
+    if name is MechanismName.GNMAX:
+        assert sigma is not None
+        return GNMax(sigma)
+    if name is MechanismName.LNMAX:
+        assert gamma is not None
+        return LNMax(gamma)
+    assert threshold is not None and sigma1 is not None and sigma is not None
+    if name is MechanismName.CONFIDENT_GNMAX:
+        return ConfidentGNMax(threshold, sigma1, sigma)
+    if name is MechanismName.INTERACTIVE_GNMAX:
+        return InteractiveGNMax(threshold, sigma1, sigma)
+    assert_never(name)

@@ -1,0 +1,121 @@
+"""Rich renderings of the reports. Functions return renderables; they never print or compute."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from pate_cli.report import AnalysisReport, InputSummary
+
+
+def fmt(value: float, digits: int = 4) -> str:
+    """A float for people: fixed or scientific as fits, 'inf' for infinity, never 'nan'."""
+    if np.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
+        return f"{value:.{digits - 1}e}"
+    return f"{value:.{digits}f}"
+
+
+def fmt_order(order: float) -> str:
+    return f"{order:g}" if float(order).is_integer() else f"{order:.2f}"
+
+
+def input_line(summary: InputSummary) -> Text:
+    how = "detected" if summary.detected else "given"
+    text = Text()
+    text.append(summary.path, style="bold")
+    text.append(
+        f"  format {summary.format} ({how}), {summary.num_queries} queries"
+        f" x {summary.num_classes} classes, {summary.num_teachers} teachers"
+    )
+    if summary.num_queries != summary.num_file_queries:
+        text.append(f" (of {summary.num_file_queries} in the file)")
+    return text
+
+
+def mechanism_line(mechanism: dict[str, object]) -> Text:
+    params = ", ".join(f"{k}={v:g}" for k, v in mechanism.items() if isinstance(v, float))
+    return Text.assemble(("mechanism ", ""), (str(mechanism["name"]), "bold cyan"), f"  {params}")
+
+
+def _rows_near(orders: np.ndarray, centers: list[int], width: int) -> list[int]:
+    """Indices of the orders around the given ones, in increasing order of value."""
+    by_value = np.argsort(orders, kind="stable")
+    rank = np.empty_like(by_value)
+    rank[by_value] = np.arange(orders.size)
+    keep: set[int] = set()
+    for center in centers:
+        lo, hi = max(0, rank[center] - width), min(orders.size, rank[center] + width + 1)
+        keep.update(int(i) for i in by_value[lo:hi])
+    return sorted(keep, key=lambda i: (orders[i], i))
+
+
+def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableType:
+    """The analyze report: input, mechanism, orders around the optimum, and a closing line."""
+    dependent, independent = report.data_dependent, report.data_independent
+    orders = report.orders
+    header = Group(
+        input_line(report.input),
+        mechanism_line(report.mechanism),
+        Text(
+            f"delta {report.delta:g}, conversion {report.conversion}, "
+            f"{'realised run (answered mask)' if report.realized else 'expected cost'}"
+            + (", data-independent bounds forced" if report.forced_data_independent else "")
+        ),
+    )
+    table = Table(title="Renyi DP per order", title_justify="left", header_style="bold")
+    table.add_column("order", justify="right")
+    table.add_column("data-dep. RDP", justify="right")
+    table.add_column("data-dep. epsilon", justify="right")
+    table.add_column("data-indep. RDP", justify="right")
+    table.add_column("data-indep. epsilon", justify="right")
+    if all_orders:
+        rows = list(range(orders.size))
+    else:
+        rows = _rows_near(orders, [dependent.order_index, independent.order_index], 4)
+    for i in rows:
+        style = "bold green" if i == dependent.order_index else None
+        mark = " *" if i == dependent.order_index else ""
+        mark_ind = " *" if i == independent.order_index else ""
+        table.add_row(
+            fmt_order(orders[i]),
+            fmt(dependent.rdp[i]),
+            fmt(dependent.eps[i]) + mark,
+            fmt(independent.rdp[i]),
+            fmt(independent.eps[i]) + mark_ind,
+            style=style,
+        )
+    closing = Text()
+    closing.append(f"epsilon = {dependent.epsilon:.4f}", style="bold green")
+    closing.append(
+        f" at order {fmt_order(dependent.order)} (data-dependent, delta {report.delta:g}); "
+        f"data-independent epsilon = {independent.epsilon:.4f} at order "
+        f"{fmt_order(independent.order)}; "
+    )
+    if report.realized:
+        closing.append(
+            f"answered {report.expected_answered:.0f} of {report.num_queries_seen} queries seen"
+        )
+    else:
+        closing.append(
+            f"expected answered {report.expected_answered:.1f} of {report.num_queries_seen}"
+        )
+    parts: list[RenderableType] = [header, table, closing]
+    if report.release is not None:
+        parts.append(release_line(report.release))
+    return Group(*parts)
+
+
+def release_line(release: dict[str, object]) -> Text:
+    """One line on the GNSS release shown under the analyze table."""
+    if not release.get("released", True):
+        return Text(f"GNSS release: nothing to release ({release.get('reason')})")
+    return Text(
+        f"GNSS-released epsilon (expected) = {float(release['epsilon_expected_release']):.4f}"  # type: ignore[arg-type]
+        f" +/- {float(release['noise_std']):.4f} at order {fmt_order(float(release['order']))}"  # type: ignore[arg-type]
+        f"; sampled (seed {release['seed']}): {float(release['epsilon_released']):.4f}",  # type: ignore[arg-type]
+        style="bold",
+    )

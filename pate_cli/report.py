@@ -1,0 +1,124 @@
+"""The result model of every command and the one JSON encoder.
+
+Reports are frozen dataclasses; ``to_json_dict`` gives plain Python values
+whose keys are those of the CLI contract (``CLI.md``). ``dumps`` is the only
+place JSON is written: infinities become the strings "inf"/"-inf", and a NaN
+is a bug (it raises), so no output can ever carry one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pate_cli.accounting import EpsilonResult
+
+
+def _plain(value: Any) -> Any:
+    """Convert numpy values and non-finite floats to JSON-safe Python values."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        if math.isnan(number):
+            raise ValueError("NaN reached the JSON encoder")
+        if math.isinf(number):
+            return "inf" if number > 0 else "-inf"
+        return number
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def dumps(payload: dict[str, Any]) -> str:
+    """Serialise a report dictionary; ``allow_nan=False`` is a tripwire behind ``_plain``."""
+    return json.dumps(_plain(payload), allow_nan=False)
+
+
+@dataclass(frozen=True)
+class InputSummary:
+    """What was read and how it was interpreted."""
+
+    path: str
+    sha256: str
+    format: str
+    detected: bool
+    num_queries: int
+    num_teachers: int
+    num_classes: int
+    num_file_queries: int
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "sha256": self.sha256,
+            "format": self.format,
+            "format_detected": self.detected,
+            "num_queries": self.num_queries,
+            "num_teachers": self.num_teachers,
+            "num_classes": self.num_classes,
+            "num_file_queries": self.num_file_queries,
+        }
+
+
+def epsilon_json(result: EpsilonResult) -> dict[str, Any]:
+    """The {"epsilon", "order", "rdp"} block of the contract, plus the per-order epsilon."""
+    return {
+        "epsilon": result.epsilon,
+        "order": result.order,
+        "order_index": result.order_index,
+        "at_grid_edge": result.at_grid_edge,
+        "rdp": result.rdp,
+        "eps": result.eps,
+    }
+
+
+@dataclass(frozen=True)
+class AnalysisReport:
+    """``pate analyze``: data-dependent and data-independent costs of one setting."""
+
+    input: InputSummary
+    mechanism: dict[str, Any]
+    delta: float
+    conversion: str
+    orders: np.ndarray
+    realized: bool
+    forced_data_independent: bool
+    expected_answered: float
+    num_queries_seen: int
+    data_dependent: EpsilonResult
+    data_independent: EpsilonResult
+    release: dict[str, Any] | None = None
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "command": "analyze",
+            "input": self.input.to_json_dict(),
+            "mechanism": self.mechanism,
+            "delta": self.delta,
+            "conversion": self.conversion,
+            "accounting": "realized" if self.realized else "expected",
+            "data_independent_forced": self.forced_data_independent,
+            "orders": self.orders,
+            "num_queries_seen": self.num_queries_seen,
+            "expected_answered": self.expected_answered,
+            "data_dependent": epsilon_json(self.data_dependent),
+            "data_independent": epsilon_json(self.data_independent),
+        }
+        if self.release is not None:
+            out["release"] = self.release
+        out["warnings"] = list(self.warnings)
+        return out

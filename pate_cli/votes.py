@@ -1,0 +1,716 @@
+"""Vote files: safe reading, validation, format detection and query selection.
+
+Every array the CLI reads goes through :func:`load_array`, which never unpickles:
+it checks that the path is a regular file *before* opening it (a FIFO would
+block), tells ``.npy`` from ``.npz`` by the magic bytes rather than the
+extension, parses the ``.npy`` header itself, rejects non-numeric dtypes, and
+compares the size the header declares with the bytes actually present, so a
+forged header cannot make us allocate gigabytes. Only then is the data read
+(``np.load(..., allow_pickle=False)``, memory-mapped for votes so that a query
+selection reads only the rows it needs).
+
+:func:`load_votes` turns any of the three formats of CLI.md into one float64
+``(Q, C)`` counts array. Detection (``--format auto``) looks at the whole file:
+3-D is ``probs``; 2-D is ``counts`` when every row has the same positive sum,
+else ``labels`` when the values are non-negative integers and ``--teachers``
+was not given, else ``counts`` (which then fails, or warns under
+``--teachers``). The selection (``--indices`` first, then the first
+``--queries``) is applied along the query axis before labels or scores are
+converted, and is recorded in :class:`Votes` so that a baseline can be
+selected the same way.
+
+Every problem is an :class:`~pate_cli.errors.InputError` (a bad file) or a
+:class:`~pate_cli.errors.UsageError` (a bad flag value) whose one-line message
+starts with the path as the user gave it. Shape letters: Q queries, C classes,
+M teachers.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import math
+import os
+import stat
+import tempfile
+import warnings as _warnings
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import IO
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pate_cli.errors import InputError, UsageError
+
+StrPath = str | os.PathLike[str]  # the CLI passes the text the user typed
+
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a local file header, or an empty archive
+_MAX_HEADER_BYTES = 10_000  # numpy's own default limit for a header before literal_eval
+_MAX_LABEL_COUNT_CELLS = 10**8  # Q * C of a labels file's counts; beyond this C is implausible
+_NUMERIC_KINDS = "biuf"
+_LAYOUTS = {
+    "counts": "(queries, classes)",
+    "labels": "(teachers, queries)",
+    "probs": "(teachers, queries, classes)",
+}
+
+
+class VoteFormat(str, Enum):
+    """Layout of a votes file (``--format``)."""
+
+    AUTO = "auto"
+    COUNTS = "counts"
+    LABELS = "labels"
+    PROBS = "probs"
+
+
+@dataclass(frozen=True)
+class Votes:
+    """Validated votes as a float64 ``(Q, C)`` histogram, plus where they came from.
+
+    Attributes:
+        counts: Per-query vote histogram after the selection; read-only, C-contiguous.
+        path: The path as the user gave it.
+        sha256: Hex SHA-256 of the file's bytes.
+        format: The format used; never ``AUTO``.
+        detected: True when ``format`` came from auto-detection.
+        num_teachers: M.
+        num_classes: C.
+        num_file_queries: Queries in the file before selection.
+        selection: File query indices kept, in order; None means all, in file order.
+        warnings: One-line notes for the user, e.g. rows that do not sum to ``--teachers``.
+    """
+
+    counts: NDArray[np.float64]
+    path: str
+    sha256: str
+    format: VoteFormat
+    detected: bool
+    num_teachers: int
+    num_classes: int
+    num_file_queries: int
+    selection: NDArray[np.int64] | None
+    warnings: tuple[str, ...]
+
+    @property
+    def num_queries(self) -> int:
+        """Q, the number of queries after selection."""
+        return int(self.counts.shape[0])
+
+
+@dataclass(frozen=True)
+class _Header:
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    fortran_order: bool
+    offset: int  # bytes before the data
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def _show(value: object) -> str:
+    """A numpy scalar as plain text: ``nan``, ``-1``, ``2.5``, and ``3`` for 3.0."""
+    item = np.asarray(value).item()
+    if isinstance(item, float) and item.is_integer() and abs(item) < 2**53:
+        return str(int(item))
+    return str(item)
+
+
+def _first(mask: NDArray[np.bool_]) -> tuple[int, ...]:
+    """Index of the first True entry (C order) of a mask known to have one."""
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(mask)), mask.shape))
+
+
+def _row_sums(a: np.ndarray) -> NDArray[np.float64]:
+    # Overflow to inf (values near 1e308) is a bad-input case reported by the caller.
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(a.sum(axis=1, dtype=np.float64))
+
+
+def _is_whole(a: np.ndarray) -> NDArray[np.bool_]:
+    """Elementwise: finite and integral (always True for integer dtypes)."""
+    if a.dtype.kind in "iub":
+        return np.ones(a.shape, dtype=bool)
+    whole: NDArray[np.bool_] = np.isfinite(a) & (a == np.floor(a))
+    return whole
+
+
+def _open_regular(path: StrPath, where: str, what: str) -> IO[bytes]:
+    """Open a regular file for reading; stat first so that a FIFO never blocks."""
+    expected = f"expected the {what} as a .npy or .npz file"
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError(f"{where}: is a directory; {expected}")
+        if not stat.S_ISREG(mode):
+            raise InputError(f"{where}: is not a regular file (FIFO, device or socket); {expected}")
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise InputError(f"{where}: no such file; {expected}") from None
+    except PermissionError:
+        raise InputError(f"{where}: permission denied; {expected} readable by you") from None
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputError(f"{where}: cannot open ({reason}); {expected}") from None
+
+
+def _read_header(f: IO[bytes], where: str, what: str) -> _Header:
+    """Parse and check a .npy header without numpy's loader; raises InputError."""
+    corrupt = f"{where}: corrupt .npy header; expected the {what} saved with numpy.save"
+    prefix = f.read(8)
+    if len(prefix) < 8 or not prefix.startswith(_NPY_MAGIC) or prefix[6] not in (1, 2, 3):
+        raise InputError(corrupt)
+    size_bytes = 2 if prefix[6] == 1 else 4
+    encoding = "utf8" if prefix[6] == 3 else "latin1"
+    length = int.from_bytes(f.read(size_bytes), "little")
+    text = f.read(length) if length <= _MAX_HEADER_BYTES else b""
+    try:
+        if len(text) != length or length == 0:
+            raise ValueError
+        fields = ast.literal_eval(text.decode(encoding))
+        with _warnings.catch_warnings():
+            _warnings.simplefilter("error")  # a dtype numpy warns about is a corrupt header here
+            dtype = np.lib.format.descr_to_dtype(fields["descr"])
+        shape, fortran_order = fields["shape"], fields["fortran_order"]
+    except (ValueError, TypeError, KeyError, SyntaxError, MemoryError, RecursionError, Warning):
+        raise InputError(corrupt) from None
+    if (
+        not isinstance(shape, tuple)
+        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+        or not isinstance(fortran_order, bool)
+    ):
+        raise InputError(corrupt)
+    if dtype.kind not in _NUMERIC_KINDS or dtype.names is not None or dtype.subdtype is not None:
+        raise InputError(
+            f"{where}: {what} array has unsupported dtype {dtype!s}; expected a numeric "
+            "(bool, integer or float) array, never Python objects (pickles are not loaded)"
+        )
+    return _Header(shape, dtype, fortran_order, 8 + size_bytes + length)
+
+
+def _truncated(where: str, what: str, header: _Header, available: int) -> InputError:
+    return InputError(
+        f"{where}: {what} file is truncated: the header declares shape {header.shape} of "
+        f"{header.dtype!s} ({header.nbytes} bytes) but only {max(available, 0)} bytes follow"
+    )
+
+
+def _load_npz(path: StrPath, where: str, what: str) -> np.ndarray:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = [info for info in archive.infolist() if not info.is_dir()]
+            keys = [info.filename.removesuffix(".npy") for info in members]
+            if len(members) != 1:
+                raise InputError(
+                    f"{where}: .npz holds {len(members)} arrays {keys}; expected exactly one "
+                    f"{what} array"
+                )
+            info, inner = members[0], f"{where}: array {keys[0]!r}"
+            with archive.open(info) as member:
+                header = _read_header(member, inner, what)
+                if info.file_size - header.offset < header.nbytes:
+                    raise _truncated(inner, what, header, info.file_size - header.offset)
+                data = member.read(header.nbytes)
+    except (
+        zipfile.BadZipFile,
+        zlib.error,
+        EOFError,
+        OSError,
+        RuntimeError,
+        NotImplementedError,
+        ValueError,
+    ) as exc:
+        raise InputError(
+            f"{where}: corrupt .npz archive ({exc}); expected the {what} saved with numpy.savez"
+        ) from None
+    if len(data) != header.nbytes:
+        raise _truncated(where, what, header, len(data))
+    if header.nbytes == 0:
+        return np.empty(header.shape, dtype=header.dtype)
+    flat = np.frombuffer(data, dtype=header.dtype)
+    return flat.reshape(header.shape, order="F" if header.fortran_order else "C").copy()
+
+
+def _load(path: StrPath, what: str, *, mmap: bool) -> np.ndarray:
+    """Body of :func:`load_array`; ``mmap`` memory-maps a .npy instead of reading it."""
+    where = os.fspath(path)
+    with _open_regular(path, where, what) as f:
+        magic = f.read(len(_NPY_MAGIC))
+        if magic.startswith(_ZIP_MAGICS):
+            return _load_npz(path, where, what)
+        if magic != _NPY_MAGIC:
+            empty = " is empty" if not magic else ""
+            raise InputError(
+                f"{where}:{empty} not a .npy or .npz file; expected the {what} "
+                "saved with numpy.save (or a single-array numpy.savez)"
+            )
+        f.seek(0)
+        header = _read_header(f, where, what)
+        available = os.fstat(f.fileno()).st_size - header.offset
+        if available < header.nbytes:
+            raise _truncated(where, what, header, available)
+        f.seek(0)
+        # Header, dtype and size are checked, so numpy neither unpickles nor over-allocates.
+        try:
+            array: np.ndarray = np.load(
+                path if mmap else f, mmap_mode="r" if mmap else None, allow_pickle=False
+            )
+            return array
+        except (ValueError, OSError, EOFError) as exc:
+            raise InputError(
+                f"{where}: unreadable .npy ({exc}); expected the {what} saved with numpy.save"
+            ) from None
+
+
+def load_array(path: StrPath, what: str) -> np.ndarray:
+    """Read one numeric array from a .npy or single-array .npz file, never unpickling.
+
+    Args:
+        path: The file, as the user gave it (it starts every message).
+        what: What the array is ("votes", "baseline", "indices", ...), for messages.
+
+    Returns:
+        The array, in memory; its dtype is bool, integer or float.
+
+    Raises:
+        InputError: Missing, unreadable, non-regular, truncated or corrupt file; not
+            .npy/.npz; an .npz without exactly one array; a non-numeric dtype.
+    """
+    return np.asarray(_load(path, what, mmap=False))
+
+
+def file_sha256(path: StrPath) -> str:
+    """Hex SHA-256 of a file's bytes, read in chunks.
+
+    Raises:
+        InputError: The file is missing, not a regular file or unreadable.
+    """
+    where, digest = os.fspath(path), hashlib.sha256()
+    with _open_regular(path, where, "input") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def save_npy_atomic(path: StrPath, array: np.ndarray) -> None:
+    """Write ``array`` as .npy so that ``path`` is either complete or untouched.
+
+    The data go to a temporary file in the same directory (so ``os.replace`` is
+    atomic), which is removed again if anything fails.
+
+    Raises:
+        InputError: The directory does not exist or the file cannot be written.
+    """
+    where = os.fspath(path)
+    directory = os.path.dirname(where) or "."
+    if not os.path.isdir(directory):
+        raise InputError(
+            f"{where}: directory {directory} does not exist; expected an existing "
+            "directory for the output file"
+        )
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(
+            dir=directory, prefix=f".{os.path.basename(where)}.", suffix=".tmp"
+        )
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, np.asarray(array), allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; match a plain open()
+        os.replace(tmp, where)
+    except OSError as exc:
+        raise InputError(
+            f"{where}: cannot write the output file ({exc.strerror or exc}); "
+            "expected a writable path"
+        ) from None
+    finally:
+        if tmp is not None and os.path.lexists(tmp):
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _detect_format(raw: np.ndarray, where: str, teachers: int | None) -> VoteFormat:
+    """Auto-detection rules; see the module docstring."""
+    if raw.ndim == 3:
+        return VoteFormat.PROBS
+    if raw.ndim != 2:
+        raise InputError(
+            f"{where}: array has {raw.ndim} dimensions {raw.shape} but --format auto expects "
+            f"{_LAYOUTS['counts']} counts, {_LAYOUTS['labels']} labels or "
+            f"{_LAYOUTS['probs']} probs"
+        )
+    if raw.size == 0:
+        return VoteFormat.COUNTS  # rejected as empty by the shape check
+    sums = _row_sums(raw)
+    if np.isfinite(sums[0]) and sums[0] > 0 and np.allclose(sums, sums[0], rtol=1e-9, atol=0):
+        return VoteFormat.COUNTS
+    if teachers is None and _is_whole(raw).all() and raw.min() >= 0:
+        return VoteFormat.LABELS
+    return VoteFormat.COUNTS
+
+
+def _check_shape(raw: np.ndarray, where: str, fmt: VoteFormat, num_classes: int | None) -> None:
+    ndim = 3 if fmt is VoteFormat.PROBS else 2
+    if raw.ndim != ndim:
+        raise InputError(
+            f"{where}: array has {raw.ndim} dimensions {raw.shape} but --format "
+            f"{fmt.value} expects {_LAYOUTS[fmt.value]}"
+        )
+    if raw.size == 0:
+        raise InputError(
+            f"{where}: votes array is empty, shape {raw.shape}; expected "
+            f"{_LAYOUTS[fmt.value]} with at least one of each"
+        )
+    if num_classes is not None and fmt is not VoteFormat.LABELS and raw.shape[-1] != num_classes:
+        raise InputError(
+            f"{where}: votes have {raw.shape[-1]} classes (shape {raw.shape}) but "
+            f"--num-classes is {num_classes}"
+        )
+
+
+def _load_indices(path: StrPath, votes_where: str, num_file_queries: int) -> NDArray[np.int64]:
+    where = os.fspath(path)
+    a = load_array(path, "indices")
+    if a.ndim != 1 or a.size == 0:
+        raise InputError(
+            f"{where}: indices array has shape {a.shape}; expected a non-empty 1-D "
+            "array of query indices"
+        )
+    if a.dtype.kind == "b":
+        raise InputError(f"{where}: indices array has dtype bool; expected integer query indices")
+    bad = ~_is_whole(a) | (a < 0) | (a >= num_file_queries)
+    if bad.any():
+        (i,) = _first(bad)
+        raise InputError(
+            f"{where}: index at position {i} is {_show(a[i])}; expected integer "
+            f"query indices in [0, {num_file_queries}) for {votes_where}"
+        )
+    selection = a.astype(np.int64)
+    values, counts = np.unique(selection, return_counts=True)
+    if (counts > 1).any():
+        j = int(np.argmax(counts > 1))
+        raise InputError(
+            f"{where}: query index {values[j]} appears {counts[j]} times; expected "
+            "each index at most once"
+        )
+    return selection
+
+
+def _selection(
+    where: str, num_file_queries: int, queries: int | None, indices: StrPath | None
+) -> NDArray[np.int64] | None:
+    if indices is None:
+        if queries is None:
+            return None
+        if queries > num_file_queries:
+            raise InputError(
+                f"{where}: has only {num_file_queries} queries, --queries asks for {queries}"
+            )
+        return np.arange(queries, dtype=np.int64)
+    selection = _load_indices(indices, where, num_file_queries)
+    if queries is not None:
+        if queries > selection.size:
+            raise InputError(
+                f"{os.fspath(indices)}: has only {selection.size} queries, "
+                f"--queries asks for {queries}"
+            )
+        selection = selection[:queries]
+    return selection
+
+
+def _counts_from_labels(labels: np.ndarray, num_classes: int) -> NDArray[np.float64]:
+    """Histogram each query's column of labels: (M, Q) -> (Q, C), one bincount."""
+    num_queries = labels.shape[1]
+    flat = labels.astype(np.int64) + num_classes * np.arange(num_queries, dtype=np.int64)
+    counts = np.bincount(flat.ravel(), minlength=num_queries * num_classes)
+    return counts.reshape(num_queries, num_classes).astype(np.float64)
+
+
+def _teachers_from_counts(
+    counts: NDArray[np.float64],
+    where: str,
+    teachers: int | None,
+    notes: list[str],
+    file_query: Callable[[int], int],
+) -> int:
+    """M from the row sums of a counts array, or ``teachers`` with a note when they differ."""
+    sums = _row_sums(counts)
+    if not sums.any():
+        raise InputError(
+            f"{where}: every votes row sums to 0; expected rows that sum to the "
+            "number of teachers M"
+        )
+    if teachers is not None:
+        off = ~np.isclose(sums, teachers, rtol=1e-9, atol=1e-9)
+        if off.any():
+            notes.append(
+                f"{where}: {int(off.sum())} of {sums.size} votes rows do not sum to "
+                f"--teachers {teachers} (sums range from {_show(sums.min())} to "
+                f"{_show(sums.max())})"
+            )
+        return teachers
+    agree = np.isclose(sums, sums[0], rtol=1e-9, atol=0)
+    if not agree.all():
+        q = int(np.argmin(agree))
+        raise InputError(
+            f"{where}: votes rows sum to different totals (row {file_query(0)}: "
+            f"{_show(sums[0])}, row {file_query(q)}: {_show(sums[q])}); expected "
+            "every row to sum to the number of teachers M, or pass --teachers M"
+        )
+    if not np.isfinite(sums[0]) or abs(sums[0] - round(sums[0])) > 1e-9 * sums[0]:
+        raise InputError(
+            f"{where}: votes rows sum to {_show(sums[0])}; expected a whole number "
+            "of teachers M, or pass --teachers M"
+        )
+    return int(round(sums[0]))
+
+
+def _check_flags(num_classes: int | None, teachers: int | None, queries: int | None) -> None:
+    for flag, value, noun in (
+        ("--num-classes", num_classes, "classes"),
+        ("--teachers", teachers, "teachers"),
+        ("--queries", queries, "queries"),
+    ):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} {value}: expected a positive number of {noun}")
+
+
+def _check_labels(
+    labels: np.ndarray, where: str, num_classes: int | None, file_query: Callable[[int], int]
+) -> int:
+    """Check labels are integers in [0, C) (C unbounded when None); return the largest."""
+    bad = ~_is_whole(labels) | (labels < 0)
+    if num_classes is not None:
+        bad |= labels >= num_classes
+    if bad.any():
+        t, q = _first(bad)
+        limit = f"[0, {num_classes})" if num_classes is not None else "[0, classes)"
+        raise InputError(
+            f"{where}: label of teacher {t} for query {file_query(q)} is "
+            f"{_show(labels[t, q])}; expected integer class labels in {limit}"
+        )
+    return int(labels.max())
+
+
+def _to_counts(
+    full: np.ndarray,
+    data: np.ndarray,
+    fmt: VoteFormat,
+    where: str,
+    num_classes: int | None,
+    teachers: int | None,
+    file_query: Callable[[int], int],
+    notes: list[str],
+) -> tuple[NDArray[np.float64], int]:
+    """Validate selected votes of any format and histogram them; returns (counts, M).
+
+    Shapes: ``data`` (the selected part of ``full``) is (Q, C) counts, (M, Q) labels or
+    (M, Q, C) scores; counts are (Q, C).
+    """
+    file_teachers = int(data.shape[0])
+    if fmt is VoteFormat.COUNTS:
+        counts = np.array(data, dtype=np.float64, order="C")
+        bad = ~np.isfinite(counts) | (counts < 0)
+        if bad.any():
+            q, c = _first(bad)
+            raise InputError(
+                f"{where}: votes row {file_query(q)}, column {c} is "
+                f"{_show(counts[q, c])}; expected finite non-negative vote counts"
+            )
+        num_teachers = _teachers_from_counts(counts, where, teachers, notes, file_query)
+    else:
+        if fmt is VoteFormat.LABELS:
+            if num_classes is None:
+                # C comes from the whole file, so that a selection cannot change the class count.
+                num_classes = _check_labels(full, where, None, lambda q: q) + 1
+            _check_labels(data, where, num_classes, file_query)
+            if data.shape[1] * num_classes > _MAX_LABEL_COUNT_CELLS:
+                raise InputError(
+                    f"{where}: labels imply {num_classes} classes for {data.shape[1]} queries; "
+                    "expected small class labels (or pass --num-classes)"
+                )
+            labels = data
+        else:
+            finite = np.isfinite(data)
+            if not finite.all():
+                t, q, c = _first(~finite)
+                raise InputError(
+                    f"{where}: score of teacher {t} for query {file_query(q)}, class "
+                    f"{c} is {_show(data[t, q, c])}; expected finite scores"
+                )
+            num_classes = int(data.shape[2])
+            labels = np.argmax(data, axis=2)  # the first maximum wins ties
+        counts = _counts_from_labels(labels, num_classes)
+        num_teachers = teachers if teachers is not None else file_teachers
+        if num_teachers != file_teachers:
+            notes.append(
+                f"{where}: the file has {file_teachers} teachers but --teachers is {num_teachers}"
+            )
+    return counts, num_teachers
+
+
+def load_votes(
+    path: StrPath,
+    *,
+    fmt: VoteFormat | str = VoteFormat.AUTO,
+    num_classes: int | None = None,
+    teachers: int | None = None,
+    queries: int | None = None,
+    indices: StrPath | None = None,
+) -> Votes:
+    """Read, validate and select a votes file, returning ``(Q, C)`` counts.
+
+    Args:
+        path: The votes file (.npy, or .npz holding one array).
+        fmt: ``--format``; ``auto`` detects it (see the module docstring).
+        num_classes: ``--num-classes``: C for labels; must match the file otherwise.
+        teachers: ``--teachers``: overrides M; rows may then disagree on their sum (a warning).
+        queries: ``--queries``: keep the first N queries (after ``indices``).
+        indices: ``--indices``: an .npy of file query indices to keep, in its order.
+
+    Returns:
+        The validated :class:`Votes`.
+
+    Raises:
+        InputError: Any problem with the votes or indices file.
+        UsageError: A flag value outside its domain (``--queries 0``, ``--format x``).
+    """
+    where = os.fspath(path)
+    try:
+        fmt = VoteFormat(fmt)
+    except ValueError:
+        raise UsageError(f"--format {fmt}: expected auto, counts, labels or probs") from None
+    _check_flags(num_classes, teachers, queries)
+    raw = _load(path, "votes", mmap=True)
+    if raw.dtype.kind == "b":
+        raise InputError(
+            f"{where}: votes array has dtype bool; expected numeric counts, integer "
+            "labels or float scores"
+        )
+    detected = fmt is VoteFormat.AUTO
+    if detected:
+        fmt = _detect_format(raw, where, teachers)
+    _check_shape(raw, where, fmt, num_classes)
+    axis = 0 if fmt is VoteFormat.COUNTS else 1
+    num_file_queries = int(raw.shape[axis])
+    selection = _selection(where, num_file_queries, queries, indices)
+    # Select before converting: a memory-mapped file then reads only the queries kept.
+    data = np.asarray(raw if selection is None else np.take(raw, selection, axis=axis))
+
+    def file_query(q: int) -> int:
+        return q if selection is None else int(selection[q])
+
+    notes: list[str] = []
+    try:
+        counts, num_teachers = _to_counts(
+            raw, data, fmt, where, num_classes, teachers, file_query, notes
+        )
+    except InputError as exc:
+        if not detected:
+            raise
+        # Auto-detection can guess wrong on odd files: say what it guessed and how to override.
+        raise InputError(
+            f"{exc.message} (detected --format {fmt.value}; pass --format to override)"
+        ) from None
+    counts.flags.writeable = False
+    return Votes(
+        counts=counts,
+        path=where,
+        sha256=file_sha256(path),
+        format=fmt,
+        detected=detected,
+        num_teachers=num_teachers,
+        num_classes=int(counts.shape[1]),
+        num_file_queries=num_file_queries,
+        selection=selection,
+        warnings=tuple(notes),
+    )
+
+
+def load_baseline(path: StrPath, votes: Votes) -> NDArray[np.float64]:
+    """Read an Interactive-GNMax baseline on the votes' scale, selected like the votes.
+
+    A baseline whose rows each sum to 1 (within 1e-6) is probabilities and is
+    scaled by M; otherwise it is taken as counts on the votes' scale.
+
+    Args:
+        path: The baseline file.
+        votes: The votes it goes with (for C, M and the selection).
+
+    Returns:
+        The baseline. Shapes: (Q, C).
+
+    Raises:
+        InputError: Wrong shape, a non-finite or negative entry, or an unreadable file.
+    """
+    where = os.fspath(path)
+    a = load_array(path, "baseline")
+    file_shape = (votes.num_file_queries, votes.num_classes)
+    selected_shape = (votes.num_queries, votes.num_classes)
+    if a.dtype.kind == "b" or a.shape not in (file_shape, selected_shape):
+        raise InputError(
+            f"{where}: baseline has shape {a.shape} and dtype {a.dtype!s}; expected "
+            f"numbers of shape {file_shape} like {votes.path}, or {selected_shape} "
+            "for the selected queries"
+        )
+    is_file_rows = a.shape == file_shape and votes.selection is not None
+    baseline = np.array(a[votes.selection] if is_file_rows else a, dtype=np.float64, order="C")
+    bad = ~np.isfinite(baseline) | (baseline < 0)
+    if bad.any():
+        q, c = _first(bad)
+        row = int(votes.selection[q]) if is_file_rows and votes.selection is not None else q
+        raise InputError(
+            f"{where}: baseline row {row}, column {c} is {_show(baseline[q, c])}; "
+            "expected finite non-negative probabilities or counts"
+        )
+    if np.all(np.abs(_row_sums(baseline) - 1.0) <= 1e-6):
+        baseline *= votes.num_teachers
+    return baseline
+
+
+def load_answered_mask(path: StrPath, num_queries: int) -> NDArray[np.bool_]:
+    """Read the answered mask written by ``aggregate``: bool, or integers 0/1.
+
+    A mask shorter than the queries comes from a run that stopped early
+    (``--max-answered``/``--max-queries``): it covers the queries seen, a prefix.
+
+    Returns:
+        The mask. Shapes: (L,) with 1 <= L <= Q.
+
+    Raises:
+        InputError: Wrong shape, a dtype other than bool/integer, a value other than 0/1.
+    """
+    where = os.fspath(path)
+    a = load_array(path, "answered mask")
+    if a.ndim != 1 or not 1 <= a.shape[0] <= num_queries:
+        raise InputError(
+            f"{where}: answered mask has shape {a.shape}; expected ({num_queries},), "
+            "one entry per query (or fewer, for a run that stopped early)"
+        )
+    if a.dtype.kind not in "biu":
+        raise InputError(
+            f"{where}: answered mask has dtype {a.dtype!s}; expected bool or integer 0/1 values"
+        )
+    bad = (a != 0) & (a != 1)
+    if bad.any():
+        (i,) = _first(bad)
+        raise InputError(
+            f"{where}: answered mask entry {i} is {_show(a[i])}; expected bool or "
+            "integer 0/1 values"
+        )
+    return a.astype(np.bool_)

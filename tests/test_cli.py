@@ -1,0 +1,162 @@
+"""The command-line contract: exit codes, stream purity, one-line errors, help and version."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import pate_cli.cli as cli
+from pate_cli import __version__
+from pate_cli.errors import ExitCode
+from tests.conftest import MNIST, run_cli
+
+MNIST_640 = [MNIST, "--queries", 640, "--delta", 1e-5]
+CONFIDENT = ["--threshold", 200, "--sigma1", 150, "--sigma", 40]
+COMMANDS = [command.name or command.callback.__name__ for command in cli.app.registered_commands]
+
+
+def test_version():
+    assert run_cli(["--version"]).stdout.strip() == f"pate {__version__}"
+
+
+def test_no_arguments_shows_help():
+    result = run_cli([], expect=ExitCode.BAD_INPUT)
+    assert "Usage" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_with_a_runnable_example(command):
+    text = run_cli([command, "--help"]).stdout
+    assert "Example" in text and f"pate {command} sample_data/" in " ".join(text.split())
+
+
+def test_help_examples_run(tmp_path):
+    """The Example line of each command's help runs and exits 0."""
+    for command in COMMANDS:
+        text = " ".join(run_cli([command, "--help"]).stdout.split())
+        example = text.split(f"Example: pate {command} ", 1)[1]
+        example = example.split(" Arguments:")[0].split(" Options:")[0]
+        args = [command, *example.split()]
+        args = [str(tmp_path / a.split("/")[-1]) if a.endswith(".out.npy") else a for a in args]
+        run_cli(args)
+
+
+def test_json_stdout_is_one_object_and_nothing_else():
+    result = run_cli(["analyze", *MNIST_640, *CONFIDENT, "--json"])
+    assert result.stdout.endswith("}\n") and result.stdout.count("\n") == 1
+    payload = json.loads(result.stdout)
+    assert payload["command"] == "analyze"
+    for key in ("input", "mechanism", "delta", "conversion", "orders", "expected_answered",
+                "data_dependent", "data_independent"):
+        assert key in payload
+    assert set(payload["input"]) >= {"path", "sha256", "format", "num_queries", "num_teachers", "num_classes"}
+    assert payload["mechanism"] == {"name": "confident-gnmax", "threshold": 200.0, "sigma1": 150.0, "sigma": 40.0}
+    for block in ("data_dependent", "data_independent"):
+        assert set(payload[block]) >= {"epsilon", "order", "rdp"}
+        assert len(payload[block]["rdp"]) == len(payload["orders"]) == 298
+    assert "nan" not in result.stdout.lower()
+
+
+def test_human_report_shows_detected_format_and_closing_line():
+    out = " ".join(run_cli(["analyze", *MNIST_640, *CONFIDENT]).stdout.split())
+    assert "format counts (detected)" in out
+    assert "epsilon = 1.9988 at order 14" in out
+    assert "expected answered 282.7 of 640" in out
+
+
+def test_budget_gate_exits_1_after_printing():
+    result = run_cli(["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 1.5, "--json"], expect=ExitCode.BUDGET_EXCEEDED)
+    assert json.loads(result.stdout)["data_dependent"]["epsilon"] > 1.5
+    assert "exceeds --max-epsilon 1.5" in result.stderr
+    run_cli(["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 2.0])
+    # The data-independent epsilon (3.157) is gated when asked for.
+    run_cli(["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 2.0, "--gate-on", "data-independent"],
+            expect=ExitCode.BUDGET_EXCEEDED)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["analyze", "missing.npy", "--sigma", 40, "--delta", 1e-5], "missing.npy"),
+        (["analyze", *MNIST_640], "no mechanism"),
+        (["analyze", *MNIST_640, "--sigma", 40, "--gamma", 0.1], "cannot be used with"),
+        (["analyze", MNIST, "--sigma", 40, "--delta", 2], "--delta"),
+        (["analyze", MNIST, "--sigma", 40, "--delta", 1e-5, "--orders", "1,2"], "--orders"),
+        (["analyze", MNIST, "--sigma", -1, "--delta", 1e-5], "--sigma"),
+        (["analyze", MNIST, "--sigma", 40, "--delta", 1e-5, "--queries", 10**6], "--queries"),
+        (["analyze", MNIST, "--sigma", 40], "--delta"),
+        (["analyze", MNIST, "--sigma", 40, "--delta", 1e-5, "--no-such-flag"], "--no-such-flag"),
+        (["analyze", MNIST, "--sigma", "forty", "--delta", 1e-5], "Invalid value for '--sigma'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, words):
+    result = run_cli(args, expect=ExitCode.BAD_INPUT)
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pate: error:")
+    assert words in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_file_message_names_the_file(tmp_path):
+    bad = tmp_path / "votes.npy"
+    bad.write_text("not numpy")
+    result = run_cli(["analyze", bad, "--sigma", 40, "--delta", 1e-5, "--json"], expect=ExitCode.BAD_INPUT)
+    assert str(bad) in result.stderr and result.stdout == ""
+
+
+def test_a_crash_exits_70_with_a_traceback(monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(cli, "account", boom)
+    result = run_cli(["analyze", *MNIST_640, "--sigma", 40], expect=ExitCode.INTERNAL)
+    assert "Traceback" in result.stderr and "kaboom" in result.stderr
+    assert "bug in pate" in result.stderr
+
+
+def test_exit_code_values_are_the_documented_ones():
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 70, 130]
+
+
+def test_conversion_improved_is_recorded_and_never_above_classic():
+    classic = run_cli(["analyze", *MNIST_640, "--sigma", 40, "--json"]).json
+    improved = run_cli(["analyze", *MNIST_640, "--sigma", 40, "--json", "--conversion", "improved"]).json
+    assert improved["conversion"] == "improved"
+    assert improved["data_dependent"]["epsilon"] < classic["data_dependent"]["epsilon"]
+    assert improved["data_independent"]["epsilon"] < classic["data_independent"]["epsilon"]
+
+
+def test_edge_of_grid_warning(tmp_path):
+    result = run_cli(["analyze", *MNIST_640, "--sigma", 40, "--orders", "2,3", "--json"])
+    assert any("edge of the order grid" in w for w in result.json["warnings"])
+    human = run_cli(["analyze", *MNIST_640, "--sigma", 40, "--orders", "2,3"])
+    assert "edge of the order grid" in human.stderr
+
+
+def test_all_orders_shows_every_row():
+    out = run_cli(["analyze", *MNIST_640, "--sigma", 40, "--orders", "2:12:1", "--all-orders"]).stdout
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert len(rows) == 10
+
+
+def test_answered_mask_accounts_the_realised_run(write_npy):
+    counts = np.load(MNIST)[:640]
+    mask = np.zeros(640, dtype=bool)
+    mask[::2] = True
+    path = write_npy(mask, "mask.npy")
+    realised = run_cli(["analyze", *MNIST_640, *CONFIDENT, "--answered", path, "--json"]).json
+    assert realised["accounting"] == "realized"
+    assert realised["expected_answered"] == 320
+    everything = run_cli(["analyze", *MNIST_640, *CONFIDENT, "--answered", write_npy(np.ones(640, bool), "all.npy"), "--json"]).json
+    assert everything["data_dependent"]["epsilon"] > realised["data_dependent"]["epsilon"]
+    assert counts.shape == (640, 10)
+
+
+def test_python_dash_m_runs_the_same_cli():
+    done = subprocess.run([sys.executable, "-m", "pate_cli", "--version"], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == f"pate {__version__}"
