@@ -168,6 +168,9 @@ def account(
     independent = _data_independent(mechanism, orders, num_seen, answered_total)
     if data_independent:
         dependent = independent.copy()
+    # Both totals bound the same composition, so their minimum does too; it also absorbs
+    # last-ulp differences between summing per query and multiplying by the query count.
+    dependent = np.minimum(dependent, independent)
     return RdpAccount(
         data_dependent=dependent,
         data_independent=independent,

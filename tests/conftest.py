@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import settings
 from typer.testing import CliRunner
 
 from pate_cli.cli import app
@@ -52,7 +54,8 @@ def run_cli(args: list[str], expect: int = ExitCode.OK) -> CliResult:
     if result.exit_code != expect:
         raise AssertionError(
             f"pate {' '.join(map(str, args))}: exit {result.exit_code}, expected {int(expect)}\n"
-            f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}\nexception: {result.exception!r}"
+            f"stdout:\n{result.stdout[:2000]}\nstderr:\n{result.stderr[:4000]}\n"
+            f"exception: {result.exception!r}"
         )
     return outcome
 
@@ -73,3 +76,9 @@ def write_npy(tmp_path: Path):
 def mnist_counts() -> np.ndarray:
     """The 2018 paper's MNIST votes (9000 x 10, 250 teachers)."""
     return np.load(MNIST, allow_pickle=False)
+
+
+# Property tests run 2,000 examples each in CI (CI=true) and 200 locally.
+settings.register_profile("ci", max_examples=2000, deadline=None, derandomize=True)
+settings.register_profile("dev", max_examples=200, deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")

@@ -1,0 +1,45 @@
+"""The README is tested like code: its `pate` commands run, and every command is documented."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+
+import pate_cli.cli as cli
+from tests.conftest import ROOT, run_cli
+
+README = (ROOT / "README.md").read_text()
+SAMPLE_README = (ROOT / "sample_data" / "README.md").read_text()
+
+
+def _commands(text: str) -> list[str]:
+    """Every line of a fenced block that runs `pate` on the sample data."""
+    blocks = re.findall(r"```\n(.*?)```", text, flags=re.S)
+    lines = [line.strip() for block in blocks for line in block.splitlines()]
+    return [line for line in lines if "pate " in line and "sample_data/" in line and not line.startswith("#")]
+
+
+COMMANDS = _commands(README) + _commands(SAMPLE_README)
+
+
+def test_readme_opens_with_the_two_newcomer_commands():
+    first_block = re.search(r"```\n(.*?)```", README, flags=re.S).group(1).splitlines()
+    assert first_block[0].startswith("pip install . && pate ") and "sample_data/" in first_block[0]
+    assert first_block[1] == "pip install -e '.[test]' && python -m pytest"
+    assert first_block[1] in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize("line", COMMANDS)
+def test_readme_commands_run(line, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    words = shlex.split(line.split("&& ", 1)[-1])
+    assert words[0] == "pate"
+    run_cli(words[1:])
+
+
+def test_every_command_is_in_the_readme():
+    for command in cli.app.registered_commands:
+        name = command.name or command.callback.__name__
+        assert f"pate {name}" in README
