@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,9 +39,7 @@ class Conversion(str, Enum):
     IMPROVED = "improved"
 
 
-def eps_curve(
-    kind: Conversion, orders: FloatArray, rdp: FloatArray, delta: float
-) -> FloatArray:
+def eps_curve(kind: Conversion, orders: FloatArray, rdp: FloatArray, delta: float) -> FloatArray:
     """Epsilon per order under the chosen conversion."""
     if kind is Conversion.CLASSIC:
         return conversion.eps_curve_classic(orders, rdp, delta)
@@ -138,32 +137,23 @@ def account(
     num_seen = len(votes) if answered is None else len(answered)
     dependent = np.zeros(orders.size)
     answered_total = 0.0
-    is_threshold = isinstance(mechanism, ConfidentGNMax)
-
     for start in range(0, num_seen, chunk_size):
         stop = min(start + chunk_size, num_seen)
         counts = np.asarray(votes[start:stop], dtype=np.float64)
         mask = None if answered is None else answered[start:stop].astype(np.float64)
-        if is_threshold:
-            assert isinstance(mechanism, ConfidentGNMax)
+        weights = mask
+        if isinstance(mechanism, ConfidentGNMax):
             step1 = counts if baseline is None else counts - baseline[start:stop]
             log_pr = threshold.log_pr_answered_threshold(
                 step1, mechanism.threshold, mechanism.sigma1, half_even=half_even
             )
             weights = np.exp(log_pr) if mask is None else mask
-            answered_total += float(weights.sum())
-            if data_independent:
-                continue
-            sigma1 = mechanism.sigma1
-            dependent += _weighted_rdp(
-                log_pr, None, lambda u: threshold.rdp_threshold(u, sigma1, orders)
-            )
-        else:
-            weights = mask
-            answered_total += float(stop - start if mask is None else mask.sum())
-            if data_independent:
-                continue
-        dependent += _step2_rdp(counts, mechanism, orders, weights)
+            if not data_independent:
+                cost = partial(threshold.rdp_threshold, sigma1=mechanism.sigma1, orders=orders)
+                dependent += _weighted_rdp(log_pr, None, cost)
+        answered_total += float(stop - start if weights is None else weights.sum())
+        if not data_independent:
+            dependent += _step2_rdp(counts, mechanism, orders, weights)
 
     independent = _data_independent(mechanism, orders, num_seen, answered_total)
     if data_independent:

@@ -161,9 +161,7 @@ def infer_mechanism(
             f"(it takes {' '.join(shown.get(f, f) for f in needed)})"
         )
     if missing:
-        raise UsageError(
-            f"{name.value} needs {', '.join(shown.get(f, f) for f in missing)}"
-        )
+        raise UsageError(f"{name.value} needs {', '.join(shown.get(f, f) for f in missing)}")
     if name is MechanismName.GNMAX:
         assert sigma is not None
         return GNMax(sigma)

@@ -42,7 +42,8 @@ def parse_orders(text: str | None) -> NDArray[np.float64]:
             orders = np.array([float(p) for p in spec.split(",") if p.strip()], dtype=np.float64)
     except ValueError:
         raise UsageError(
-            f"--orders {text!r}: expected a comma list such as 2,4,8 or start:stop:step such as 2:64:0.5"
+            f"--orders {text!r}: expected a comma list such as 2,4,8 "
+            "or start:stop:step such as 2:64:0.5"
         ) from None
     if orders.size == 0:
         raise UsageError(f"--orders {text!r}: the list of orders is empty")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import os
-import pickle
 import zipfile
 from pathlib import Path
 
@@ -109,7 +108,9 @@ CORPUS = {
     "npz with no array": _votes(lambda t: _npz(t / "v.npz")),
     "npz with two arrays": _votes(lambda t: _npz(t / "v.npz", a=GOOD, b=GOOD)),
     "zip that is not npz": _votes(lambda t: _raw(t / "v.npz", _zip_text())),
-    "structured dtype": _votes(lambda t: _save(t / "v.npy", np.zeros(4, dtype=[("a", "i4"), ("b", "f8")]))),
+    "structured dtype": _votes(
+        lambda t: _save(t / "v.npy", np.zeros(4, dtype=[("a", "i4"), ("b", "f8")]))
+    ),
     "complex counts": _votes(lambda t: _save(t / "v.npy", GOOD.astype(np.complex128))),
     "string array": _votes(lambda t: _save(t / "v.npy", np.array([["a", "b"], ["c", "d"]]))),
     "bool votes": _votes(lambda t: _save(t / "v.npy", GOOD > 3)),
@@ -118,14 +119,30 @@ CORPUS = {
     "4-d array": _votes(lambda t: _save(t / "v.npy", np.zeros((2, 2, 2, 2)))),
     "zero queries": _votes(lambda t: _save(t / "v.npy", np.zeros((0, 3)))),
     "zero classes": _votes(lambda t: _save(t / "v.npy", np.zeros((4, 0)))),
-    "NaN count": _votes(lambda t: _save(t / "v.npy", np.where(GOOD == 8, np.nan, GOOD.astype(float)))),
-    "inf count": _votes(lambda t: _save(t / "v.npy", np.where(GOOD == 8, np.inf, GOOD.astype(float)))),
-    "-inf count": _votes(lambda t: _save(t / "v.npy", np.where(GOOD == 8, -np.inf, GOOD.astype(float)))),
+    "NaN count": _votes(
+        lambda t: _save(t / "v.npy", np.where(GOOD == 8, np.nan, GOOD.astype(float)))
+    ),
+    "inf count": _votes(
+        lambda t: _save(t / "v.npy", np.where(GOOD == 8, np.inf, GOOD.astype(float)))
+    ),
+    "-inf count": _votes(
+        lambda t: _save(t / "v.npy", np.where(GOOD == 8, -np.inf, GOOD.astype(float)))
+    ),
     "negative count": _votes(lambda t: _save(t / "v.npy", GOOD.astype(float) - (GOOD == 10) * 20)),
-    "rows with different sums": _votes(lambda t: _save(t / "v.npy", GOOD.astype(float) + np.eye(4, 3) * 0.5)),
+    "rows with different sums": _votes(
+        lambda t: _save(t / "v.npy", GOOD.astype(float) + np.eye(4, 3) * 0.5)
+    ),
     "all rows empty": lambda t: (
-        ["analyze", _save(t / "v.npy", np.zeros((4, 3))), "--format", "counts", "--sigma", 40,
-         "--delta", 1e-5],
+        [
+            "analyze",
+            _save(t / "v.npy", np.zeros((4, 3))),
+            "--format",
+            "counts",
+            "--sigma",
+            40,
+            "--delta",
+            1e-5,
+        ],
         t / "v.npy",
     ),
     "probs with NaN": _votes(lambda t: _save(t / "v.npy", np.full((3, 4, 2), np.nan))),
@@ -137,31 +154,71 @@ CORPUS = {
     "2-d indices": _with("--indices", lambda t: _save(t / "i.npy", np.array([[0, 1]]))),
     "empty indices": _with("--indices", lambda t: _save(t / "i.npy", np.array([], dtype=int))),
     "missing indices file": _with("--indices", lambda t: t / "nothing.npy"),
-    "baseline of the wrong shape": _with("--baseline", lambda t: _save(t / "b.npy", np.zeros((4, 2)))),
+    "baseline of the wrong shape": _with(
+        "--baseline", lambda t: _save(t / "b.npy", np.zeros((4, 2)))
+    ),
     "baseline with NaN": _with("--baseline", lambda t: _save(t / "b.npy", np.full((4, 3), np.nan))),
     "negative baseline": _with("--baseline", lambda t: _save(t / "b.npy", -np.ones((4, 3)))),
-    "mask of the wrong shape": _with("--answered", lambda t: _save(t / "m.npy", np.ones((2, 2), bool))),
-    "mask longer than the queries": _with("--answered", lambda t: _save(t / "m.npy", np.ones(9, bool))),
+    "mask of the wrong shape": _with(
+        "--answered", lambda t: _save(t / "m.npy", np.ones((2, 2), bool))
+    ),
+    "mask longer than the queries": _with(
+        "--answered", lambda t: _save(t / "m.npy", np.ones(9, bool))
+    ),
     "mask with a 2": _with("--answered", lambda t: _save(t / "m.npy", np.array([0, 1, 2, 0]))),
     "float mask": _with("--answered", lambda t: _save(t / "m.npy", np.array([0.0, 1.0, 0.5, 0.0]))),
     "labels out of range": lambda t: (
-        ["analyze", _save(t / "l.npy", np.array([[0, 1, 5], [1, 1, 0]])), "--format", "labels",
-         "--num-classes", 3, "--sigma", 40, "--delta", 1e-5],
+        [
+            "analyze",
+            _save(t / "l.npy", np.array([[0, 1, 5], [1, 1, 0]])),
+            "--format",
+            "labels",
+            "--num-classes",
+            3,
+            "--sigma",
+            40,
+            "--delta",
+            1e-5,
+        ],
         t / "l.npy",
     ),
     "non-integer labels": lambda t: (
-        ["analyze", _save(t / "l.npy", np.array([[0, 1.5], [1, 1]])), "--format", "labels",
-         "--sigma", 40, "--delta", 1e-5],
+        [
+            "analyze",
+            _save(t / "l.npy", np.array([[0, 1.5], [1, 1]])),
+            "--format",
+            "labels",
+            "--sigma",
+            40,
+            "--delta",
+            1e-5,
+        ],
         t / "l.npy",
     ),
     "negative labels": lambda t: (
-        ["analyze", _save(t / "l.npy", np.array([[0, -1], [1, 1]])), "--format", "labels",
-         "--sigma", 40, "--delta", 1e-5],
+        [
+            "analyze",
+            _save(t / "l.npy", np.array([[0, -1], [1, 1]])),
+            "--format",
+            "labels",
+            "--sigma",
+            40,
+            "--delta",
+            1e-5,
+        ],
         t / "l.npy",
     ),
     "counts forced on 3-d": lambda t: (
-        ["analyze", _save(t / "p.npy", np.zeros((2, 3, 4))), "--format", "counts",
-         "--sigma", 40, "--delta", 1e-5],
+        [
+            "analyze",
+            _save(t / "p.npy", np.zeros((2, 3, 4))),
+            "--format",
+            "counts",
+            "--sigma",
+            40,
+            "--delta",
+            1e-5,
+        ],
         t / "p.npy",
     ),
     "num-classes disagrees with counts": lambda t: (

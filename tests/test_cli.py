@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import pate_cli.cli as cli
+import pate_cli.commands.analyze as analyze_command
 from pate_cli import __version__
 from pate_cli.errors import ExitCode
 from tests.conftest import MNIST, run_cli
@@ -50,11 +51,31 @@ def test_json_stdout_is_one_object_and_nothing_else():
     assert result.stdout.endswith("}\n") and result.stdout.count("\n") == 1
     payload = json.loads(result.stdout)
     assert payload["command"] == "analyze"
-    for key in ("input", "mechanism", "delta", "conversion", "orders", "expected_answered",
-                "data_dependent", "data_independent"):
+    for key in (
+        "input",
+        "mechanism",
+        "delta",
+        "conversion",
+        "orders",
+        "expected_answered",
+        "data_dependent",
+        "data_independent",
+    ):
         assert key in payload
-    assert set(payload["input"]) >= {"path", "sha256", "format", "num_queries", "num_teachers", "num_classes"}
-    assert payload["mechanism"] == {"name": "confident-gnmax", "threshold": 200.0, "sigma1": 150.0, "sigma": 40.0}
+    assert set(payload["input"]) >= {
+        "path",
+        "sha256",
+        "format",
+        "num_queries",
+        "num_teachers",
+        "num_classes",
+    }
+    assert payload["mechanism"] == {
+        "name": "confident-gnmax",
+        "threshold": 200.0,
+        "sigma1": 150.0,
+        "sigma": 40.0,
+    }
     for block in ("data_dependent", "data_independent"):
         assert set(payload[block]) >= {"epsilon", "order", "rdp"}
         assert len(payload[block]["rdp"]) == len(payload["orders"]) == 298
@@ -69,13 +90,18 @@ def test_human_report_shows_detected_format_and_closing_line():
 
 
 def test_budget_gate_exits_1_after_printing():
-    result = run_cli(["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 1.5, "--json"], expect=ExitCode.BUDGET_EXCEEDED)
+    result = run_cli(
+        ["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 1.5, "--json"],
+        expect=ExitCode.BUDGET_EXCEEDED,
+    )
     assert json.loads(result.stdout)["data_dependent"]["epsilon"] > 1.5
     assert "exceeds --max-epsilon 1.5" in result.stderr
     run_cli(["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 2.0])
     # The data-independent epsilon (3.157) is gated when asked for.
-    run_cli(["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 2.0, "--gate-on", "data-independent"],
-            expect=ExitCode.BUDGET_EXCEEDED)
+    run_cli(
+        ["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 2.0, "--gate-on", "data-independent"],
+        expect=ExitCode.BUDGET_EXCEEDED,
+    )
 
 
 @pytest.mark.parametrize(
@@ -105,7 +131,9 @@ def test_bad_input_is_one_line_and_exit_2(args, words):
 def test_bad_file_message_names_the_file(tmp_path):
     bad = tmp_path / "votes.npy"
     bad.write_text("not numpy")
-    result = run_cli(["analyze", bad, "--sigma", 40, "--delta", 1e-5, "--json"], expect=ExitCode.BAD_INPUT)
+    result = run_cli(
+        ["analyze", bad, "--sigma", 40, "--delta", 1e-5, "--json"], expect=ExitCode.BAD_INPUT
+    )
     assert str(bad) in result.stderr and result.stdout == ""
 
 
@@ -113,7 +141,7 @@ def test_a_crash_exits_70_with_a_traceback(monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(cli, "account", boom)
+    monkeypatch.setattr(analyze_command, "account", boom)
     result = run_cli(["analyze", *MNIST_640, "--sigma", 40], expect=ExitCode.INTERNAL)
     assert "Traceback" in result.stderr and "kaboom" in result.stderr
     assert "bug in pate" in result.stderr
@@ -125,7 +153,9 @@ def test_exit_code_values_are_the_documented_ones():
 
 def test_conversion_improved_is_recorded_and_never_above_classic():
     classic = run_cli(["analyze", *MNIST_640, "--sigma", 40, "--json"]).json
-    improved = run_cli(["analyze", *MNIST_640, "--sigma", 40, "--json", "--conversion", "improved"]).json
+    improved = run_cli(
+        ["analyze", *MNIST_640, "--sigma", 40, "--json", "--conversion", "improved"]
+    ).json
     assert improved["conversion"] == "improved"
     assert improved["data_dependent"]["epsilon"] < classic["data_dependent"]["epsilon"]
     assert improved["data_independent"]["epsilon"] < classic["data_independent"]["epsilon"]
@@ -139,7 +169,9 @@ def test_edge_of_grid_warning(tmp_path):
 
 
 def test_all_orders_shows_every_row():
-    out = run_cli(["analyze", *MNIST_640, "--sigma", 40, "--orders", "2:12:1", "--all-orders"]).stdout
+    out = run_cli(
+        ["analyze", *MNIST_640, "--sigma", 40, "--orders", "2:12:1", "--all-orders"]
+    ).stdout
     rows = [line for line in out.splitlines() if line.startswith("│")]
     assert len(rows) == 10
 
@@ -152,11 +184,22 @@ def test_answered_mask_accounts_the_realised_run(write_npy):
     realised = run_cli(["analyze", *MNIST_640, *CONFIDENT, "--answered", path, "--json"]).json
     assert realised["accounting"] == "realized"
     assert realised["expected_answered"] == 320
-    everything = run_cli(["analyze", *MNIST_640, *CONFIDENT, "--answered", write_npy(np.ones(640, bool), "all.npy"), "--json"]).json
+    everything = run_cli(
+        [
+            "analyze",
+            *MNIST_640,
+            *CONFIDENT,
+            "--answered",
+            write_npy(np.ones(640, bool), "all.npy"),
+            "--json",
+        ]
+    ).json
     assert everything["data_dependent"]["epsilon"] > realised["data_dependent"]["epsilon"]
     assert counts.shape == (640, 10)
 
 
 def test_python_dash_m_runs_the_same_cli():
-    done = subprocess.run([sys.executable, "-m", "pate_cli", "--version"], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pate_cli", "--version"], capture_output=True, text=True, check=True
+    )
     assert done.stdout.strip() == f"pate {__version__}"

@@ -18,7 +18,11 @@ def _commands(text: str) -> list[str]:
     """Every line of a fenced block that runs `pate` on the sample data."""
     blocks = re.findall(r"```\n(.*?)```", text, flags=re.S)
     lines = [line.strip() for block in blocks for line in block.splitlines()]
-    return [line for line in lines if "pate " in line and "sample_data/" in line and not line.startswith("#")]
+    return [
+        line
+        for line in lines
+        if "pate " in line and "sample_data/" in line and not line.startswith("#")
+    ]
 
 
 COMMANDS = _commands(README) + _commands(SAMPLE_README)

@@ -43,7 +43,11 @@ def test_inferred_from_flags(flags, expected):
         (None, {"gamma": 0.1, "sigma": 40.0}, "--sigma cannot be used with lnmax"),
         (MechanismName.GNMAX, {"gamma": 0.1}, "--gamma cannot be used with gnmax"),
         (MechanismName.LNMAX, {"sigma": 4.0}, "--sigma cannot be used with lnmax"),
-        (MechanismName.INTERACTIVE_GNMAX, {"threshold": 1.0, "sigma1": 1.0, "sigma": 1.0}, "--baseline"),
+        (
+            MechanismName.INTERACTIVE_GNMAX,
+            {"threshold": 1.0, "sigma1": 1.0, "sigma": 1.0},
+            "--baseline",
+        ),
         (MechanismName.CONFIDENT_GNMAX, {"sigma": 1.0}, "needs --threshold, --sigma1"),
         (MechanismName.GNMAX, {"sigma": 40.0, "has_baseline": True}, "--baseline cannot be used"),
     ],

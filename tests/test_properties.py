@@ -82,7 +82,9 @@ def test_data_independent_epsilon_non_increasing_in_sigma(counts, sigma_a, sigma
     # queries cheaper); the data-independent bound is.
     low, high = sorted((sigma_a, sigma_b))
     eps = [
-        epsilon_result(ORDERS, account(counts, GNMax(s), ORDERS).data_independent, delta, Conversion.CLASSIC).epsilon
+        epsilon_result(
+            ORDERS, account(counts, GNMax(s), ORDERS).data_independent, delta, Conversion.CLASSIC
+        ).epsilon
         for s in (low, high)
     ]
     assert eps[1] <= eps[0]
@@ -96,7 +98,9 @@ def _per_query_loop(counts, mechanism, orders, baseline=None):
         weight = 1.0
         if isinstance(mechanism, ConfidentGNMax):
             step1 = row if baseline is None else row - baseline[i : i + 1]
-            log_pr = threshold.log_pr_answered_threshold(step1, mechanism.threshold, mechanism.sigma1)
+            log_pr = threshold.log_pr_answered_threshold(
+                step1, mechanism.threshold, mechanism.sigma1
+            )
             total += threshold.rdp_threshold(log_pr, mechanism.sigma1, orders)[0]
             weight = float(np.exp(log_pr[0]))
         answered += weight

@@ -13,7 +13,9 @@ import pytest
 
 from tests.conftest import MNIST, MNIST_INDICES, MNIST_LABELS, REFERENCE, reference_json, run_cli
 
-FILES = sorted(p.name for p in REFERENCE.glob("*.expected.json") if not p.name.startswith("labels2017"))
+FILES = sorted(
+    p.name for p in REFERENCE.glob("*.expected.json") if not p.name.startswith("labels2017")
+)
 
 
 def _cases():
@@ -36,7 +38,14 @@ def _args(name: str, case: dict) -> list[str]:
     elif case["kind"] == "lnmax":
         args += ["--gamma", 1 / params["lambda"]]
     else:
-        args += ["--threshold", params["threshold"], "--sigma1", params["sigma1"], "--sigma", params["sigma2"]]
+        args += [
+            "--threshold",
+            params["threshold"],
+            "--sigma1",
+            params["sigma1"],
+            "--sigma",
+            params["sigma2"],
+        ]
         if params["baseline"]:
             args += ["--baseline", REFERENCE / data["baseline_file"], "--round-half-even"]
         if params["data_independent"]:
@@ -52,7 +61,7 @@ def _check(ours: dict, expected: dict) -> None:
         np.testing.assert_allclose(ours["rdp"], expected["rdp_cum"], rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize(("name", "case"), _cases())
+@pytest.mark.parametrize(("name", "case"), list(_cases()))
 def test_analyze_matches_reference(name, case):
     out = run_cli(_args(name, case)).json
     result = case["result"]
@@ -68,7 +77,21 @@ def test_analyze_matches_reference(name, case):
 
 def test_paper_mnist_numbers():
     """The 2018 paper's MNIST row: 282.7 answered, epsilon 1.999 at order 14; improved is lower."""
-    args = ["analyze", MNIST, "--threshold", 200, "--sigma1", 150, "--sigma", 40, "--queries", 640, "--delta", 1e-5, "--json"]
+    args = [
+        "analyze",
+        MNIST,
+        "--threshold",
+        200,
+        "--sigma1",
+        150,
+        "--sigma",
+        40,
+        "--queries",
+        640,
+        "--delta",
+        1e-5,
+        "--json",
+    ]
     classic = run_cli(args).json
     assert round(classic["expected_answered"], 1) == 282.7
     assert round(classic["data_dependent"]["epsilon"], 3) == 1.999
@@ -84,7 +107,14 @@ def test_2017_labels_files(name):
     data = reference_json(f"{name}.expected.json")
     for run in data["runs"]:
         params, result = run["params"], run["result"]
-        args = ["analyze", REFERENCE / f"{name}.npy", "--gamma", params["noise_eps"], "--delta", params["delta"]]
+        args = [
+            "analyze",
+            REFERENCE / f"{name}.npy",
+            "--gamma",
+            params["noise_eps"],
+            "--delta",
+            params["delta"],
+        ]
         args += ["--orders", f"2:{params['moments'] + 2}:1", "--json"]
         if params["indices_file"]:
             args += ["--indices", REFERENCE / params["indices_file"]]
@@ -95,7 +125,9 @@ def test_2017_labels_files(name):
         assert out["input"]["num_queries"] == result["num_queries_used"]
         orders = np.array(out["orders"])
         np.testing.assert_allclose(
-            np.array(out["data_dependent"]["rdp"]) * (orders - 1), result["total_log_mgf_per_moment"], rtol=1e-9
+            np.array(out["data_dependent"]["rdp"]) * (orders - 1),
+            result["total_log_mgf_per_moment"],
+            rtol=1e-9,
         )
         assert out["data_dependent"]["epsilon"] == pytest.approx(result["eps"], rel=1e-9)
         assert out["data_dependent"]["order"] - 1 == result["moment_opt"]
@@ -103,8 +135,19 @@ def test_2017_labels_files(name):
 
 def test_2017_paper_mnist_lnmax_on_labels_sample():
     """LNMax, gamma 0.1, the student's 100 queries: 2.0486 at order 9; default orders 1.408 at 23."""
-    base = ["analyze", MNIST_LABELS, "--indices", MNIST_INDICES, "--mechanism", "lnmax",
-            "--gamma", "0.1", "--delta", "1e-5", "--json"]
+    base = [
+        "analyze",
+        MNIST_LABELS,
+        "--indices",
+        MNIST_INDICES,
+        "--mechanism",
+        "lnmax",
+        "--gamma",
+        "0.1",
+        "--delta",
+        "1e-5",
+        "--json",
+    ]
     few = run_cli([*base, "--orders", "2:10:1"]).json["data_dependent"]
     assert round(few["epsilon"], 4) == 2.0486 and few["order"] == 9
     default = run_cli(base).json["data_dependent"]

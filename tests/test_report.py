@@ -22,7 +22,9 @@ def test_numpy_values_become_plain_json():
     assert json.loads(dumps(payload)) == {"x": [0, 1, 2], "y": 0.5, "z": True, "n": 7}
 
 
-@pytest.mark.parametrize("bad", [math.nan, np.float64("nan"), [1.0, math.nan], {"k": np.array([np.nan])}])
+@pytest.mark.parametrize(
+    "bad", [math.nan, np.float64("nan"), [1.0, math.nan], {"k": np.array([np.nan])}]
+)
 def test_nan_never_reaches_the_output(bad):
     with pytest.raises(ValueError, match="NaN"):
         dumps({"value": bad})

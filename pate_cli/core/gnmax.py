@@ -99,9 +99,7 @@ def rdp_gnmax(
     b_inner = e1 - lq / (m1 - 1)
     om1 = orders - 1
     # Theorem 6: (1/(l-1)) log((1-q) A^(l-1) + q B^(l-1)), summed in log space.
-    log_s = np.logaddexp(
-        (log1q + om1[:, None] * a_inner).T, (lq + om1[:, None] * b_inner).T
-    )
+    log_s = np.logaddexp((log1q + om1[:, None] * a_inner).T, (lq + om1[:, None] * b_inner).T)
     candidate = log_s / om1
     applies = m1[:, None] > orders  # Prop. 10 only covers orders below mu1
     block = out[rows]

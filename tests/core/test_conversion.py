@@ -33,7 +33,7 @@ def test_first_minimum_wins_on_the_duplicated_order_100():
 def _dp_accounting_compute_epsilon(orders, rdp, delta):
     """dp_accounting's compute_epsilon, written out as the scalar loop it is."""
     eps = []
-    for a, r in zip(orders, rdp):
+    for a, r in zip(orders, rdp, strict=True):
         if delta**2 + math.expm1(-r) > 0:
             eps.append(0.0)
         elif a > 1.01:
@@ -60,7 +60,9 @@ def test_improved_matches_dp_accounting_loop_and_never_exceeds_classic(delta):
 
 
 def test_epsilon_non_increasing_in_delta():
-    for case in reference_json("reference_test_suite.json")["core_test"]["compute_eps_from_delta_monotonicity"]:
+    for case in reference_json("reference_test_suite.json")["core_test"][
+        "compute_eps_from_delta_monotonicity"
+    ]:
         orders, rdp = np.array(case["orders"]), np.array(case["rdp"])
         for curve in (eps_curve_classic, eps_curve_improved):
             best = [max(0.0, curve(orders, rdp, d).min()) for d in case["deltas"]]
@@ -76,6 +78,8 @@ def test_bad_delta_is_a_value_error(bad):
 
 
 def test_mismatched_lengths_are_a_value_error():
-    case = reference_json("reference_test_suite.json")["core_test"]["compute_eps_from_delta_value_error"]
+    case = reference_json("reference_test_suite.json")["core_test"][
+        "compute_eps_from_delta_value_error"
+    ]
     with pytest.raises(ValueError):
         eps_curve_classic(np.array(case["orders"]), np.array(case["rdp"]), case["delta"])

@@ -22,10 +22,14 @@ def test_logq_and_rdp_match_reference_unit_vectors(case):
     logq = logq_gnmax(counts, case["sigma"])
     np.testing.assert_allclose(logq, [case["logq"]], rtol=1e-12)
     rdp = rdp_gnmax(logq, case["sigma"], SUBSET)[0]
-    np.testing.assert_allclose(rdp, as_float(case["rdp_gaussian_subset"]["value"]), rtol=1e-9, atol=1e-300)
+    np.testing.assert_allclose(
+        rdp, as_float(case["rdp_gaussian_subset"]["value"]), rtol=1e-9, atol=1e-300
+    )
 
 
-@pytest.mark.parametrize("case", UNIT["rdp_gaussian"], ids=lambda c: f"{c['logq']}-{c['sigma']}-{c['order']}")
+@pytest.mark.parametrize(
+    "case", UNIT["rdp_gaussian"], ids=lambda c: f"{c['logq']}-{c['sigma']}-{c['order']}"
+)
 def test_rdp_gnmax_scalar_cases(case):
     logq, sigma, order = float(case["logq"]), case["sigma"], case["order"]
     if "error" in case:
@@ -38,7 +42,9 @@ def test_rdp_gnmax_scalar_cases(case):
 
 def test_reference_unit_test_q_dependence():
     """core_test.py: strictly decreasing below q0, constant (data-independent) above it."""
-    rows = reference_json("reference_test_suite.json")["core_test"]["rdp_gaussian_as_function_of_q"]["rows"]
+    rows = reference_json("reference_test_suite.json")["core_test"][
+        "rdp_gaussian_as_function_of_q"
+    ]["rows"]
     checked = 0
     for row in rows:
         orders = np.array([row["order"]])
@@ -55,9 +61,13 @@ def test_reference_unit_test_q_dependence():
 
 
 def test_value_errors_of_reference_tests():
-    for case in reference_json("reference_test_suite.json")["core_test"]["rdp_gaussian_value_errors"]:
+    for case in reference_json("reference_test_suite.json")["core_test"][
+        "rdp_gaussian_value_errors"
+    ]:
         with pytest.raises(ValueError):
-            rdp_gnmax(np.array([case["logq"]]), case["sigma"], np.array(case["orders"], dtype=float))
+            rdp_gnmax(
+                np.array([case["logq"]]), case["sigma"], np.array(case["orders"], dtype=float)
+            )
 
 
 def _logq_loop(counts: np.ndarray, sigma: float) -> np.ndarray:
@@ -65,7 +75,11 @@ def _logq_loop(counts: np.ndarray, sigma: float) -> np.ndarray:
     out = []
     for row in counts:
         top = int(np.argmax(row))
-        tails = [norm.sf(row[top] - row[j], scale=math.sqrt(2) * sigma) for j in range(len(row)) if j != top]
+        tails = [
+            norm.sf(row[top] - row[j], scale=math.sqrt(2) * sigma)
+            for j in range(len(row))
+            if j != top
+        ]
         q = sum(tails)
         out.append(min(math.log(q) if q > 0 else -math.inf, math.log(1 - 1 / len(row))))
     return np.array(out)

@@ -9,8 +9,8 @@ from pate_cli.core.gnmax import rdp_gnmax
 from pate_cli.core.threshold import (
     log_pr_answered_threshold,
     rdp_threshold,
-    round_votes,
     rdp_threshold_data_independent,
+    round_votes,
 )
 from pate_cli.orders import DEFAULT_ORDERS
 from tests.conftest import as_float, reference_json
@@ -19,7 +19,9 @@ UNIT = reference_json("unit_vectors.json")
 SUBSET = np.array(UNIT["orders_subset"])
 
 
-@pytest.mark.parametrize("case", UNIT["threshold"], ids=lambda c: f"{c['threshold']}-{c['sigma1']}-{c['max_count']}")
+@pytest.mark.parametrize(
+    "case", UNIT["threshold"], ids=lambda c: f"{c['threshold']}-{c['sigma1']}-{c['max_count']}"
+)
 def test_threshold_matches_reference(case):
     counts = np.array([[case["max_count"], 0.0]])
     log_pr = log_pr_answered_threshold(counts, case["threshold"], case["sigma1"])

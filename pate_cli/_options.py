@@ -1,0 +1,176 @@
+"""Options shared by the commands, and the small helpers every command uses.
+
+Each option is an ``Annotated`` alias defined once, so that the commands spell
+and document a flag the same way (the Typer form of sqlite-utils'
+``output_options``).
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from pate_cli.accounting import Conversion
+from pate_cli.errors import ExitCode, UsageError
+from pate_cli.mechanisms import MechanismName
+from pate_cli.report import InputSummary, dumps
+from pate_cli.votes import VoteFormat, Votes
+
+
+def error_line(message: str) -> None:
+    """Write one line to stderr, whatever newlines the message carries."""
+    sys.stderr.write(" ".join(message.split()) + "\n")
+
+
+class GateOn(str, Enum):
+    """Which epsilon the --max-epsilon gate compares."""
+
+    DATA_DEPENDENT = "data-dependent"
+    DATA_INDEPENDENT = "data-independent"
+    RELEASED = "released"
+
+
+# Shared options, defined once and reused by every command.
+VotesArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="VOTES",
+        help="Teacher votes: .npy (or .npz with one array) of counts (queries x classes), "
+        "labels (teachers x queries) or probs (teachers x queries x classes).",
+        show_default=False,
+    ),
+]
+FormatOpt = Annotated[
+    VoteFormat, typer.Option("--format", help="Vote format; auto detects and says what it found.")
+]
+NumClassesOpt = Annotated[
+    int | None, typer.Option("--num-classes", help="Class count for labels input.")
+]
+TeachersOpt = Annotated[
+    int | None,
+    typer.Option("--teachers", help="Number of teachers M (default: from the data)."),
+]
+QueriesOpt = Annotated[int | None, typer.Option("--queries", help="Keep the first N queries.")]
+IndicesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--indices", help=".npy of query indices to keep, in order (applied before --queries)."
+    ),
+]
+MechanismOpt = Annotated[
+    MechanismName | None,
+    typer.Option("--mechanism", help="Aggregator; inferred from the flags when omitted."),
+]
+SigmaOpt = Annotated[
+    float | None,
+    typer.Option("--sigma", "--sigma2", help="GNMax noise std (sigma2 of Confident-GNMax)."),
+]
+ThresholdOpt = Annotated[
+    float | None, typer.Option("--threshold", help="Confident-GNMax threshold T.")
+]
+Sigma1Opt = Annotated[
+    float | None, typer.Option("--sigma1", help="Noise std of the threshold step.")
+]
+GammaOpt = Annotated[
+    float | None,
+    typer.Option("--gamma", help="LNMax: Laplace noise of scale 1/gamma (2017 noise_eps)."),
+]
+BaselineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline",
+        help="Interactive-GNMax baseline (queries x classes): M times the student's "
+        "probabilities, or probabilities (rows summing to 1), which are scaled by M.",
+    ),
+]
+DeltaOpt = Annotated[
+    float, typer.Option("--delta", help="Target delta of the (epsilon, delta) guarantee.")
+]
+OrdersOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--orders",
+        help="Renyi orders: a comma list or start:stop:step (stop excluded). "
+        "Default: the 2018 reference's 298 orders from 2 to 500.",
+    ),
+]
+ConversionOpt = Annotated[
+    Conversion,
+    typer.Option(
+        "--conversion",
+        help="RDP to (epsilon, delta): classic (the 2018 paper) or improved (Balle et al. 2020).",
+    ),
+]
+DataIndependentOpt = Annotated[
+    bool, typer.Option("--data-independent", help="Force data-independent bounds.")
+]
+AnsweredOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--answered",
+        help="Boolean mask of answered queries written by 'pate aggregate': "
+        "account the realised run.",
+    ),
+]
+MaxEpsilonOpt = Annotated[
+    float | None,
+    typer.Option("--max-epsilon", help="Exit 1 after printing if the gated epsilon exceeds this."),
+]
+GateOnOpt = Annotated[
+    GateOn | None, typer.Option("--gate-on", help="Which epsilon --max-epsilon checks.")
+]
+HalfEvenOpt = Annotated[
+    bool,
+    typer.Option(
+        "--round-half-even",
+        help="Round the threshold statistic half to even as the 2018 reference does "
+        "(default: half up, which keeps its sensitivity at 1; differs only at exact halves).",
+    ),
+]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object on stdout, nothing else.")
+]
+
+
+def check_delta(delta: float) -> None:
+    if not 0 < delta < 1:
+        raise UsageError(f"--delta {delta}: expected a number strictly between 0 and 1")
+
+
+def summary(votes: Votes) -> InputSummary:
+    return InputSummary(
+        path=votes.path,
+        sha256=votes.sha256,
+        format=votes.format.value,
+        detected=votes.detected,
+        num_queries=votes.num_queries,
+        num_teachers=votes.num_teachers,
+        num_classes=votes.num_classes,
+        num_file_queries=votes.num_file_queries,
+    )
+
+
+def emit(
+    payload: dict[str, Any], renderable: Any, warnings: tuple[str, ...], as_json: bool
+) -> None:
+    if as_json:
+        typer.echo(dumps(payload))
+        return
+    Console(highlight=False).print(renderable)
+    err = Console(stderr=True, highlight=False)
+    for warning in warnings:
+        err.print(f"warning: {warning}", style="yellow")
+
+
+def gate(epsilon: float, max_epsilon: float | None, which: GateOn) -> None:
+    if max_epsilon is None:
+        return
+    if not epsilon <= max_epsilon:
+        error_line(
+            f"pate: {which.value} epsilon {epsilon:.6g} exceeds --max-epsilon {max_epsilon:g}"
+        )
+        raise typer.Exit(int(ExitCode.BUDGET_EXCEEDED))

@@ -1,0 +1,1 @@
+"""One module per command; ``pate_cli.cli`` registers them on the app."""
