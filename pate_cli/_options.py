@@ -11,14 +11,16 @@ import sys
 from enum import Enum
 from typing import Annotated, Any
 
+import numpy as np
 import typer
+from numpy.typing import NDArray
 from rich.console import Console
 
-from pate_cli.accounting import Conversion
+from pate_cli.accounting import Conversion, account, epsilon_result
 from pate_cli.errors import ExitCode, UsageError
-from pate_cli.mechanisms import MechanismName
-from pate_cli.report import InputSummary, dumps
-from pate_cli.votes import VoteFormat, Votes
+from pate_cli.mechanisms import Mechanism, MechanismName, assert_never
+from pate_cli.report import AnalysisReport, InputSummary, dumps
+from pate_cli.votes import VoteFormat, Votes, load_votes
 
 
 def error_line(message: str) -> None:
@@ -166,11 +168,88 @@ def emit(
         err.print(f"warning: {warning}", style="yellow")
 
 
-def gate(epsilon: float, max_epsilon: float | None, which: GateOn) -> None:
+def gate(report: AnalysisReport, max_epsilon: float | None, which: GateOn) -> None:
+    """The budget gate: after printing, exit 1 when the gated epsilon exceeds the budget."""
     if max_epsilon is None:
         return
+    if which is GateOn.DATA_DEPENDENT:
+        epsilon = report.data_dependent.epsilon
+    elif which is GateOn.DATA_INDEPENDENT:
+        epsilon = report.data_independent.epsilon
+    elif which is GateOn.RELEASED:
+        if report.release is None or not report.release.get("released", False):
+            raise UsageError("--gate-on released: there is no smooth-sensitivity release")
+        epsilon = float(report.release["epsilon_expected_release"])
+    else:
+        assert_never(which)
+    # Written as "not <=" so that a NaN could never pass the gate.
     if not epsilon <= max_epsilon:
         error_line(
             f"pate: {which.value} epsilon {epsilon:.6g} exceeds --max-epsilon {max_epsilon:g}"
         )
         raise typer.Exit(int(ExitCode.BUDGET_EXCEEDED))
+
+
+def analysis_report(
+    votes: Votes,
+    mechanism: Mechanism,
+    orders: NDArray[np.float64],
+    delta: float,
+    conversion: Conversion,
+    *,
+    baseline: NDArray[np.float64] | None = None,
+    answered: NDArray[np.bool_] | None = None,
+    data_independent: bool = False,
+    half_even: bool = False,
+) -> AnalysisReport:
+    """Account a run and convert it: the report behind ``analyze`` and ``aggregate``."""
+    result = account(
+        votes.counts,
+        mechanism,
+        orders,
+        baseline=baseline,
+        answered=answered,
+        data_independent=data_independent,
+        half_even=half_even,
+    )
+    dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
+    independent = epsilon_result(orders, result.data_independent, delta, conversion)
+    warnings = list(votes.warnings)
+    if dependent.at_grid_edge:
+        warnings.append(
+            f"the best order {dependent.order:g} is at the edge of the order grid; "
+            "extend --orders to be sure the minimum is inside it"
+        )
+    return AnalysisReport(
+        input=summary(votes),
+        mechanism=mechanism.to_json_dict(),
+        delta=delta,
+        conversion=conversion.value,
+        orders=orders,
+        realized=result.realized,
+        forced_data_independent=data_independent,
+        expected_answered=result.expected_answered,
+        num_queries_seen=result.num_queries_seen,
+        data_dependent=dependent,
+        data_independent=independent,
+        warnings=tuple(warnings),
+    )
+
+
+def selection_options(
+    votes_path: str,
+    fmt: VoteFormat,
+    num_classes: int | None,
+    teachers: int | None,
+    queries: int | None,
+    indices: str | None,
+) -> Votes:
+    """Load the votes with the shared format and selection flags."""
+    return load_votes(
+        votes_path,
+        fmt=fmt,
+        num_classes=num_classes,
+        teachers=teachers,
+        queries=queries,
+        indices=indices,
+    )

@@ -7,7 +7,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pate_cli.report import AnalysisReport, InputSummary
+from pate_cli.report import AggregateReport, AnalysisReport, InputSummary
 
 
 def fmt(value: float, digits: int = 4) -> str:
@@ -118,4 +118,53 @@ def release_line(release: dict[str, object]) -> Text:
         f" +/- {float(release['noise_std']):.4f} at order {fmt_order(float(release['order']))}"  # type: ignore[arg-type]
         f"; sampled (seed {release['seed']}): {float(release['epsilon_released']):.4f}",  # type: ignore[arg-type]
         style="bold",
+    )
+
+
+def aggregate(report: AggregateReport) -> RenderableType:
+    """The aggregate summary: what was released, and the realised next to the expected cost."""
+    counts = Table(title="Labels", title_justify="left", header_style="bold")
+    for column in (
+        "queries seen",
+        "answered",
+        "abstained",
+        "student labelled",
+        "agreement",
+        "accuracy",
+    ):
+        counts.add_column(column, justify="right")
+    counts.add_row(
+        f"{report.num_seen} of {report.num_queries}",
+        str(report.answered),
+        str(report.abstained),
+        str(report.student_labelled),
+        "-"
+        if report.agreement_with_plurality is None
+        else f"{report.agreement_with_plurality:.4f}",
+        "-" if report.accuracy is None else f"{report.accuracy:.4f}",
+    )
+    cost = Table(title="Privacy cost", title_justify="left", header_style="bold")
+    for column in ("accounting", "answered", "data-dep. epsilon", "order", "data-indep. epsilon"):
+        cost.add_column(column, justify="right")
+    for name, block in (("realised run", report.privacy), ("expected", report.expected_privacy)):
+        cost.add_row(
+            name,
+            f"{block.expected_answered:.1f}",
+            fmt(block.data_dependent.epsilon),
+            fmt_order(block.data_dependent.order),
+            fmt(block.data_independent.epsilon),
+        )
+    written = f"labels written to {report.output}"
+    if report.answered_mask:
+        written += f"; answered mask to {report.answered_mask}"
+    return Group(
+        input_line(report.input),
+        mechanism_line(report.mechanism),
+        Text(
+            f"seed {report.seed}, delta {report.privacy.delta:g}, "
+            f"conversion {report.privacy.conversion}"
+        ),
+        counts,
+        cost,
+        Text(written),
     )

@@ -122,3 +122,53 @@ class AnalysisReport:
             out["release"] = self.release
         out["warnings"] = list(self.warnings)
         return out
+
+
+@dataclass(frozen=True)
+class AggregateReport:
+    """``pate aggregate``: what the aggregator released, and what the run cost."""
+
+    input: InputSummary
+    mechanism: dict[str, Any]
+    seed: int
+    num_queries: int
+    num_seen: int
+    answered: int
+    student_labelled: int
+    output: str
+    answered_mask: str | None
+    agreement_with_plurality: float | None
+    accuracy: float | None
+    privacy: AnalysisReport
+    expected_privacy: AnalysisReport
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def abstained(self) -> int:
+        return self.num_seen - self.answered - self.student_labelled
+
+    def to_json_dict(self) -> dict[str, Any]:
+        def privacy(report: AnalysisReport) -> dict[str, Any]:
+            block = report.to_json_dict()
+            for key in ("command", "input", "mechanism", "warnings"):
+                block.pop(key)
+            return block
+
+        return {
+            "command": "aggregate",
+            "input": self.input.to_json_dict(),
+            "mechanism": self.mechanism,
+            "seed": self.seed,
+            "num_queries": self.num_queries,
+            "num_seen": self.num_seen,
+            "answered": self.answered,
+            "student_labelled": self.student_labelled,
+            "abstained": self.abstained,
+            "output": self.output,
+            "answered_mask": self.answered_mask,
+            "agreement_with_plurality": self.agreement_with_plurality,
+            "accuracy": self.accuracy,
+            "privacy": privacy(self.privacy),
+            "expected_privacy": privacy(self.expected_privacy),
+            "warnings": list(self.warnings),
+        }

@@ -642,6 +642,33 @@ def load_votes(
     )
 
 
+def _load_per_query(path: StrPath, votes: Votes, what: str, expected: str) -> NDArray[np.float64]:
+    """A (queries, classes) array that goes with the votes, selected like them.
+
+    Accepts the file's shape (the selection is applied) or the selected shape.
+    """
+    where = os.fspath(path)
+    a = load_array(path, what)
+    file_shape = (votes.num_file_queries, votes.num_classes)
+    selected_shape = (votes.num_queries, votes.num_classes)
+    if a.dtype.kind == "b" or a.shape not in (file_shape, selected_shape):
+        raise InputError(
+            f"{where}: {what} has shape {a.shape} and dtype {a.dtype!s}; expected "
+            f"numbers of shape {file_shape} like {votes.path}, or {selected_shape} "
+            "for the selected queries"
+        )
+    is_file_rows = a.shape == file_shape and votes.selection is not None
+    values = np.array(a[votes.selection] if is_file_rows else a, dtype=np.float64, order="C")
+    bad = ~np.isfinite(values) | (values < 0)
+    if bad.any():
+        q, c = _first(bad)
+        row = int(votes.selection[q]) if is_file_rows and votes.selection is not None else q
+        raise InputError(
+            f"{where}: {what} row {row}, column {c} is {_show(values[q, c])}; expected {expected}"
+        )
+    return values
+
+
 def load_baseline(path: StrPath, votes: Votes) -> NDArray[np.float64]:
     """Read an Interactive-GNMax baseline on the votes' scale, selected like the votes.
 
@@ -658,29 +685,61 @@ def load_baseline(path: StrPath, votes: Votes) -> NDArray[np.float64]:
     Raises:
         InputError: Wrong shape, a non-finite or negative entry, or an unreadable file.
     """
-    where = os.fspath(path)
-    a = load_array(path, "baseline")
-    file_shape = (votes.num_file_queries, votes.num_classes)
-    selected_shape = (votes.num_queries, votes.num_classes)
-    if a.dtype.kind == "b" or a.shape not in (file_shape, selected_shape):
-        raise InputError(
-            f"{where}: baseline has shape {a.shape} and dtype {a.dtype!s}; expected "
-            f"numbers of shape {file_shape} like {votes.path}, or {selected_shape} "
-            "for the selected queries"
-        )
-    is_file_rows = a.shape == file_shape and votes.selection is not None
-    baseline = np.array(a[votes.selection] if is_file_rows else a, dtype=np.float64, order="C")
-    bad = ~np.isfinite(baseline) | (baseline < 0)
-    if bad.any():
-        q, c = _first(bad)
-        row = int(votes.selection[q]) if is_file_rows and votes.selection is not None else q
-        raise InputError(
-            f"{where}: baseline row {row}, column {c} is {_show(baseline[q, c])}; "
-            "expected finite non-negative probabilities or counts"
-        )
+    baseline = _load_per_query(
+        path, votes, "baseline", "finite non-negative probabilities or counts"
+    )
     if np.all(np.abs(_row_sums(baseline) - 1.0) <= 1e-6):
         baseline *= votes.num_teachers
     return baseline
+
+
+def load_student_probs(path: StrPath, votes: Votes) -> NDArray[np.float64]:
+    """Read the student's class probabilities (rows summing to 1 within 1e-6).
+
+    Returns:
+        The probabilities. Shapes: (Q, C).
+
+    Raises:
+        InputError: Wrong shape, a negative or non-finite entry, a row not summing to 1.
+    """
+    probs = _load_per_query(path, votes, "student probabilities", "finite probabilities")
+    off = np.abs(_row_sums(probs) - 1.0) > 1e-6
+    if off.any():
+        (q,) = _first(off)
+        raise InputError(
+            f"{os.fspath(path)}: student probabilities of query {q} sum to "
+            f"{_show(_row_sums(probs)[q])}; expected every row to sum to 1"
+        )
+    return probs
+
+
+def load_true_labels(path: StrPath, votes: Votes) -> NDArray[np.int64]:
+    """Read true class labels, one per query of the file or of the selection.
+
+    Returns:
+        The labels. Shapes: (Q,).
+
+    Raises:
+        InputError: Wrong shape, non-integer values, labels outside [0, C).
+    """
+    where = os.fspath(path)
+    a = load_array(path, "true labels")
+    lengths = (votes.num_file_queries, votes.num_queries)
+    if a.ndim != 1 or a.shape[0] not in lengths or a.dtype.kind not in "iuf":
+        raise InputError(
+            f"{where}: true labels have shape {a.shape} and dtype {a.dtype!s}; expected "
+            f"integer labels of shape ({votes.num_file_queries},) or ({votes.num_queries},)"
+        )
+    if a.shape[0] == votes.num_file_queries and votes.selection is not None:
+        a = a[votes.selection]
+    bad = ~_is_whole(a) | (a < 0) | (a >= votes.num_classes)
+    if bad.any():
+        (q,) = _first(bad)
+        raise InputError(
+            f"{where}: true label of query {q} is {_show(a[q])}; expected an integer "
+            f"in [0, {votes.num_classes})"
+        )
+    return a.astype(np.int64)
 
 
 def load_answered_mask(path: StrPath, num_queries: int) -> NDArray[np.bool_]:

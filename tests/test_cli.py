@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import pate_cli.cli as cli
-import pate_cli.commands.analyze as analyze_command
+import pate_cli._options as options
 from pate_cli import __version__
 from pate_cli.errors import ExitCode
 from tests.conftest import MNIST, run_cli
@@ -141,7 +141,7 @@ def test_a_crash_exits_70_with_a_traceback(monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(analyze_command, "account", boom)
+    monkeypatch.setattr(options, "account", boom)
     result = run_cli(["analyze", *MNIST_640, "--sigma", 40], expect=ExitCode.INTERNAL)
     assert "Traceback" in result.stderr and "kaboom" in result.stderr
     assert "bug in pate" in result.stderr

@@ -30,16 +30,15 @@ from pate_cli._options import (
     TeachersOpt,
     ThresholdOpt,
     VotesArg,
+    analysis_report,
     check_delta,
     emit,
     gate,
-    summary,
 )
-from pate_cli.accounting import Conversion, account, epsilon_result
+from pate_cli.accounting import Conversion
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import infer_mechanism
 from pate_cli.orders import parse_orders
-from pate_cli.report import AnalysisReport
 from pate_cli.votes import VoteFormat, load_answered_mask, load_baseline, load_votes
 
 
@@ -81,6 +80,9 @@ def analyze(
         pate analyze sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5
     """
     check_delta(delta)
+    which = gate_on or GateOn.DATA_DEPENDENT
+    if which is GateOn.RELEASED:
+        raise UsageError("--gate-on released: analyze gates on data-dependent or data-independent")
     votes = load_votes(
         votes_path,
         fmt=fmt,
@@ -102,36 +104,16 @@ def analyze(
     answered = (
         load_answered_mask(answered_path, votes.num_queries) if answered_path is not None else None
     )
-    result = account(
-        votes.counts,
+    report = analysis_report(
+        votes,
         chosen,
         orders,
+        delta,
+        conversion,
         baseline=baseline,
         answered=answered,
         data_independent=data_independent,
         half_even=half_even,
-    )
-    dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
-    independent = epsilon_result(orders, result.data_independent, delta, conversion)
-    warnings = list(votes.warnings)
-    if dependent.at_grid_edge:
-        warnings.append(
-            f"the best order {dependent.order:g} is at the edge of the order grid; "
-            "extend --orders to be sure the minimum is inside it"
-        )
-    report = AnalysisReport(
-        input=summary(votes),
-        mechanism=chosen.to_json_dict(),
-        delta=delta,
-        conversion=conversion.value,
-        orders=orders,
-        realized=result.realized,
-        forced_data_independent=data_independent,
-        expected_answered=result.expected_answered,
-        num_queries_seen=result.num_queries_seen,
-        data_dependent=dependent,
-        data_independent=independent,
-        warnings=tuple(warnings),
     )
     emit(
         report.to_json_dict(),
@@ -139,11 +121,4 @@ def analyze(
         report.warnings,
         as_json,
     )
-    which = gate_on or GateOn.DATA_DEPENDENT
-    if which is GateOn.RELEASED:
-        raise UsageError("--gate-on released needs the smooth-sensitivity release")
-    gate(
-        dependent.epsilon if which is GateOn.DATA_DEPENDENT else independent.epsilon,
-        max_epsilon,
-        which,
-    )
+    gate(report, max_epsilon, which)
