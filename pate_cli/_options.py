@@ -18,7 +18,8 @@ from rich.console import Console
 
 from pate_cli.accounting import Conversion, account, epsilon_result
 from pate_cli.errors import ExitCode, UsageError
-from pate_cli.mechanisms import Mechanism, MechanismName, assert_never
+from pate_cli.mechanisms import Mechanism, MechanismName
+from pate_cli.release import GnssRelease, gnss_release
 from pate_cli.report import AnalysisReport, InputSummary, dumps
 from pate_cli.votes import VoteFormat, Votes, load_votes
 
@@ -168,26 +169,34 @@ def emit(
         err.print(f"warning: {warning}", style="yellow")
 
 
-def gate(report: AnalysisReport, max_epsilon: float | None, which: GateOn) -> None:
+def gate(epsilons: dict[GateOn, float | None], max_epsilon: float | None, which: GateOn) -> None:
     """The budget gate: after printing, exit 1 when the gated epsilon exceeds the budget."""
     if max_epsilon is None:
         return
-    if which is GateOn.DATA_DEPENDENT:
-        epsilon = report.data_dependent.epsilon
-    elif which is GateOn.DATA_INDEPENDENT:
-        epsilon = report.data_independent.epsilon
-    elif which is GateOn.RELEASED:
-        if report.release is None or not report.release.get("released", False):
-            raise UsageError("--gate-on released: there is no smooth-sensitivity release")
-        epsilon = float(report.release["epsilon_expected_release"])
-    else:
-        assert_never(which)
+    epsilon = epsilons.get(which)
+    if epsilon is None:
+        raise UsageError(f"--gate-on {which.value}: this run has no such epsilon")
     # Written as "not <=" so that a NaN could never pass the gate.
     if not epsilon <= max_epsilon:
         error_line(
             f"pate: {which.value} epsilon {epsilon:.6g} exceeds --max-epsilon {max_epsilon:g}"
         )
         raise typer.Exit(int(ExitCode.BUDGET_EXCEEDED))
+
+
+def analysis_epsilons(report: AnalysisReport) -> dict[GateOn, float | None]:
+    """What an analysis offers to the gate: both bounds, and the release when there is one."""
+    released: float | None = None
+    if report.release is not None:
+        key = (
+            "epsilon_expected_release" if report.release["released"] else "epsilon_data_independent"
+        )
+        released = report.release.get(key)
+    return {
+        GateOn.DATA_DEPENDENT: report.data_dependent.epsilon,
+        GateOn.DATA_INDEPENDENT: report.data_independent.epsilon,
+        GateOn.RELEASED: released,
+    }
 
 
 def analysis_report(
@@ -253,3 +262,86 @@ def selection_options(
         queries=queries,
         indices=indices,
     )
+
+
+def release_for(
+    votes: Votes,
+    mechanism: Mechanism,
+    report: AnalysisReport,
+    *,
+    order: float | None = None,
+    baseline: NDArray[np.float64] | None = None,
+    answered: NDArray[np.bool_] | None = None,
+    beta: float | None = None,
+    sigma_ss: float | None = None,
+    seed: int | None = None,
+    strict: bool = True,
+    skip_conditions: bool = False,
+    half_even: bool = False,
+) -> GnssRelease:
+    """The GNSS release at the analysis' best data-dependent order (or ``order``)."""
+    if order is not None and not (np.isfinite(order) and order > 1):
+        raise UsageError(f"--order {order}: expected a finite Renyi order greater than 1")
+    return gnss_release(
+        votes.counts,
+        votes.num_teachers,
+        mechanism,
+        report.data_dependent.order if order is None else order,
+        report.delta,
+        Conversion(report.conversion),
+        epsilon_data_independent=report.data_independent.epsilon,
+        baseline=baseline,
+        answered=answered,
+        beta=beta,
+        sigma_ss=sigma_ss,
+        seed=fresh_seed() if seed is None else seed,
+        strict=strict,
+        skip_conditions=skip_conditions,
+        half_even=half_even,
+    )
+
+
+def fresh_seed() -> int:
+    """A seed drawn from the operating system's entropy, reported so a run can be repeated."""
+    return int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
+
+
+BetaOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--beta",
+        help="Fix the smoothness beta of the release "
+        "(default: the reference's choice on the data).",
+    ),
+]
+SigmaSsOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--sigma-ss",
+        help="Fix the GNSS noise multiplier sigma_ss "
+        "(default: the reference's choice on the data).",
+    ),
+]
+SeedOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--seed", help="Seed of the sampled release; without it one is drawn and reported."
+    ),
+]
+SkipConditionsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--skip-conditions",
+        help="Compute the release even where conditions C5/C6 fail (the output says so).",
+    ),
+]
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict-local-sensitivity/--reference-local-sensitivity",
+        help="Threshold-step local sensitivity: strict (the default) fills every distance and "
+        "takes the running maximum over distances, as Theorem 24 needs; the 2018 reference "
+        "leaves the largest distance at 0 and does not take the maximum, which can only "
+        "understate the smooth sensitivity.",
+    ),
+]

@@ -19,7 +19,7 @@ from typer.core import TyperGroup
 
 from pate_cli import __version__
 from pate_cli._options import error_line
-from pate_cli.commands import aggregate, analyze
+from pate_cli.commands import aggregate, analyze, compare, inspect, smooth_sensitivity
 from pate_cli.errors import ExitCode, PateError
 
 try:  # typer >= 0.29 carries its own copy of click
@@ -95,7 +95,10 @@ def _root(
 
 
 app.command("analyze")(analyze.analyze)
+app.command("smooth-sensitivity")(smooth_sensitivity.smooth_sensitivity)
 app.command("aggregate")(aggregate.aggregate)
+app.command("compare")(compare.compare)
+app.command("inspect")(inspect.inspect)
 
 
 def main() -> None:

@@ -7,7 +7,12 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pate_cli.report import AggregateReport, AnalysisReport, InputSummary
+from pate_cli.report import (
+    AggregateReport,
+    AnalysisReport,
+    InputSummary,
+    SmoothSensitivityReport,
+)
 
 
 def fmt(value: float, digits: int = 4) -> str:
@@ -168,3 +173,56 @@ def aggregate(report: AggregateReport) -> RenderableType:
         cost,
         Text(written),
     )
+
+
+def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
+    """The GNSS release: the data-dependent epsilon, the cost of releasing it, one sample."""
+    release = report.release
+    header = Group(
+        input_line(report.input),
+        mechanism_line(report.mechanism),
+        Text(
+            f"delta {report.delta:g}, conversion {report.conversion}, order "
+            f"{fmt_order(float(release['order']))}, "
+            f"{'realised run' if report.realized else 'expected cost'}"
+        ),
+    )
+    steps = release["data_independent_steps"]
+    table = Table(title="Smooth-sensitivity release", title_justify="left", header_style="bold")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("expected answered", f"{float(release['expected_answered']):.1f}")
+    table.add_row(
+        "data-independent steps",
+        ", ".join(k for k, v in steps.items() if v) or "none",
+    )
+    if "conditions" in release:
+        conditions = release["conditions"]
+        verdicts = ["holds" if conditions[c] else "FAILS" for c in ("c5", "c6")]
+        table.add_row("conditions C5 / C6", " / ".join(verdicts))
+    table.add_row("data-dependent epsilon", fmt(float(release["epsilon_data_dependent"])))
+    if not release["released"]:
+        table.add_row("data-independent epsilon", fmt(float(release["epsilon_data_independent"])))
+        return Group(header, table, Text(f"nothing to release: {release['reason']}", style="bold"))
+    table.add_row("beta", fmt(float(release["beta"])))
+    table.add_row("smooth sensitivity E[SS_beta]", fmt(float(release["smooth_sensitivity"])))
+    table.add_row("sigma_ss", fmt(float(release["sigma_ss"])))
+    table.add_row("GNSS cost (RDP)", fmt(float(release["gnss_cost"])))
+    table.add_row("noise std", fmt(float(release["noise_std"])))
+    table.add_row(
+        "expected released epsilon", fmt(float(release["epsilon_expected_release"])), style="bold"
+    )
+    table.add_row(
+        f"sampled released epsilon (seed {release['seed']})",
+        fmt(float(release["epsilon_released"])),
+    )
+    closing = Text()
+    closing.append(
+        f"released epsilon = {float(release['epsilon_expected_release']):.4f}", style="bold green"
+    )
+    closing.append(
+        f" +/- {float(release['noise_std']):.4f} at order {fmt_order(float(release['order']))} "
+        f"(data-dependent {float(release['epsilon_data_dependent']):.4f} + GNSS cost "
+        f"{float(release['gnss_cost']):.4f}); sampled: {float(release['epsilon_released']):.4f}"
+    )
+    return Group(header, table, closing)

@@ -172,3 +172,29 @@ class AggregateReport:
             "expected_privacy": privacy(self.expected_privacy),
             "warnings": list(self.warnings),
         }
+
+
+@dataclass(frozen=True)
+class SmoothSensitivityReport:
+    """``pate smooth-sensitivity``: the GNSS release of the data-dependent epsilon."""
+
+    input: InputSummary
+    mechanism: dict[str, Any]
+    delta: float
+    conversion: str
+    realized: bool
+    release: dict[str, Any]
+    """The release block (``GnssRelease.to_json_dict()``)."""
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "command": "smooth-sensitivity",
+            "input": self.input.to_json_dict(),
+            "mechanism": self.mechanism,
+            "delta": self.delta,
+            "conversion": self.conversion,
+            "accounting": "realized" if self.realized else "expected",
+            **self.release,
+            "warnings": list(self.warnings),
+        }

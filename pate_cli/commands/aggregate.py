@@ -29,9 +29,11 @@ from pate_cli._options import (
     TeachersOpt,
     ThresholdOpt,
     VotesArg,
+    analysis_epsilons,
     analysis_report,
     check_delta,
     emit,
+    fresh_seed,
     gate,
     selection_options,
     summary,
@@ -224,7 +226,7 @@ def aggregate(
     probs = load_student_probs(student_probs_path, votes) if student_probs_path else None
     truth = load_true_labels(true_labels_path, votes) if true_labels_path else None
     if seed is None:
-        seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
+        seed = fresh_seed()
 
     result = _run(
         votes.counts,
@@ -290,4 +292,4 @@ def aggregate(
     if answered_output is not None:
         save_npy_atomic(answered_output, mask.astype(bool))
     emit(report.to_json_dict(), render.aggregate(report), report.warnings, as_json)
-    gate(realised, max_epsilon, which)
+    gate(analysis_epsilons(realised), max_epsilon, which)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 import typer
+from rich.console import Group
 
-from pate_cli import render
+from pate_cli import ledger, plots, render
 from pate_cli._options import (
     AnsweredOpt,
     BaselineOpt,
+    BetaOpt,
     ConversionOpt,
     DataIndependentOpt,
     DeltaOpt,
@@ -25,21 +28,27 @@ from pate_cli._options import (
     NumClassesOpt,
     OrdersOpt,
     QueriesOpt,
+    SeedOpt,
     Sigma1Opt,
     SigmaOpt,
+    SigmaSsOpt,
+    StrictOpt,
     TeachersOpt,
     ThresholdOpt,
     VotesArg,
+    analysis_epsilons,
     analysis_report,
     check_delta,
     emit,
     gate,
+    release_for,
+    selection_options,
 )
 from pate_cli.accounting import Conversion
-from pate_cli.errors import UsageError
-from pate_cli.mechanisms import infer_mechanism
+from pate_cli.mechanisms import LNMax, infer_mechanism
 from pate_cli.orders import parse_orders
-from pate_cli.votes import VoteFormat, load_answered_mask, load_baseline, load_votes
+from pate_cli.release import ConditionError
+from pate_cli.votes import VoteFormat, load_answered_mask, load_baseline
 
 
 def analyze(
@@ -65,6 +74,39 @@ def analyze(
         bool,
         typer.Option("--all-orders", help="Show every order, not only those near the optimum."),
     ] = False,
+    no_release: Annotated[
+        bool,
+        typer.Option(
+            "--no-release", help="Skip the smooth-sensitivity (GNSS) release of the epsilon."
+        ),
+    ] = False,
+    beta: BetaOpt = None,
+    sigma_ss: SigmaSsOpt = None,
+    seed: SeedOpt = None,
+    strict: StrictOpt = True,
+    ledger_path: Annotated[
+        str | None,
+        typer.Option(
+            "--ledger",
+            help="Write the per-query cost ledger (.csv or .json): gap, log q, Pr[answered], "
+            "RDP at the best order, share of the total, running epsilon.",
+        ),
+    ] = None,
+    breakdown: Annotated[
+        bool,
+        typer.Option(
+            "--breakdown",
+            help="Show the most expensive queries and the cost by teacher agreement.",
+        ),
+    ] = False,
+    plot_path: Annotated[
+        str | None,
+        typer.Option(
+            "--plot",
+            help="Write a figure (.png, .svg or .pdf; needs the 'plot' extra): epsilon against "
+            "queries answered, and the cost by agreement.",
+        ),
+    ] = None,
     max_epsilon: MaxEpsilonOpt = None,
     gate_on: GateOnOpt = None,
     as_json: JsonOpt = False,
@@ -72,25 +114,17 @@ def analyze(
     """Data-dependent and data-independent privacy cost of answering the queries.
 
     Reports Renyi DP per order and (epsilon, delta) at the best order for
-    GNMax, Confident-GNMax, Interactive-GNMax or LNMax, and the expected number
-    of queries answered. With --answered, the realised run of 'pate aggregate'.
+    GNMax, Confident-GNMax, Interactive-GNMax or LNMax, the expected number of
+    queries answered, and (for the GNMax family) the epsilon released through
+    its smooth sensitivity (GNSS). With --answered, the realised run of
+    'pate aggregate'.
 
     Example:
 
         pate analyze sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5
     """
     check_delta(delta)
-    which = gate_on or GateOn.DATA_DEPENDENT
-    if which is GateOn.RELEASED:
-        raise UsageError("--gate-on released: analyze gates on data-dependent or data-independent")
-    votes = load_votes(
-        votes_path,
-        fmt=fmt,
-        num_classes=num_classes,
-        teachers=teachers,
-        queries=queries,
-        indices=indices,
-    )
+    votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
     chosen = infer_mechanism(
         mechanism,
         sigma=sigma,
@@ -100,6 +134,8 @@ def analyze(
         has_baseline=baseline_path is not None,
     )
     orders = parse_orders(orders_text)
+    if plot_path is not None:
+        plots.check_plot_path(plot_path)
     baseline = load_baseline(baseline_path, votes) if baseline_path is not None else None
     answered = (
         load_answered_mask(answered_path, votes.num_queries) if answered_path is not None else None
@@ -115,10 +151,45 @@ def analyze(
         data_independent=data_independent,
         half_even=half_even,
     )
-    emit(
-        report.to_json_dict(),
-        render.analysis(report, all_orders=all_orders),
-        report.warnings,
-        as_json,
-    )
-    gate(report, max_epsilon, which)
+    if not no_release:
+        notes: tuple[str, ...] = ()
+        if isinstance(chosen, LNMax):
+            release = {"released": False, "reason": "smooth sensitivity covers the GNMax family"}
+        elif data_independent:
+            release = {"released": False, "reason": "data-independent bounds were forced"}
+        else:
+            try:
+                gnss = release_for(
+                    votes,
+                    chosen,
+                    report,
+                    baseline=baseline,
+                    answered=answered,
+                    beta=beta,
+                    sigma_ss=sigma_ss,
+                    seed=seed,
+                    strict=strict,
+                    half_even=half_even,
+                )
+                release = gnss.to_json_dict()
+                notes = gnss.warnings
+            except ConditionError as error:
+                release = {"released": False, "reason": error.message}
+        report = replace(report, release=release, warnings=report.warnings + notes)
+    payload = report.to_json_dict()
+    renderable = render.analysis(report, all_orders=all_orders)
+    if ledger_path is not None or plot_path is not None or breakdown:
+        per_query = ledger.build_ledger(
+            votes, chosen, report, baseline=baseline, answered=answered, half_even=half_even
+        )
+        payload["breakdown"] = ledger.ledger_summary(per_query)
+        if breakdown:
+            renderable = Group(renderable, ledger.render_ledger(per_query))
+        if ledger_path is not None:
+            ledger.write_ledger(per_query, ledger_path)
+            payload["ledger"] = ledger_path
+        if plot_path is not None:
+            plots.plot_analysis(plot_path, report, per_query)
+            payload["plot"] = plot_path
+    emit(payload, renderable, report.warnings, as_json)
+    gate(analysis_epsilons(report), max_epsilon, gate_on or GateOn.DATA_DEPENDENT)

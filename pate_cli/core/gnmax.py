@@ -16,6 +16,16 @@ from scipy.special import log_ndtr, logsumexp
 from pate_cli.core.logmath import log1mexp
 
 
+def _variance(sigma: float) -> np.float64:
+    """sigma^2 as a float64: 0 or inf where it leaves the float range, never an exception.
+
+    (A Python ``sigma**2`` raises OverflowError for sigma > 1.3e154.) Inside the range
+    this is the same correctly rounded square as ``sigma**2``.
+    """
+    with np.errstate(over="ignore", under="ignore"):
+        return np.float64(sigma) ** 2
+
+
 def _check_sigma_orders(sigma: float, orders: NDArray[np.float64]) -> None:
     if not sigma > 0:
         raise ValueError(f"sigma must be positive, got {sigma}")
@@ -39,7 +49,14 @@ def logq_gnmax(counts: NDArray[np.float64], sigma: float) -> NDArray[np.float64]
     top = counts.argmax(axis=1)
     gaps = counts[rows, top][:, None] - counts
     # log Pr[N(0, 2 sigma^2) >= gap] = log_ndtr(-gap / (sqrt(2) sigma)).
-    log_tails = log_ndtr(-gaps / np.sqrt(2 * sigma**2))
+    variance = _variance(sigma)
+    if np.finfo(np.float64).tiny <= variance <= np.finfo(np.float64).max / 2:
+        log_tails = log_ndtr(-gaps / np.sqrt(2 * variance))  # the reference's expression
+    else:
+        # sigma^2 outside the float range: scale without squaring. A gap of more than
+        # ~1e308 noise scales overflows to -inf, a tail of probability 0 (log q = -inf).
+        with np.errstate(over="ignore"):
+            log_tails = log_ndtr(-(gaps / sigma) / np.sqrt(2))
     log_tails[rows, top] = -np.inf  # the union bound runs over the other classes only
     with np.errstate(divide="ignore"):  # log(0) for a single class is the intended -inf
         cap = np.log(1 - 1 / num_classes)
@@ -53,7 +70,9 @@ def rdp_gnmax_data_independent(sigma: float, orders: NDArray[np.float64]) -> NDA
     """
     orders = np.asarray(orders, dtype=np.float64)
     _check_sigma_orders(sigma, orders)
-    return orders / sigma**2
+    # sigma^2 below the float range: lambda / sigma^2 is +inf, an unbounded cost, not an error.
+    with np.errstate(divide="ignore", over="ignore"):
+        return orders / _variance(sigma)
 
 
 def rdp_gnmax(
@@ -72,21 +91,23 @@ def rdp_gnmax(
     _check_sigma_orders(sigma, orders)
     if np.any(~(logq <= 0)):
         raise ValueError("logq must be <= 0")
-    variance = sigma**2
+    variance = _variance(sigma)
     out = np.empty((logq.size, orders.size))
-    out[:] = orders / variance
+    out[:] = rdp_gnmax_data_independent(sigma, orders)
     fixed = np.isneginf(logq)
     out[fixed] = 0.0
 
     live = ~fixed
-    mu2 = np.sqrt(variance * -logq[live])
-    mu1 = mu2 + 1
-    rdp2 = mu2 / variance
-    rdp1 = mu1 / variance
+    # With sigma^2 out of the float range these are 0, inf or NaN; each fails `ok` below.
+    with np.errstate(over="ignore", invalid="ignore"):
+        mu2 = np.sqrt(variance * -logq[live])
+        mu1 = mu2 + 1
+        rdp2 = mu2 / variance
+        rdp1 = mu1 / variance
     ok = mu2 > 1
     # Theorem 6 conditions: q below the point where the bound stops increasing
     # in q, and -log q > eps2 so that A is positive.
-    with np.errstate(divide="ignore", invalid="ignore"):  # masked by `ok` below
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # masked by `ok` below
         # Same expression as the reference so that the test never flips at the edge.
         q_limit = (mu2 - 1) * rdp2 - mu2 * (np.log(1 + 1 / (mu1 - 1)) + np.log(1 + 1 / (mu2 - 1)))
     ok &= (logq[live] <= q_limit) & (-logq[live] > rdp2)

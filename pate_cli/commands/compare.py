@@ -1,0 +1,742 @@
+"""``pate compare``: many mechanism settings on the same votes, one row each.
+
+Every combination of the listed parameters becomes a row: ``--sigma`` alone
+gives GNMax rows; ``--threshold``, ``--sigma1`` and ``--sigma`` give
+Confident-GNMax rows (and Interactive-GNMax rows with ``--baseline``) for each
+(T, sigma1, sigma); ``--gamma`` gives LNMax rows. Without ``--mechanism`` every
+mechanism whose flags are all given is compared (so ``--sigma`` with a
+threshold also shows plain GNMax, what the threshold buys); ``--mechanism``
+keeps one.
+
+Each row is exactly what ``pate analyze`` reports for that setting (expected
+accounting; tested row by row). A grid repeats work across rows, so the rows
+are computed here on the core functions with shared terms rather than by one
+``account`` call per row: log q and its distinct values' RDP curves once per
+sigma (or gamma), log Pr[answered] and the threshold step's RDP once per
+(T, sigma1). A row is then a weighted sum over distinct log q values, the same
+sum ``accounting.account`` forms, in the same order, so the numbers agree with
+``analyze`` to the last few ulps (the tests ask for rtol 1e-12).
+
+Agreement is the expected agreement of the released labels with the plurality
+vote, counted over all queries: 1 - mean q (GNMax, LNMax) and
+sum_q Pr[answered_q] (1 - q_q) / Q (threshold mechanisms). q is the Prop. 7
+(Lemma 4 for LNMax) upper bound, so this is a lower bound on the agreement.
+
+Choosing a setting by its data-dependent cost on the private votes is itself
+a use of the private data, which no row accounts for; every output says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import partial
+from itertools import product
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from numpy.typing import NDArray
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from pate_cli import ledger, plots
+from pate_cli._options import (
+    BaselineOpt,
+    ConversionOpt,
+    DeltaOpt,
+    FormatOpt,
+    GateOn,
+    GateOnOpt,
+    HalfEvenOpt,
+    IndicesOpt,
+    JsonOpt,
+    MaxEpsilonOpt,
+    NumClassesOpt,
+    OrdersOpt,
+    QueriesOpt,
+    TeachersOpt,
+    VotesArg,
+    check_delta,
+    emit,
+    gate,
+    selection_options,
+    summary,
+)
+from pate_cli.accounting import DEFAULT_CHUNK_SIZE, Conversion, EpsilonResult, epsilon_result
+from pate_cli.core import gnmax, lnmax, threshold
+from pate_cli.errors import UsageError
+from pate_cli.mechanisms import (
+    ConfidentGNMax,
+    GNMax,
+    InteractiveGNMax,
+    LNMax,
+    Mechanism,
+    MechanismName,
+    assert_never,
+)
+from pate_cli.orders import parse_orders
+from pate_cli.report import InputSummary
+from pate_cli.votes import VoteFormat, load_baseline
+
+FloatArray = NDArray[np.float64]
+
+#: More rows than this is almost certainly a typo in a list; say so rather than run for minutes.
+MAX_ROWS = 10_000
+
+NOTE = (
+    "choosing parameters by their data-dependent cost on these votes is itself a use of the "
+    "private data, which no row accounts for; the data-independent columns are safe to tune on"
+)
+
+
+class SortColumn(str, Enum):
+    """Columns ``--sort`` accepts; rows come best first."""
+
+    EPSILON = "epsilon"
+    DATA_INDEPENDENT = "data-independent"
+    ANSWERED = "answered"
+    AGREEMENT = "agreement"
+
+
+# ---------------------------------------------------------------------------
+# Flags -> the grid of mechanisms.
+
+
+def parse_list(flag: str, text: str | None) -> tuple[float, ...]:
+    """Parse a comma list of numbers (``20,40,80``); repeated values are kept once.
+
+    Raises:
+        UsageError: An empty item or a value that is not a finite number.
+    """
+    if text is None:
+        return ()
+    items = [item.strip() for item in text.split(",")]
+    values: list[float] = []
+    for item in items:
+        try:
+            value = float(item)
+        except ValueError:
+            value = math.nan
+        if not item or not math.isfinite(value):
+            raise UsageError(
+                f"{flag} {text!r}: {item!r} is not a finite number; expected a comma list "
+                "of numbers such as 20,40,80"
+            )
+        if value not in values:
+            values.append(value)
+    return tuple(values)
+
+
+_NEEDS = {
+    MechanismName.GNMAX: ("--sigma",),
+    MechanismName.CONFIDENT_GNMAX: ("--threshold", "--sigma1", "--sigma"),
+    MechanismName.INTERACTIVE_GNMAX: ("--threshold", "--sigma1", "--sigma", "--baseline"),
+    MechanismName.LNMAX: ("--gamma",),
+}
+
+
+def _chosen_mechanisms(name: MechanismName | None, given: dict[str, bool]) -> list[MechanismName]:
+    """Which mechanisms the flags ask for; see the module docstring."""
+    if name is not None:
+        needed = _NEEDS[name]
+        extra = [flag for flag, on in given.items() if on and flag not in needed]
+        missing = [flag for flag in needed if not given[flag]]
+        if extra:
+            raise UsageError(
+                f"{', '.join(extra)} cannot be used with --mechanism {name.value} "
+                f"(it takes {' '.join(needed)})"
+            )
+        if missing:
+            raise UsageError(f"--mechanism {name.value} needs {', '.join(missing)}")
+        return [name]
+    if not any(given.values()):
+        raise UsageError(
+            "nothing to compare: give --sigma (gnmax), --threshold --sigma1 --sigma "
+            "(confident-gnmax, interactive-gnmax with --baseline) or --gamma (lnmax), "
+            "each a comma list"
+        )
+    threshold_flags = ("--threshold", "--sigma1")
+    if any(given[f] for f in threshold_flags) or given["--baseline"]:
+        missing = [f for f in (*threshold_flags, "--sigma") if not given[f]]
+        if missing:
+            wanted = "interactive-gnmax" if given["--baseline"] else "confident-gnmax"
+            raise UsageError(f"{wanted} needs {', '.join(missing)}")
+    return [n for n in MechanismName if all(given[flag] for flag in _NEEDS[n])]
+
+
+def mechanism_grid(
+    name: MechanismName | None,
+    *,
+    sigmas: Sequence[float] = (),
+    thresholds: Sequence[float] = (),
+    sigma1s: Sequence[float] = (),
+    gammas: Sequence[float] = (),
+    has_baseline: bool = False,
+) -> list[Mechanism]:
+    """Every setting to compare, in a fixed order: by mechanism, then the lists' product.
+
+    Raises:
+        UsageError: Missing or conflicting flags, a value outside its domain, too many rows.
+    """
+    given = {
+        "--sigma": bool(sigmas),
+        "--threshold": bool(thresholds),
+        "--sigma1": bool(sigma1s),
+        "--gamma": bool(gammas),
+        "--baseline": has_baseline,
+    }
+    rows: list[Mechanism] = []
+    for chosen in _chosen_mechanisms(name, given):
+        if chosen is MechanismName.GNMAX:
+            rows.extend(GNMax(s) for s in sigmas)
+        elif chosen is MechanismName.CONFIDENT_GNMAX:
+            rows.extend(ConfidentGNMax(*p) for p in product(thresholds, sigma1s, sigmas))
+        elif chosen is MechanismName.INTERACTIVE_GNMAX:
+            rows.extend(InteractiveGNMax(*p) for p in product(thresholds, sigma1s, sigmas))
+        elif chosen is MechanismName.LNMAX:
+            rows.extend(LNMax(g) for g in gammas)
+        else:
+            assert_never(chosen)
+        if len(rows) > MAX_ROWS:
+            raise UsageError(f"the lists make more than {MAX_ROWS} settings; shorten them")
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# The rows: shared per-query terms, then one weighted sum per row.
+
+
+def _weighted_sum(
+    inverse: NDArray[np.intp], table: FloatArray, weights: FloatArray | None
+) -> FloatArray:
+    """sum_q weights[q] * table[inverse[q]], as ``accounting._weighted_rdp`` forms it."""
+    counts = np.bincount(inverse, weights=weights, minlength=table.shape[0])
+    keep = counts != 0
+    total: FloatArray = counts[keep] @ table[keep]
+    return total
+
+
+@dataclass
+class _SharedTerms:
+    """Per-query terms of one grid, each computed once and reused by every row that needs it.
+
+    Lives for one ``compare_rows`` call (no module-level cache). ``curve`` holds, per
+    answer-step setting, log q per query, the distinct values' inverse index and their RDP
+    curves (U, K); ``gate`` holds, per threshold setting, log Pr[answered] per query and the
+    threshold step's total RDP curve (K,).
+    """
+
+    counts: FloatArray
+    orders: FloatArray
+    baseline: FloatArray | None
+    half_even: bool
+    chunk_size: int
+    curve: dict[tuple[str, float], tuple[FloatArray, NDArray[np.intp], FloatArray]] = field(
+        default_factory=dict
+    )
+    gate: dict[tuple[float, float, bool], tuple[FloatArray, FloatArray]] = field(
+        default_factory=dict
+    )
+
+    def _per_query(self, fn: Callable[[FloatArray], FloatArray], step1: bool = False) -> FloatArray:
+        """fn over the votes in chunks of queries, so the (Q, C) temporaries stay small."""
+        parts = []
+        for start in range(0, self.counts.shape[0], self.chunk_size):
+            block = self.counts[start : start + self.chunk_size]
+            if step1 and self.baseline is not None:
+                block = block - self.baseline[start : start + self.chunk_size]
+            parts.append(fn(block))
+        return np.concatenate(parts)
+
+    def answer_step(
+        self, kind: str, scale: float
+    ) -> tuple[FloatArray, NDArray[np.intp], FloatArray]:
+        """(log q, inverse, RDP of each distinct log q) of GNMax(sigma) or LNMax(gamma)."""
+        key = (kind, scale)
+        if key not in self.curve:
+            if kind == "gnmax":
+                logq = self._per_query(partial(gnmax.logq_gnmax, sigma=scale))
+                cost = partial(gnmax.rdp_gnmax, sigma=scale, orders=self.orders)
+            else:
+                logq = self._per_query(partial(lnmax.logq_lnmax, gamma=scale))
+                cost = partial(lnmax.rdp_lnmax, gamma=scale, orders=self.orders)
+            unique, inverse = np.unique(logq, return_inverse=True)
+            self.curve[key] = (logq, inverse.ravel(), cost(unique))
+        return self.curve[key]
+
+    def threshold_step(
+        self, mechanism: ConfidentGNMax, interactive: bool
+    ) -> tuple[FloatArray, FloatArray]:
+        """(log Pr[answered] per query, the threshold step's total RDP per order)."""
+        key = (mechanism.threshold, mechanism.sigma1, interactive)
+        if key not in self.gate:
+            log_pr = self._per_query(
+                partial(
+                    threshold.log_pr_answered_threshold,
+                    threshold=mechanism.threshold,
+                    sigma1=mechanism.sigma1,
+                    half_even=self.half_even,
+                ),
+                step1=interactive,
+            )
+            unique, inverse = np.unique(log_pr, return_inverse=True)
+            table = threshold.rdp_threshold(unique, mechanism.sigma1, self.orders)
+            self.gate[key] = (log_pr, _weighted_sum(inverse.ravel(), table, None))
+        return self.gate[key]
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One setting: what ``pate analyze`` reports for it, and its expected agreement."""
+
+    mechanism: Mechanism
+    expected_answered: float
+    num_queries: int
+    data_dependent: EpsilonResult
+    data_independent: EpsilonResult
+    agreement: float
+    """Expected agreement of the released labels with the plurality vote (a lower bound)."""
+
+    def to_json_dict(self) -> dict[str, Any]:
+        def block(result: EpsilonResult) -> dict[str, Any]:
+            return {
+                "epsilon": result.epsilon,
+                "order": result.order,
+                "at_grid_edge": result.at_grid_edge,
+            }
+
+        return {
+            "mechanism": self.mechanism.to_json_dict(),
+            "expected_answered": self.expected_answered,
+            "data_dependent": block(self.data_dependent),
+            "data_independent": block(self.data_independent),
+            "agreement": self.agreement,
+        }
+
+
+def _row(
+    terms: _SharedTerms, mechanism: Mechanism, delta: float, conversion: Conversion
+) -> CompareRow:
+    """One row, composed as ``accounting.account`` composes the expected cost."""
+    orders = terms.orders
+    num = terms.counts.shape[0]
+    dependent = np.zeros(orders.size)
+    weights: FloatArray | None = None
+    if isinstance(mechanism, ConfidentGNMax):
+        interactive = isinstance(mechanism, InteractiveGNMax)
+        log_pr, threshold_total = terms.threshold_step(mechanism, interactive)
+        weights = np.exp(log_pr)
+        dependent += threshold_total
+    if isinstance(mechanism, (GNMax, ConfidentGNMax)):
+        logq, inverse, table = terms.answer_step("gnmax", mechanism.sigma)
+        per_answer = gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders)
+    elif isinstance(mechanism, LNMax):
+        logq, inverse, table = terms.answer_step("lnmax", mechanism.gamma)
+        per_answer = lnmax.rdp_lnmax_data_independent(mechanism.gamma, orders)
+    else:
+        assert_never(mechanism)
+    dependent += _weighted_sum(inverse, table, weights)
+    answered = float(num if weights is None else weights.sum())
+    independent = answered * per_answer
+    if isinstance(mechanism, ConfidentGNMax):
+        independent = (
+            num * threshold.rdp_threshold_data_independent(mechanism.sigma1, orders) + independent
+        )
+    # As account: both totals bound the same composition, so their minimum does too.
+    dependent = np.minimum(dependent, independent)
+    right = -np.expm1(logq)  # 1 - q, accurate for small q
+    agreement = float(np.mean(right) if weights is None else np.sum(weights * right) / num)
+    return CompareRow(
+        mechanism=mechanism,
+        expected_answered=answered,
+        num_queries=num,
+        data_dependent=epsilon_result(orders, dependent, delta, conversion),
+        data_independent=epsilon_result(orders, independent, delta, conversion),
+        agreement=agreement,
+    )
+
+
+def compare_rows(
+    counts: FloatArray,
+    mechanisms: Sequence[Mechanism],
+    orders: FloatArray,
+    delta: float,
+    conversion: Conversion,
+    *,
+    baseline: FloatArray | None = None,
+    half_even: bool = False,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> list[CompareRow]:
+    """The expected cost of each setting, in the order given.
+
+    Args:
+        counts: Vote counts (Q, C).
+        mechanisms: The settings.
+        orders: Renyi orders (K,).
+        delta: Target delta.
+        conversion: RDP to (epsilon, delta) conversion.
+        baseline: Interactive-GNMax baseline (Q, C), on the votes' scale.
+        half_even: Round the threshold statistic half to even (as the reference).
+        chunk_size: Queries per chunk for the per-query terms.
+
+    Returns:
+        One row per mechanism, each equal to ``analysis_report`` for that setting.
+
+    Shapes: counts (Q, C), orders (K,).
+    """
+    if baseline is None and any(isinstance(m, InteractiveGNMax) for m in mechanisms):
+        raise ValueError("interactive-gnmax rows need a baseline")
+    terms = _SharedTerms(
+        np.asarray(counts, dtype=np.float64),
+        np.asarray(orders, dtype=np.float64),
+        baseline,
+        half_even,
+        chunk_size,
+    )
+    return [_row(terms, mechanism, delta, conversion) for mechanism in mechanisms]
+
+
+_SORT_KEYS: dict[SortColumn, Callable[[CompareRow], float]] = {
+    SortColumn.EPSILON: lambda row: row.data_dependent.epsilon,
+    SortColumn.DATA_INDEPENDENT: lambda row: row.data_independent.epsilon,
+    SortColumn.ANSWERED: lambda row: -row.expected_answered,
+    SortColumn.AGREEMENT: lambda row: -row.agreement,
+}
+
+
+def sort_rows(rows: Sequence[CompareRow], column: SortColumn) -> list[CompareRow]:
+    """Best first by ``column`` (smallest epsilon, most answered, highest agreement); stable."""
+    return sorted(rows, key=_SORT_KEYS[column])
+
+
+# ---------------------------------------------------------------------------
+# Report, renderings, files.
+
+
+@dataclass(frozen=True)
+class CompareReport:
+    """``pate compare``: the rows, sorted, and the setting they share."""
+
+    input: InputSummary
+    delta: float
+    conversion: str
+    orders: FloatArray
+    sort: SortColumn
+    rows: tuple[CompareRow, ...]
+    max_epsilon: float | None = None
+    warnings: tuple[str, ...] = ()
+
+    def to_json_dict(self) -> dict[str, Any]:
+        rows = []
+        for row in self.rows:
+            item = row.to_json_dict()
+            if self.max_epsilon is not None:
+                item["within_budget"] = row.data_dependent.epsilon <= self.max_epsilon
+            rows.append(item)
+        out: dict[str, Any] = {
+            "command": "compare",
+            "input": self.input.to_json_dict(),
+            "delta": self.delta,
+            "conversion": self.conversion,
+            "accounting": "expected",
+            "orders": self.orders,
+            "sort": self.sort.value,
+            "rows": rows,
+            "note": NOTE,
+            "warnings": list(self.warnings),
+        }
+        if self.max_epsilon is not None:
+            out["max_epsilon"] = self.max_epsilon
+        return out
+
+
+def _number(value: float) -> str:
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.4f}"
+
+
+def _order(order: float) -> str:
+    return f"{order:g}" if float(order).is_integer() else f"{order:.2f}"
+
+
+_PARAMETERS = ("threshold", "sigma1", "sigma", "gamma")
+#: Mechanism names in the table, short enough for an 80-column terminal.
+_SHORT_NAMES = {
+    MechanismName.GNMAX: "gnmax",
+    MechanismName.CONFIDENT_GNMAX: "confident",
+    MechanismName.INTERACTIVE_GNMAX: "interactive",
+    MechanismName.LNMAX: "lnmax",
+}
+
+
+def render_compare(report: CompareReport) -> RenderableType:
+    """The rows as a Rich table, the best value of each column highlighted."""
+    rows = report.rows
+    params = [p for p in _PARAMETERS if any(p in r.mechanism.to_json_dict() for r in rows)]
+    table = Table(
+        title=f"{len(rows)} settings, sorted by {report.sort.value} (best first)",
+        title_justify="left",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 0),  # the box's space between columns is enough; fits 80 columns
+    )
+    table.add_column("#", justify="right")
+    table.add_column("mechanism")
+    for name in params:
+        table.add_column("T" if name == "threshold" else name, justify="right")
+    for name in (
+        "exp.\nanswered",
+        "epsilon",
+        "order",
+        "data-\nindep.\nepsilon",
+        "order",
+        "agree-\nment",
+    ):
+        table.add_column(name, justify="right")
+
+    def best(values: list[float], largest: bool) -> float:
+        return max(values) if largest else min(values)
+
+    best_answered = best([r.expected_answered for r in rows], True)
+    best_dependent = best([r.data_dependent.epsilon for r in rows], False)
+    best_independent = best([r.data_independent.epsilon for r in rows], False)
+    best_agreement = best([r.agreement for r in rows], True)
+
+    def cell(text: str, is_best: bool) -> Text:
+        return Text(text, style="bold green" if is_best else "")
+
+    for rank, row in enumerate(rows, start=1):
+        spec = row.mechanism.to_json_dict()
+        over = report.max_epsilon is not None and not (
+            row.data_dependent.epsilon <= report.max_epsilon
+        )
+        table.add_row(
+            str(rank),
+            _SHORT_NAMES[row.mechanism.name],
+            *(f"{spec[p]:g}" if p in spec else "-" for p in params),
+            cell(f"{row.expected_answered:.1f}", row.expected_answered == best_answered),
+            cell(_number(row.data_dependent.epsilon), row.data_dependent.epsilon == best_dependent),
+            _order(row.data_dependent.order),
+            cell(
+                _number(row.data_independent.epsilon),
+                row.data_independent.epsilon == best_independent,
+            ),
+            _order(row.data_independent.order),
+            cell(f"{row.agreement:.4f}", row.agreement == best_agreement),
+            style="dim" if over else None,
+        )
+    source = report.input
+    header = Text(
+        f"{source.path}  format {source.format} ({'detected' if source.detected else 'given'}), "
+        f"{source.num_queries} queries x {source.num_classes} classes, "
+        f"{source.num_teachers} teachers; delta {report.delta:g}, "
+        f"conversion {report.conversion}, expected cost; data-dependent epsilon and "
+        "data-independent epsilon, each at its best order"
+    )
+    parts: list[RenderableType] = [header, table]
+    if report.max_epsilon is not None:
+        within = sum(r.data_dependent.epsilon <= report.max_epsilon for r in rows)
+        parts.append(
+            Text(f"{within} of {len(rows)} settings within --max-epsilon {report.max_epsilon:g}")
+        )
+    parts.append(Text(f"note: {NOTE}", style="italic"))
+    return Group(*parts)
+
+
+_CSV_COLUMNS = (
+    "mechanism",
+    *_PARAMETERS,
+    "expected_answered",
+    "epsilon",
+    "order",
+    "data_independent_epsilon",
+    "data_independent_order",
+    "agreement",
+)
+
+
+def compare_csv(report: CompareReport) -> str:
+    """The rows as CSV, in the report's order, numbers at full precision."""
+
+    def number(value: float) -> str:
+        return ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(float(value))
+
+    lines = [",".join(_CSV_COLUMNS)]
+    for row in report.rows:
+        spec = row.mechanism.to_json_dict()
+        values = [
+            str(spec["name"]),
+            *(number(spec[p]) if p in spec else "" for p in _PARAMETERS),
+            number(row.expected_answered),
+            number(row.data_dependent.epsilon),
+            number(row.data_dependent.order),
+            number(row.data_independent.epsilon),
+            number(row.data_independent.order),
+            number(row.agreement),
+        ]
+        lines.append(",".join(values))
+    return "\n".join(lines) + "\n"
+
+
+def _edge_warning(rows: Sequence[CompareRow]) -> list[str]:
+    edge = [i for i, r in enumerate(rows, start=1) if r.data_dependent.at_grid_edge]
+    if not edge:
+        return []
+    shown = ", ".join(map(str, edge[:10])) + (", ..." if len(edge) > 10 else "")
+    return [
+        f"{len(edge)} of {len(rows)} settings (rows {shown}) have their best order at the edge "
+        "of the order grid; extend --orders to be sure the minimum is inside it"
+    ]
+
+
+# ---------------------------------------------------------------------------
+# The command.
+
+SigmaListOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sigma",
+        "--sigma2",
+        help="GNMax noise std (sigma2 of Confident-GNMax), a comma list: 20,40,80.",
+    ),
+]
+ThresholdListOpt = Annotated[
+    str | None, typer.Option("--threshold", help="Confident-GNMax thresholds T, a comma list.")
+]
+Sigma1ListOpt = Annotated[
+    str | None, typer.Option("--sigma1", help="Threshold-step noise stds, a comma list.")
+]
+GammaListOpt = Annotated[
+    str | None,
+    typer.Option("--gamma", help="LNMax: Laplace noise of scale 1/gamma, a comma list."),
+]
+MechanismRestrictOpt = Annotated[
+    MechanismName | None,
+    typer.Option(
+        "--mechanism",
+        help="Compare this mechanism only (default: every mechanism whose flags are given).",
+    ),
+]
+SortOpt = Annotated[
+    SortColumn,
+    typer.Option(
+        "--sort",
+        help="Order the rows by this column, best first: epsilon (data-dependent, smallest), "
+        "data-independent (smallest), answered (most), agreement (highest).",
+    ),
+]
+CsvOpt = Annotated[str | None, typer.Option("--csv", help="Also write the rows to this .csv file.")]
+PlotOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--plot",
+        help="Write a figure of epsilon against expected answered, one point per setting "
+        "(.png, .svg or .pdf; needs the 'plot' extra).",
+    ),
+]
+
+
+def compare(
+    votes_path: VotesArg,
+    delta: DeltaOpt,
+    sigma: SigmaListOpt = None,
+    threshold: ThresholdListOpt = None,
+    sigma1: Sigma1ListOpt = None,
+    gamma: GammaListOpt = None,
+    mechanism: MechanismRestrictOpt = None,
+    baseline_path: BaselineOpt = None,
+    sort: SortOpt = SortColumn.EPSILON,
+    orders_text: OrdersOpt = None,
+    conversion: ConversionOpt = Conversion.CLASSIC,
+    half_even: HalfEvenOpt = False,
+    fmt: FormatOpt = VoteFormat.AUTO,
+    num_classes: NumClassesOpt = None,
+    teachers: TeachersOpt = None,
+    queries: QueriesOpt = None,
+    indices: IndicesOpt = None,
+    csv_path: CsvOpt = None,
+    plot_path: PlotOpt = None,
+    max_epsilon: MaxEpsilonOpt = None,
+    gate_on: GateOnOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compare mechanisms and parameter settings side by side on the same votes.
+
+    Give parameters as comma lists; every combination becomes a row with
+    its expected number of answered queries, the data-dependent and
+    data-independent epsilon (and their orders), and the expected agreement
+    with the plurality vote. Each row gives exactly the numbers 'pate
+    analyze' gives for that setting. Picking a setting by its data-dependent
+    cost is itself a use of the private votes (the output says so); the
+    data-independent columns are safe to tune on. --max-epsilon exits 1
+    after printing when no setting is within budget (the best row's epsilon,
+    data-dependent unless --gate-on data-independent).
+
+    Example:
+
+        pate compare sample_data/mnist_250_teachers.npy --threshold 150,200 --sigma1 100,150 --sigma 40 --queries 640 --delta 1e-5
+    """
+    check_delta(delta)
+    which = gate_on or GateOn.DATA_DEPENDENT
+    if which is GateOn.RELEASED:
+        raise UsageError("--gate-on released: compare gates on data-dependent or data-independent")
+    mechanisms = mechanism_grid(
+        mechanism,
+        sigmas=parse_list("--sigma", sigma),
+        thresholds=parse_list("--threshold", threshold),
+        sigma1s=parse_list("--sigma1", sigma1),
+        gammas=parse_list("--gamma", gamma),
+        has_baseline=baseline_path is not None,
+    )
+    orders = parse_orders(orders_text)
+    if csv_path is not None:
+        ledger.check_output_path(csv_path, "--csv", (".csv",))
+    if plot_path is not None:
+        plots.check_plot_path(plot_path)
+    votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
+    baseline = load_baseline(baseline_path, votes) if baseline_path is not None else None
+
+    rows = compare_rows(
+        votes.counts,
+        mechanisms,
+        orders,
+        delta,
+        conversion,
+        baseline=baseline,
+        half_even=half_even,
+    )
+    rows = sort_rows(rows, sort)
+    report = CompareReport(
+        input=summary(votes),
+        delta=delta,
+        conversion=conversion.value,
+        orders=orders,
+        sort=sort,
+        rows=tuple(rows),
+        max_epsilon=max_epsilon,
+        warnings=(*votes.warnings, *_edge_warning(rows)),
+    )
+    payload = report.to_json_dict()
+    if csv_path is not None:
+        ledger.write_bytes_atomic(csv_path, compare_csv(report).encode("utf-8"), "--csv")
+        payload["csv"] = csv_path
+    if plot_path is not None:
+        plots.plot_compare(plot_path, payload["rows"])
+        payload["plot"] = plot_path
+    emit(payload, render_compare(report), report.warnings, as_json)
+    gate(
+        {
+            GateOn.DATA_DEPENDENT: min(r.data_dependent.epsilon for r in rows),
+            GateOn.DATA_INDEPENDENT: min(r.data_independent.epsilon for r in rows),
+        },
+        max_epsilon,
+        which,
+    )

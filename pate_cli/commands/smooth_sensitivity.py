@@ -1,0 +1,158 @@
+"""``pate smooth-sensitivity``: release the data-dependent epsilon through GNSS (2018, App. B)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pate_cli import render
+from pate_cli._options import (
+    AnsweredOpt,
+    BaselineOpt,
+    BetaOpt,
+    ConversionOpt,
+    DeltaOpt,
+    FormatOpt,
+    GateOn,
+    GateOnOpt,
+    HalfEvenOpt,
+    IndicesOpt,
+    JsonOpt,
+    MaxEpsilonOpt,
+    MechanismOpt,
+    NumClassesOpt,
+    OrdersOpt,
+    QueriesOpt,
+    SeedOpt,
+    Sigma1Opt,
+    SigmaOpt,
+    SigmaSsOpt,
+    SkipConditionsOpt,
+    StrictOpt,
+    TeachersOpt,
+    ThresholdOpt,
+    VotesArg,
+    analysis_report,
+    check_delta,
+    emit,
+    gate,
+    release_for,
+    selection_options,
+    summary,
+)
+from pate_cli.accounting import Conversion
+from pate_cli.errors import UsageError
+from pate_cli.mechanisms import LNMax, infer_mechanism
+from pate_cli.orders import parse_orders
+from pate_cli.report import SmoothSensitivityReport
+from pate_cli.votes import VoteFormat, load_answered_mask, load_baseline
+
+
+def smooth_sensitivity(
+    votes_path: VotesArg,
+    delta: DeltaOpt,
+    mechanism: MechanismOpt = None,
+    sigma: SigmaOpt = None,
+    threshold: ThresholdOpt = None,
+    sigma1: Sigma1Opt = None,
+    baseline_path: BaselineOpt = None,
+    order: Annotated[
+        float | None,
+        typer.Option(
+            "--order",
+            help="Release at this Renyi order (default: the best data-dependent order).",
+        ),
+    ] = None,
+    beta: BetaOpt = None,
+    sigma_ss: SigmaSsOpt = None,
+    seed: SeedOpt = None,
+    skip_conditions: SkipConditionsOpt = False,
+    strict: StrictOpt = True,
+    orders_text: OrdersOpt = None,
+    conversion: ConversionOpt = Conversion.CLASSIC,
+    answered_path: AnsweredOpt = None,
+    half_even: HalfEvenOpt = False,
+    fmt: FormatOpt = VoteFormat.AUTO,
+    num_classes: NumClassesOpt = None,
+    teachers: TeachersOpt = None,
+    queries: QueriesOpt = None,
+    indices: IndicesOpt = None,
+    max_epsilon: MaxEpsilonOpt = None,
+    gate_on: GateOnOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Smooth sensitivity of the data-dependent epsilon and its GNSS-released value.
+
+    Computes the local-sensitivity bounds of every query at every teacher
+    distance, the beta-smooth sensitivity, the RDP cost of the Gaussian
+    release (Theorem 23) and one sampled released epsilon, after checking
+    conditions C5/C6 at the order used. Exits 2 when they fail, unless
+    --skip-conditions. --max-epsilon gates on the expected released epsilon.
+
+    Example:
+
+        pate smooth-sensitivity sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5 --seed 0
+    """
+    check_delta(delta)
+    votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
+    chosen = infer_mechanism(
+        mechanism,
+        sigma=sigma,
+        threshold=threshold,
+        sigma1=sigma1,
+        has_baseline=baseline_path is not None,
+    )
+    if isinstance(chosen, LNMax):
+        raise UsageError("smooth-sensitivity covers gnmax, confident-gnmax and interactive-gnmax")
+    orders = parse_orders(orders_text)
+    baseline = load_baseline(baseline_path, votes) if baseline_path is not None else None
+    answered = (
+        load_answered_mask(answered_path, votes.num_queries) if answered_path is not None else None
+    )
+    analysis = analysis_report(
+        votes,
+        chosen,
+        orders,
+        delta,
+        conversion,
+        baseline=baseline,
+        answered=answered,
+        half_even=half_even,
+    )
+    release = release_for(
+        votes,
+        chosen,
+        analysis,
+        order=order,
+        baseline=baseline,
+        answered=answered,
+        beta=beta,
+        sigma_ss=sigma_ss,
+        seed=seed,
+        strict=strict,
+        skip_conditions=skip_conditions,
+        half_even=half_even,
+    )
+    report = SmoothSensitivityReport(
+        input=summary(votes),
+        mechanism=chosen.to_json_dict(),
+        delta=delta,
+        conversion=conversion.value,
+        realized=answered is not None,
+        release=release.to_json_dict(),
+        warnings=votes.warnings + release.warnings,
+    )
+    emit(report.to_json_dict(), render.smooth_sensitivity(report), report.warnings, as_json)
+    published = (
+        release.epsilon_expected_release if release.released else release.epsilon_data_independent
+    )
+    gate(
+        {
+            GateOn.RELEASED: published,
+            GateOn.DATA_DEPENDENT: release.epsilon_data_dependent,
+            GateOn.DATA_INDEPENDENT: analysis.data_independent.epsilon,
+        },
+        max_epsilon,
+        gate_on or GateOn.RELEASED,
+    )

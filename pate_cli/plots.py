@@ -1,0 +1,193 @@
+"""Figures for ``analyze --plot`` and ``compare --plot``, drawn only when asked.
+
+matplotlib is an optional extra (``pip install 'pate[plot]'``). It is imported
+inside the functions, never when this module is imported, so ``pate`` starts
+as fast without it and works without it until a figure is requested; then
+:func:`check_plot_path`, called before any work, turns its absence into a
+one-line ``UsageError`` (exit 2). Figures are built on the object-oriented
+API with the Agg canvas (no ``pyplot``, so no global figure state and no GUI
+backend), rendered to memory in the format the file's suffix names, and
+written atomically: a failed run never leaves a partial image. SVG and PDF
+are written without a creation date, so the same inputs give the same bytes.
+
+The figures are views of data the commands already computed: the analysis
+report and its per-query ledger, or the rows of a comparison as they appear
+in the JSON output.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pate_cli.errors import UsageError
+from pate_cli.ledger import Ledger, buckets, check_output_path, write_bytes_atomic
+from pate_cli.report import AnalysisReport
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib stays optional
+    from matplotlib.figure import Figure
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+MISSING = "matplotlib is not installed; pip install 'pate[plot]'"
+_METADATA: dict[str, dict[str, Any]] = {
+    ".png": {},
+    ".svg": {"Date": None},
+    ".pdf": {"CreationDate": None},
+}
+#: Settings are labelled next to their point up to this many rows.
+_MAX_LABELS = 24
+
+
+def _matplotlib() -> ModuleType:
+    """Import matplotlib, or fail with the one-line install hint."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise UsageError(MISSING) from None
+    return matplotlib
+
+
+def check_plot_path(path: str) -> None:
+    """Check a ``--plot`` path before any work: suffix, folder and matplotlib.
+
+    Raises:
+        UsageError: The suffix is not .png, .svg or .pdf, or matplotlib is missing.
+        InputError: The folder does not exist, or the path is a folder.
+    """
+    check_output_path(path, "--plot", PLOT_SUFFIXES)
+    _matplotlib()
+
+
+def _figure(width: float, height: float) -> Figure:
+    _matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _save(figure: Figure, path: str) -> None:
+    suffix = check_output_path(path, "--plot", PLOT_SUFFIXES)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=suffix[1:], metadata=_METADATA[suffix], dpi=120)
+    write_bytes_atomic(path, buffer.getvalue(), "--plot")
+
+
+def _setting(mechanism: Mapping[str, Any]) -> str:
+    """A short label of a setting: "T=200 s1=150 s=40"."""
+    short = {"threshold": "T", "sigma1": "s1", "sigma": "s", "gamma": "g"}
+    return " ".join(f"{short[k]}={mechanism[k]:g}" for k in short if k in mechanism)
+
+
+def plot_analysis(path: str, report: AnalysisReport, per_query: Ledger) -> None:
+    """Epsilon against the number of queries, and the cost by teacher agreement.
+
+    Left: the running data-dependent epsilon at the report's best order and the
+    data-independent epsilon at its own best order; both end at the report's
+    epsilons. Right: for each agreement bucket (top vote share n_max / M), its
+    share of the queries and of the privacy cost.
+
+    Raises:
+        UsageError: Bad suffix or matplotlib missing.
+        InputError: The file cannot be written.
+    """
+    figure = _figure(11.0, 4.2)
+    left, right = figure.subplots(1, 2)
+    seen = np.arange(1, per_query.num_queries + 1)
+    left.plot(
+        seen,
+        per_query.running_epsilon,
+        label=f"data-dependent (order {per_query.order:g})",
+        color="tab:blue",
+    )
+    left.plot(
+        seen,
+        per_query.running_epsilon_data_independent,
+        label=f"data-independent (order {per_query.data_independent_order:g})",
+        color="tab:orange",
+        linestyle="--",
+    )
+    left.set_xlabel("queries seen" if report.realized else "queries")
+    left.set_ylabel(f"epsilon (delta = {report.delta:g}, {report.conversion})")
+    mechanism = report.mechanism
+    left.set_title(f"{mechanism['name']} {_setting(mechanism)}".strip())
+    left.grid(alpha=0.3)
+    left.legend(loc="upper left")
+
+    groups = buckets(per_query)
+    position = np.arange(len(groups))
+    width = 0.4
+    num = max(per_query.num_queries, 1)
+    query_share = [100 * b.queries / num for b in groups]
+    cost_share = [100 * b.share for b in groups]
+    right.bar(position - width / 2, query_share, width, label="queries", color="tab:gray")
+    right.bar(position + width / 2, cost_share, width, label="privacy cost", color="tab:red")
+    right.set_xticks(position, [b.label for b in groups])
+    right.set_xlabel("top vote share n_max / M")
+    right.set_ylabel("% of total")
+    right.set_title(f"cost by teacher agreement (RDP at order {per_query.order:g})")
+    right.legend(loc="upper left")
+    _save(figure, path)
+
+
+def _finite(value: Any) -> float | None:
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def plot_compare(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Epsilon against expected answered queries, one point per setting.
+
+    ``rows`` are the rows of the ``compare`` JSON (before encoding). Filled
+    markers are data-dependent epsilons, hollow ones data-independent, one
+    colour per mechanism; infinite values are left out.
+
+    Raises:
+        UsageError: Bad suffix or matplotlib missing.
+        InputError: The file cannot be written.
+    """
+    figure = _figure(7.5, 5.0)
+    axes = figure.subplots()
+    names = list(dict.fromkeys(str(row["mechanism"]["name"]) for row in rows))
+    colours = {name: f"C{i % 10}" for i, name in enumerate(names)}
+    for name in names:
+        mine = [row for row in rows if row["mechanism"]["name"] == name]
+        for block, filled in (("data_dependent", True), ("data_independent", False)):
+            points = [
+                (float(row["expected_answered"]), _finite(row[block]["epsilon"])) for row in mine
+            ]
+            xs = [x for x, y in points if y is not None]
+            ys = [y for _, y in points if y is not None]
+            axes.scatter(
+                xs,
+                ys,
+                marker="o",
+                s=36,
+                facecolors=colours[name] if filled else "none",
+                edgecolors=colours[name],
+                label=f"{name}, {block.replace('_', '-')}",
+            )
+    if len(rows) <= _MAX_LABELS:
+        for row in rows:
+            y = _finite(row["data_dependent"]["epsilon"])
+            if y is not None:
+                axes.annotate(
+                    _setting(row["mechanism"]),
+                    (float(row["expected_answered"]), y),
+                    textcoords="offset points",
+                    xytext=(4, 4),
+                    fontsize=7,
+                )
+    axes.set_xlabel("expected answered queries")
+    axes.set_ylabel("epsilon")
+    axes.set_title(f"{len(rows)} settings: epsilon against expected answered")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    _save(figure, path)

@@ -1,0 +1,291 @@
+"""Publishing the data-dependent epsilon: its smooth sensitivity and the GNSS release.
+
+A data-dependent epsilon is a function of the private votes. The 2018 paper
+(Appendix B) releases it by adding Gaussian noise scaled to its beta-smooth
+sensitivity (GNSS, Theorem 23), at one Renyi order, and pays the extra cost of
+that release. This module composes the core functions of
+``pate_cli.core.smooth_sensitivity`` the way the reference's
+``smooth_sensitivity_table.py`` does:
+
+1. the order is the best data-dependent order of the analysis (or ``order``);
+2. a step whose data-dependent bound can never beat the data-independent one
+   at that order is accounted data-independently and has no sensitivity;
+   when both steps are, there is nothing to release;
+3. conditions C5 and C6 (Appendix B.4) must hold at that order;
+4. the local sensitivity of the total RDP is accumulated per distance d
+   (threshold step always, answer step weighted by Pr[answered], or by the
+   answered mask for a realised run), beta and sigma_ss are chosen by the
+   reference's rule unless given, and one noisy release is sampled.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pate_cli.accounting import Conversion, eps_curve
+from pate_cli.core import smooth_sensitivity as ss_core
+from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax
+from pate_cli.core.threshold import log_pr_answered_threshold, rdp_threshold
+from pate_cli.errors import PateError, UsageError
+from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism
+
+FloatArray = NDArray[np.float64]
+
+NOT_PRIVATE_NOTE = (
+    "beta and sigma_ss were chosen by looking at the private votes; that choice is "
+    "not itself differentially private (fix them with --beta and --sigma-ss)"
+)
+
+
+class ConditionError(PateError):
+    """Conditions C5/C6 fail at the order used: the smooth-sensitivity bound does not hold."""
+
+
+@dataclass(frozen=True)
+class GnssRelease:
+    """The smooth-sensitivity analysis at one order, and one sampled release."""
+
+    order: float
+    data_independent_steps: tuple[bool, bool]
+    """(threshold step, answer step) accounted data-independently at ``order``."""
+    conditions: tuple[bool, bool] | None
+    """(C5, C6) at ``order``; None when not checked (nothing to release)."""
+    expected_answered: float
+    rdp_at_order: float
+    """Total RDP at ``order``, with data-independent steps at their bound."""
+    epsilon_data_dependent: float
+    released: bool
+    reason: str | None = None
+    epsilon_data_independent: float | None = None
+    beta: float | None = None
+    smooth_sensitivity: float | None = None
+    sigma_ss: float | None = None
+    gnss_cost: float | None = None
+    epsilon_expected_release: float | None = None
+    noise_std: float | None = None
+    epsilon_released: float | None = None
+    seed: int | None = None
+    parameters_chosen_on_data: bool = False
+    strict_local_sensitivity: bool = False
+    local_sensitivity: FloatArray | None = None
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "released": self.released,
+            "order": self.order,
+            "data_independent_steps": {
+                "threshold": self.data_independent_steps[0],
+                "gnmax": self.data_independent_steps[1],
+            },
+            "expected_answered": self.expected_answered,
+            "rdp_at_order": self.rdp_at_order,
+            "epsilon_data_dependent": self.epsilon_data_dependent,
+        }
+        if self.conditions is not None:
+            out["conditions"] = {"c5": self.conditions[0], "c6": self.conditions[1]}
+        if not self.released:
+            out["reason"] = self.reason
+            out["epsilon_data_independent"] = self.epsilon_data_independent
+            return out
+        out.update(
+            beta=self.beta,
+            smooth_sensitivity=self.smooth_sensitivity,
+            sigma_ss=self.sigma_ss,
+            gnss_cost=self.gnss_cost,
+            epsilon_expected_release=self.epsilon_expected_release,
+            noise_std=self.noise_std,
+            epsilon_released=self.epsilon_released,
+            seed=self.seed,
+            parameters_chosen_on_data=self.parameters_chosen_on_data,
+            strict_local_sensitivity=self.strict_local_sensitivity,
+        )
+        return out
+
+
+def _epsilon_at(kind: Conversion, order: float, rdp: float, delta: float) -> float:
+    """Epsilon of an RDP value at one order under the chosen conversion (never below 0)."""
+    value = eps_curve(kind, np.array([order]), np.array([max(rdp, 0.0)]), delta)[0]
+    return float(max(value, 0.0))
+
+
+def _beta_for_sigma_ss(ls: FloatArray, rdp: float, order: float, sigma_ss: float) -> float:
+    """The reference's beta grid, minimising the release cost with sigma_ss fixed."""
+    best, best_cost = math.nan, math.inf
+    for beta in np.arange(0.3 / order, 0.495 / order, 0.01 / order):
+        cost = rdp + ss_core.rdp_gnss(beta, sigma_ss, order)
+        cost += 2 * ss_core.smooth_sensitivity(ls, beta) * sigma_ss
+        if cost < best_cost:
+            best, best_cost = float(beta), cost
+    return best
+
+
+def gnss_release(
+    counts: FloatArray,
+    num_teachers: int,
+    mechanism: Mechanism,
+    order: float,
+    delta: float,
+    conversion: Conversion,
+    *,
+    epsilon_data_independent: float,
+    baseline: FloatArray | None = None,
+    answered: NDArray[np.bool_] | None = None,
+    beta: float | None = None,
+    sigma_ss: float | None = None,
+    seed: int = 0,
+    strict: bool = True,
+    skip_conditions: bool = False,
+    half_even: bool = False,
+) -> GnssRelease:
+    """Smooth sensitivity of the data-dependent RDP at ``order`` and its GNSS release.
+
+    Args:
+        counts: vote counts (Q, C), integers.
+        num_teachers: M, the number of distances d = 0 .. M-1.
+        mechanism: GNMax, Confident- or Interactive-GNMax.
+        order: the Renyi order of the release.
+        delta: target delta.
+        conversion: how RDP becomes epsilon.
+        epsilon_data_independent: reported when there is nothing to release.
+        baseline: Interactive-GNMax's baseline (Q, C) on the votes' scale.
+        answered: realised run: the answered mask of the queries seen (a prefix).
+        beta: fix beta instead of choosing it on the data.
+        sigma_ss: fix the GNSS noise multiplier instead of choosing it on the data.
+        seed: seed of the sampled release.
+        strict: the strict threshold local sensitivity (the default; see the core module).
+        skip_conditions: compute even where C5/C6 fail (with a warning).
+        half_even: round the threshold statistic as the reference does.
+
+    Raises:
+        UsageError: LNMax, or beta outside (0, 1/(2 order)).
+        ConditionError: C5 or C6 fails at ``order`` and ``skip_conditions`` is off.
+    """
+    if isinstance(mechanism, LNMax):
+        raise UsageError(
+            "smooth sensitivity is defined for GNMax, Confident- and Interactive-GNMax, not lnmax"
+        )
+    assert isinstance(mechanism, (GNMax, ConfidentGNMax))
+    num_seen = counts.shape[0] if answered is None else answered.shape[0]
+    counts = np.asarray(counts[:num_seen], dtype=np.float64)
+    num_classes = counts.shape[1]
+    orders = np.array([order])
+    sigma = mechanism.sigma
+    is_threshold = isinstance(mechanism, ConfidentGNMax)
+    step1 = counts if baseline is None else counts - baseline[:num_seen]
+
+    # The data-independent shortcut of the reference, per step, at this order.
+    ind_gnmax = ss_core.is_data_independent_always_opt_gnmax(
+        num_teachers, num_classes, sigma, order
+    )
+    if is_threshold:
+        assert isinstance(mechanism, ConfidentGNMax)
+        ind_threshold = ss_core.is_data_independent_always_opt_threshold(
+            num_teachers, mechanism.threshold, mechanism.sigma1, order
+        )
+        log_pr = log_pr_answered_threshold(
+            step1, mechanism.threshold, mechanism.sigma1, half_even=half_even
+        )
+        weights = np.exp(log_pr) if answered is None else answered.astype(np.float64)
+        if ind_threshold:
+            rdp1 = num_seen * order / (2 * mechanism.sigma1**2)  # Prop. 8, sensitivity 1
+        else:
+            rdp1 = float(rdp_threshold(log_pr, mechanism.sigma1, orders).sum())
+    else:
+        ind_threshold = True  # no threshold step: nothing data-dependent in it
+        weights = np.ones(num_seen) if answered is None else answered.astype(np.float64)
+        rdp1 = 0.0
+    if ind_gnmax:
+        rdp2 = float(weights.sum()) * order / sigma**2  # Prop. 8
+    else:
+        rdp2 = float(weights @ rdp_gnmax(logq_gnmax(counts, sigma), sigma, orders)[:, 0])
+    rdp_at_order = rdp1 + rdp2
+    common = {
+        "order": order,
+        "data_independent_steps": (ind_threshold, ind_gnmax),
+        "expected_answered": float(weights.sum()),
+        "rdp_at_order": rdp_at_order,
+        "epsilon_data_dependent": _epsilon_at(conversion, order, rdp_at_order, delta),
+    }
+    if ind_threshold and ind_gnmax:
+        return GnssRelease(
+            conditions=None,
+            released=False,
+            reason=(
+                f"both steps are data-independent at order {order:g}: "
+                "the data-independent epsilon can be published as it is"
+            ),
+            epsilon_data_independent=epsilon_data_independent,
+            **common,
+        )
+
+    c5, c6 = ss_core.check_conditions(sigma, num_classes, order)
+    warnings: list[str] = []
+    if not (c5 and c6):
+        failed = " and ".join(name for name, ok in (("C5", c5), ("C6", c6)) if not ok)
+        message = (
+            f"condition {failed} of the smooth-sensitivity analysis fails at order {order:g} "
+            f"(sigma {sigma:g}, {num_classes} classes)"
+        )
+        if not skip_conditions:
+            raise ConditionError(
+                f"{message}; the release bound is not proven there: choose another --order, "
+                "or pass --skip-conditions to compute it anyway"
+            )
+        warnings.append(f"{message}; computed anyway because of --skip-conditions")
+
+    ls = ss_core.local_sensitivity_total(
+        counts,
+        num_teachers,
+        order,
+        sigma,
+        threshold=mechanism.threshold if is_threshold else None,  # type: ignore[union-attr]
+        sigma1=mechanism.sigma1 if is_threshold else None,  # type: ignore[union-attr]
+        step1_votes=step1,
+        step2_weights=weights,
+        data_independent_step1=ind_threshold,
+        data_independent_step2=ind_gnmax,
+        strict=strict,
+    )
+    chosen_on_data = beta is None or sigma_ss is None
+    if beta is not None and not 0 < beta < 1 / (2 * order):
+        raise UsageError(
+            f"--beta {beta}: expected 0 < beta < 1/(2 order) = {1 / (2 * order):.6g} (Theorem 23)"
+        )
+    if beta is None and sigma_ss is None:
+        beta, smooth, sigma_ss = ss_core.optimal_gnss_parameters(ls, rdp_at_order, order)
+    else:
+        if beta is None:
+            assert sigma_ss is not None
+            beta = _beta_for_sigma_ss(ls, rdp_at_order, order, sigma_ss)
+        smooth = ss_core.smooth_sensitivity(ls, beta)
+        if sigma_ss is None:
+            # The minimiser of order e^{2 beta} / s^2 + 2 SS s, as the reference.
+            sigma_ss = (order * math.exp(2 * beta) / smooth) ** (1 / 3) if smooth > 0 else math.inf
+    if chosen_on_data:
+        warnings.append(NOT_PRIVATE_NOTE)
+    gnss_cost = ss_core.rdp_gnss(beta, sigma_ss, order)
+    noise_std = smooth * sigma_ss if smooth > 0 else 0.0
+    noise = float(np.random.default_rng(seed).normal(0.0, noise_std)) if noise_std > 0 else 0.0
+    return GnssRelease(
+        conditions=(c5, c6),
+        released=True,
+        beta=beta,
+        smooth_sensitivity=smooth,
+        sigma_ss=sigma_ss,
+        gnss_cost=gnss_cost,
+        epsilon_expected_release=_epsilon_at(conversion, order, rdp_at_order + gnss_cost, delta),
+        noise_std=noise_std,
+        epsilon_released=_epsilon_at(conversion, order, rdp_at_order + gnss_cost + noise, delta),
+        seed=seed,
+        parameters_chosen_on_data=chosen_on_data,
+        strict_local_sensitivity=strict,
+        local_sensitivity=ls,
+        warnings=tuple(warnings),
+        **common,
+    )
