@@ -8,6 +8,7 @@ and document a flag the same way (the Typer form of sqlite-utils'
 from __future__ import annotations
 
 import sys
+from contextvars import ContextVar
 from enum import Enum
 from typing import Annotated, Any
 
@@ -22,6 +23,15 @@ from pate_cli.mechanisms import Mechanism, MechanismName
 from pate_cli.release import GnssRelease, gnss_release
 from pate_cli.report import AnalysisReport, InputSummary, dumps
 from pate_cli.votes import VoteFormat, Votes, load_votes
+
+# The command line of the run in progress (after ``pate``), set by the CLI group as it
+# parses it; --record stores it so that verify can replay the run.
+ARGV: ContextVar[tuple[str, ...]] = ContextVar("pate_argv", default=())
+
+
+def current_argv() -> list[str]:
+    """The command line of this run (after ``pate``), as the user gave it."""
+    return list(ARGV.get())
 
 
 def error_line(message: str) -> None:
@@ -343,5 +353,15 @@ StrictOpt = Annotated[
         "takes the running maximum over distances, as Theorem 24 needs; the 2018 reference "
         "leaves the largest distance at 0 and does not take the maximum, which can only "
         "understate the smooth sensitivity.",
+    ),
+]
+
+
+RecordOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--record",
+        help="Also write a release record (.json): the report, the command line, the seed and "
+        "the sha256 of every file, for 'pate verify'.",
     ),
 ]

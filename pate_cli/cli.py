@@ -18,8 +18,15 @@ import typer
 from typer.core import TyperGroup
 
 from pate_cli import __version__
-from pate_cli._options import error_line
-from pate_cli.commands import aggregate, analyze, compare, inspect, smooth_sensitivity
+from pate_cli._options import ARGV, error_line
+from pate_cli.commands import (
+    aggregate,
+    analyze,
+    compare,
+    inspect,
+    smooth_sensitivity,
+    verify,
+)
 from pate_cli.errors import ExitCode, PateError
 
 try:  # typer >= 0.29 carries its own copy of click
@@ -30,6 +37,11 @@ except ImportError:  # pragma: no cover - older typer on top of click
 
 class PateGroup(TyperGroup):
     """The single error boundary: typed errors -> one line and their exit code."""
+
+    def make_context(self, info_name: str | None, args: list[str], *more: Any, **extra: Any) -> Any:
+        # Keep the command line as given: --record stores it so that verify can replay it.
+        ARGV.set(tuple(args))
+        return super().make_context(info_name, args, *more, **extra)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -99,8 +111,14 @@ app.command("smooth-sensitivity")(smooth_sensitivity.smooth_sensitivity)
 app.command("aggregate")(aggregate.aggregate)
 app.command("compare")(compare.compare)
 app.command("inspect")(inspect.inspect)
+app.command("verify")(verify.verify)
 
 
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="pate")
+
+
+def main_args(argv: list[str]) -> None:
+    """Run ``pate`` on an explicit command line (``verify`` replays records with it)."""
+    app(args=argv, prog_name="pate")

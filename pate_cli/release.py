@@ -59,6 +59,8 @@ class GnssRelease:
     rdp_at_order: float
     """Total RDP at ``order``, with data-independent steps at their bound."""
     epsilon_data_dependent: float
+    epsilon_data_independent_at_order: float
+    """The data-independent epsilon at ``order``: an upper bound of the data-dependent one."""
     released: bool
     reason: str | None = None
     epsilon_data_independent: float | None = None
@@ -86,6 +88,7 @@ class GnssRelease:
             "expected_answered": self.expected_answered,
             "rdp_at_order": self.rdp_at_order,
             "epsilon_data_dependent": self.epsilon_data_dependent,
+            "epsilon_data_independent_at_order": self.epsilon_data_independent_at_order,
         }
         if self.conditions is not None:
             out["conditions"] = {"c5": self.conditions[0], "c6": self.conditions[1]}
@@ -200,17 +203,22 @@ def gnss_release(
         ind_threshold = True  # no threshold step: nothing data-dependent in it
         weights = np.ones(num_seen) if answered is None else answered.astype(np.float64)
         rdp1 = 0.0
+    rdp2_independent = float(weights.sum()) * order / sigma**2  # Prop. 8
     if ind_gnmax:
-        rdp2 = float(weights.sum()) * order / sigma**2  # Prop. 8
+        rdp2 = rdp2_independent
     else:
         rdp2 = float(weights @ rdp_gnmax(logq_gnmax(counts, sigma), sigma, orders)[:, 0])
     rdp_at_order = rdp1 + rdp2
+    rdp1_independent = num_seen * order / (2 * mechanism.sigma1**2) if is_threshold else 0.0  # type: ignore[union-attr]
     common = {
         "order": order,
         "data_independent_steps": (ind_threshold, ind_gnmax),
         "expected_answered": float(weights.sum()),
         "rdp_at_order": rdp_at_order,
         "epsilon_data_dependent": _epsilon_at(conversion, order, rdp_at_order, delta),
+        "epsilon_data_independent_at_order": _epsilon_at(
+            conversion, order, rdp1_independent + rdp2_independent, delta
+        ),
     }
     if ind_threshold and ind_gnmax:
         return GnssRelease(

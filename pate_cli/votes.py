@@ -51,6 +51,7 @@ StrPath = str | os.PathLike[str]  # the CLI passes the text the user typed
 
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a local file header, or an empty archive
+_MAX_DIMENSION = np.iinfo(np.intp).max  # numpy's limit on one dimension of an array
 _MAX_HEADER_BYTES = 10_000  # numpy's own default limit for a header before literal_eval
 _MAX_LABEL_COUNT_CELLS = 10**8  # Q * C of a labels file's counts; beyond this C is implausible
 _NUMERIC_KINDS = "biuf"
@@ -180,11 +181,26 @@ def _read_header(f: IO[bytes], where: str, what: str) -> _Header:
             _warnings.simplefilter("error")  # a dtype numpy warns about is a corrupt header here
             dtype = np.lib.format.descr_to_dtype(fields["descr"])
         shape, fortran_order = fields["shape"], fields["fortran_order"]
-    except (ValueError, TypeError, KeyError, SyntaxError, MemoryError, RecursionError, Warning):
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,  # descr_to_dtype(("<f8",)) indexes a missing subarray shape
+        OverflowError,
+        SyntaxError,
+        MemoryError,
+        RecursionError,
+        Warning,
+    ):
         raise InputError(corrupt) from None
     if (
         not isinstance(shape, tuple)
-        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+        # A dimension must fit numpy's index type: (0, 10**30) declares 0 bytes but
+        # makes numpy raise OverflowError instead of reading an empty array.
+        or not all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= _MAX_DIMENSION
+            for n in shape
+        )
         or not isinstance(fortran_order, bool)
     ):
         raise InputError(corrupt)
@@ -306,10 +322,10 @@ def _umask() -> int:
     return mask
 
 
-def save_npy_atomic(path: StrPath, array: np.ndarray) -> None:
-    """Write ``array`` as .npy so that ``path`` is either complete or untouched.
+def write_atomic(path: StrPath, write: Callable[[IO[bytes]], None]) -> None:
+    """Write a file so that ``path`` is either complete or untouched.
 
-    The data go to a temporary file in the same directory (so ``os.replace`` is
+    ``write`` fills a temporary file in the same directory (so ``os.replace`` is
     atomic), which is removed again if anything fails.
 
     Raises:
@@ -328,7 +344,7 @@ def save_npy_atomic(path: StrPath, array: np.ndarray) -> None:
             dir=directory, prefix=f".{os.path.basename(where)}.", suffix=".tmp"
         )
         with os.fdopen(fd, "wb") as f:
-            np.save(f, np.asarray(array), allow_pickle=False)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; match a plain open()
@@ -342,6 +358,11 @@ def save_npy_atomic(path: StrPath, array: np.ndarray) -> None:
         if tmp is not None and os.path.lexists(tmp):
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def save_npy_atomic(path: StrPath, array: np.ndarray) -> None:
+    """Write ``array`` as .npy, atomically (see ``write_atomic``)."""
+    write_atomic(path, lambda f: np.save(f, np.asarray(array), allow_pickle=False))
 
 
 def _detect_format(raw: np.ndarray, where: str, teachers: int | None) -> VoteFormat:

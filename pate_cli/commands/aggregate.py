@@ -24,6 +24,7 @@ from pate_cli._options import (
     NumClassesOpt,
     OrdersOpt,
     QueriesOpt,
+    RecordOpt,
     Sigma1Opt,
     SigmaOpt,
     TeachersOpt,
@@ -32,6 +33,7 @@ from pate_cli._options import (
     analysis_epsilons,
     analysis_report,
     check_delta,
+    current_argv,
     emit,
     fresh_seed,
     gate,
@@ -57,6 +59,7 @@ from pate_cli.mechanisms import (
     infer_mechanism,
 )
 from pate_cli.orders import parse_orders
+from pate_cli.record import build_record, check_record_path, write_record
 from pate_cli.report import AggregateReport
 from pate_cli.votes import (
     VoteFormat,
@@ -177,6 +180,7 @@ def aggregate(
     teachers: TeachersOpt = None,
     queries: QueriesOpt = None,
     indices: IndicesOpt = None,
+    record_path: RecordOpt = None,
     max_epsilon: MaxEpsilonOpt = None,
     gate_on: GateOnOpt = None,
     as_json: JsonOpt = False,
@@ -195,6 +199,8 @@ def aggregate(
         pate aggregate sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5 --seed 0 --output labels.out.npy
     """
     check_delta(delta)
+    if record_path is not None:
+        check_record_path(record_path)
     which = gate_on or GateOn.DATA_DEPENDENT
     if which is GateOn.RELEASED:
         raise UsageError(
@@ -292,4 +298,21 @@ def aggregate(
     if answered_output is not None:
         save_npy_atomic(answered_output, mask.astype(bool))
     emit(report.to_json_dict(), render.aggregate(report), report.warnings, as_json)
+    if record_path is not None:
+        write_record(
+            record_path,
+            build_record(
+                "aggregate",
+                current_argv(),
+                report.to_json_dict(),
+                inputs={
+                    "votes": votes_path,
+                    "indices": indices,
+                    "student_probs": student_probs_path,
+                    "true_labels": true_labels_path,
+                },
+                outputs={"labels": output, "answered_mask": answered_output},
+                seed=seed,
+            ),
+        )
     gate(analysis_epsilons(realised), max_epsilon, which)

@@ -28,6 +28,7 @@ from pate_cli._options import (
     NumClassesOpt,
     OrdersOpt,
     QueriesOpt,
+    RecordOpt,
     SeedOpt,
     Sigma1Opt,
     SigmaOpt,
@@ -39,6 +40,7 @@ from pate_cli._options import (
     analysis_epsilons,
     analysis_report,
     check_delta,
+    current_argv,
     emit,
     gate,
     release_for,
@@ -47,6 +49,7 @@ from pate_cli._options import (
 from pate_cli.accounting import Conversion
 from pate_cli.mechanisms import LNMax, infer_mechanism
 from pate_cli.orders import parse_orders
+from pate_cli.record import build_record, check_record_path, write_record
 from pate_cli.release import ConditionError
 from pate_cli.votes import VoteFormat, load_answered_mask, load_baseline
 
@@ -107,6 +110,7 @@ def analyze(
             "queries answered, and the cost by agreement.",
         ),
     ] = None,
+    record_path: RecordOpt = None,
     max_epsilon: MaxEpsilonOpt = None,
     gate_on: GateOnOpt = None,
     as_json: JsonOpt = False,
@@ -124,6 +128,8 @@ def analyze(
         pate analyze sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5
     """
     check_delta(delta)
+    if record_path is not None:
+        check_record_path(record_path)
     votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
     chosen = infer_mechanism(
         mechanism,
@@ -192,4 +198,21 @@ def analyze(
             plots.plot_analysis(plot_path, report, per_query)
             payload["plot"] = plot_path
     emit(payload, renderable, report.warnings, as_json)
+    if record_path is not None:
+        write_record(
+            record_path,
+            build_record(
+                "analyze",
+                current_argv(),
+                payload,
+                inputs={
+                    "votes": votes_path,
+                    "indices": indices,
+                    "baseline": baseline_path,
+                    "answered": answered_path,
+                },
+                outputs={},
+                seed=(payload.get("release") or {}).get("seed"),
+            ),
+        )
     gate(analysis_epsilons(report), max_epsilon, gate_on or GateOn.DATA_DEPENDENT)

@@ -24,6 +24,7 @@ from pate_cli._options import (
     NumClassesOpt,
     OrdersOpt,
     QueriesOpt,
+    RecordOpt,
     SeedOpt,
     Sigma1Opt,
     SigmaOpt,
@@ -35,6 +36,7 @@ from pate_cli._options import (
     VotesArg,
     analysis_report,
     check_delta,
+    current_argv,
     emit,
     gate,
     release_for,
@@ -45,6 +47,7 @@ from pate_cli.accounting import Conversion
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import LNMax, infer_mechanism
 from pate_cli.orders import parse_orders
+from pate_cli.record import build_record, check_record_path, write_record
 from pate_cli.report import SmoothSensitivityReport
 from pate_cli.votes import VoteFormat, load_answered_mask, load_baseline
 
@@ -78,6 +81,7 @@ def smooth_sensitivity(
     teachers: TeachersOpt = None,
     queries: QueriesOpt = None,
     indices: IndicesOpt = None,
+    record_path: RecordOpt = None,
     max_epsilon: MaxEpsilonOpt = None,
     gate_on: GateOnOpt = None,
     as_json: JsonOpt = False,
@@ -95,6 +99,8 @@ def smooth_sensitivity(
         pate smooth-sensitivity sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5 --seed 0
     """
     check_delta(delta)
+    if record_path is not None:
+        check_record_path(record_path)
     votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
     chosen = infer_mechanism(
         mechanism,
@@ -144,6 +150,23 @@ def smooth_sensitivity(
         warnings=votes.warnings + release.warnings,
     )
     emit(report.to_json_dict(), render.smooth_sensitivity(report), report.warnings, as_json)
+    if record_path is not None:
+        write_record(
+            record_path,
+            build_record(
+                "smooth-sensitivity",
+                current_argv(),
+                report.to_json_dict(),
+                inputs={
+                    "votes": votes_path,
+                    "indices": indices,
+                    "baseline": baseline_path,
+                    "answered": answered_path,
+                },
+                outputs={},
+                seed=release.seed,
+            ),
+        )
     published = (
         release.epsilon_expected_release if release.released else release.epsilon_data_independent
     )

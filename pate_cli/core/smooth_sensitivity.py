@@ -22,11 +22,14 @@ research/pate_2018 ``smooth_sensitivity.py`` and the driver
   form (left: the non-leaders are levelled from the top, "water filling"), so
   every (row, d) pair is evaluated independently. Vote counts are integers,
   hence every gap is an integer and log Pr[N(0, 2 sigma^2) >= gap] comes from a
-  table. The union bound of Prop. 7 only keeps the classes whose term is not
-  negligible (a rigorous Gaussian-tail bound prunes the rest, see
-  ``_TAIL_LOG_CUTOFF``); on the right walk most pairs then reduce to the
-  runner-up term alone, whose LS~ is tabulated per integer gap. Equal sorted
-  rows are evaluated once.
+  table. Prop. 7's union bound is summed relative to its largest term, over
+  distinct non-leader counts with multiplicities, in linear space on a shifted
+  table, and only over classes whose term is not negligible (a rigorous
+  Gaussian-tail bound, ``_TAIL_LOG_CUTOFF``, prunes terms below ~1e-19). On the
+  right walk the steps where even the third-largest count is negligible form an
+  interval in closed form; there q is the runner-up term alone and LS~ is read
+  from a table per integer gap. Equal sorted rows are evaluated once. The
+  result equals the reference's union bound to a few ulps.
 * Threshold step. Its RDP depends on the votes only through
   h = round(max(votes)), so ThreshLS(h) is tabulated for h = 0 .. M once and
   queries are grouped by h.
@@ -60,9 +63,6 @@ from pate_cli.core.threshold import log_pr_answered_threshold, rdp_threshold
 # A non-leader class whose union-bound term is below exp(-45) * 1.5 of the head
 # term is dropped: even 1000 such terms change q by < 1e-16 relative.
 _TAIL_LOG_CUTOFF = 45.0
-# A right-walk pair whose remaining tail adds less than this (relative) to q is
-# evaluated from the per-gap LS~ table; the effect on log q is ~1 ulp.
-_TAIL_NEGLIGIBLE = 1e-16
 # Work budgets that keep temporaries at a few tens of MB.
 _PAIR_CHUNK = 1 << 18
 _ENTRY_CHUNK = 1 << 22
@@ -286,7 +286,7 @@ class _GnmaxSensitivity:
     def build(cls, sigma: float, order: float, num_classes: int) -> _GnmaxSensitivity:
         logq0 = _logq0_scalar(sigma, order)
         logq1 = float(log_bl_gnmax(np.array([logq0]), sigma, num_classes)[0])
-        partial = cls(sigma, order, num_classes, logq0, logq1, 0.0, math.log1p(-1 / num_classes))
+        partial = cls(sigma, order, num_classes, logq0, logq1, 0.0, math.log(1 - 1 / num_classes))
         plateau = float(_ls_tilde(np.array([logq1]), partial)[0])
         return cls(sigma, order, num_classes, logq0, logq1, plateau, partial.log_cap)
 
@@ -1037,6 +1037,8 @@ def is_data_independent_always_opt_gnmax(
 
     As the reference's ``is_data_independent_always_opt_gaussian``: the most
     favourable histogram (unanimous) gives RDP within ``np.isclose`` of lambda/sigma^2.
+
+    Shapes: scalars -> bool.
     """
     num_teachers = _check_num_teachers(num_teachers)
     if int(num_classes) != num_classes or num_classes < 1:
@@ -1058,6 +1060,8 @@ def is_data_independent_always_opt_threshold(
     As the reference's ``is_data_independent_always_opt_threshold``: the RDP
     depends only on max(votes) in [0, M] and is checked at both ends with
     ``np.isclose`` against lambda / (2 sigma1^2).
+
+    Shapes: scalars -> bool.
     """
     num_teachers = _check_num_teachers(num_teachers)
     sigma1 = _check_positive("sigma1", sigma1)
@@ -1126,6 +1130,8 @@ def check_conditions(sigma: float, num_classes: int, order: float) -> tuple[bool
     Raises:
         ValueError: sigma <= 0, num_classes < 2, order <= 1.
         RuntimeError: the minimiser does not converge.
+
+    Shapes: scalars -> (bool, bool).
     """
     sigma = _check_positive("sigma", sigma)
     num_classes = _check_num_classes(num_classes)

@@ -1,0 +1,425 @@
+"""Release records: a self-describing JSON of one run that ``pate verify`` can recompute.
+
+A record holds the full JSON report of ``analyze``, ``smooth-sensitivity`` or
+``aggregate`` together with what is needed to recompute it: the exact command
+line, the seed, the sha256 of every input and output file, and the versions
+of pate, numpy, scipy and Python. ``verify`` checks the hashes, replays the
+command line on the same files (in-process, outputs to a scratch folder) and
+compares every number of the recorded report with the recomputed one.
+
+Schema stability: ``schema`` is "pate-record" and ``version`` an integer.
+Fields are only ever added; a later pate keeps verifying version-1 records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import platform
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import scipy
+
+from pate_cli import __version__
+from pate_cli.errors import InputError
+from pate_cli.report import dumps
+from pate_cli.votes import file_sha256, write_atomic
+
+SCHEMA = "pate-record"
+VERSION = 1
+SUPPORTED_VERSIONS = (1,)
+
+# Flags whose value is a file the run wrote; a replay writes them to a scratch folder.
+OUTPUT_FLAGS = ("--output", "--answered-output", "--ledger", "--plot", "--csv")
+# Report fields that name files or carry free text, not numbers to reproduce.
+UNCHECKED = {"path", "output", "answered_mask", "ledger", "plot", "csv", "warnings", "note"}
+
+
+def build_record(
+    command: str,
+    argv: list[str],
+    report: dict[str, Any],
+    inputs: dict[str, str | None],
+    outputs: dict[str, str | None],
+    seed: int | None,
+) -> dict[str, Any]:
+    """The record of one run: its report plus what is needed to recompute it."""
+    return {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "command": command,
+        "argv": list(argv),
+        "seed": seed,
+        "inputs": {
+            role: {"path": path, "sha256": file_sha256(path)}
+            for role, path in inputs.items()
+            if path is not None
+        },
+        "outputs": {
+            role: {"path": path, "sha256": file_sha256(path)}
+            for role, path in outputs.items()
+            if path is not None
+        },
+        "versions": current_versions(),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "report": report,
+    }
+
+
+def current_versions() -> dict[str, str]:
+    """The software a record was made with: a difference allows last-digit deviations."""
+    return {
+        "pate": __version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def write_record(path: str, record: dict[str, Any]) -> None:
+    """Write the record atomically: a failed run never leaves one behind."""
+    text = (dumps(record) + "\n").encode()
+    write_atomic(path, lambda stream: stream.write(text))
+
+
+def check_record_path(path: str) -> None:
+    """Fail before any work when the record could not be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(
+            f"{path}: the folder {folder} does not exist; expected a path for --record"
+        )
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a directory; expected a file path for --record")
+
+
+def load_record(path: str) -> dict[str, Any]:
+    """Read and check a record; anything unusable is an InputError (exit 2)."""
+    try:
+        with open(path) as stream:
+            record = json.load(stream)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file; expected a record written by --record") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"{path}: not a readable JSON record ({error})") from None
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+        raise InputError(f'{path}: not a pate record (expected "schema": "{SCHEMA}")')
+    if record.get("version") not in SUPPORTED_VERSIONS:
+        raise InputError(
+            f"{path}: record version {record.get('version')!r} is not supported by pate "
+            f"{__version__} (supported: {', '.join(map(str, SUPPORTED_VERSIONS))})"
+        )
+    for key in ("command", "argv", "inputs", "outputs", "report"):
+        if key not in record:
+            raise InputError(f"{path}: the record has no {key!r} field")
+    if not isinstance(record["argv"], list) or not all(isinstance(a, str) for a in record["argv"]):
+        raise InputError(f"{path}: the record's argv is not a list of strings")
+    return record
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the verification table."""
+
+    name: str
+    ok: bool
+    detail: str
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+def _as_number(value: Any) -> float | None:
+    """Numbers and the encoder's "inf"/"-inf" strings as floats; anything else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if value in ("inf", "-inf"):
+        return math.inf if value == "inf" else -math.inf
+    return None
+
+
+def differences(
+    recorded: Any, recomputed: Any, *, rtol: float, atol: float, where: str = ""
+) -> Iterator[str]:
+    """Dotted paths where the recomputed report differs from the recorded one."""
+    if isinstance(recorded, dict) and isinstance(recomputed, dict):
+        for key in sorted(set(recorded) | set(recomputed)):
+            if key in UNCHECKED:
+                continue
+            path = f"{where}.{key}" if where else key
+            if key not in recorded or key not in recomputed:
+                yield f"{path}: present in only one of the two reports"
+                continue
+            yield from differences(recorded[key], recomputed[key], rtol=rtol, atol=atol, where=path)
+        return
+    if isinstance(recorded, list) and isinstance(recomputed, list):
+        if len(recorded) != len(recomputed):
+            yield f"{where}: {len(recorded)} entries recorded, {len(recomputed)} recomputed"
+            return
+        for i, (a, b) in enumerate(zip(recorded, recomputed, strict=True)):
+            yield from differences(a, b, rtol=rtol, atol=atol, where=f"{where}[{i}]")
+        return
+    a, b = _as_number(recorded), _as_number(recomputed)
+    if a is not None and b is not None:
+        same = a == b or (
+            math.isfinite(a) and math.isfinite(b) and math.isclose(a, b, rel_tol=rtol, abs_tol=atol)
+        )
+        if not same:
+            yield f"{where}: recorded {recorded!r}, recomputed {recomputed!r}"
+        return
+    if recorded != recomputed:
+        yield f"{where}: recorded {recorded!r}, recomputed {recomputed!r}"
+
+
+def _lookup(report: dict[str, Any], dotted: str) -> Any:
+    value: Any = report
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+# The numbers an auditor looks for first; each gets its own line in the table.
+KEY_FIELDS = {
+    "analyze": [
+        "data_dependent.epsilon",
+        "data_dependent.order",
+        "data_independent.epsilon",
+        "data_independent.order",
+        "expected_answered",
+        "release.epsilon_expected_release",
+        "release.epsilon_released",
+        "release.conditions",
+    ],
+    "smooth-sensitivity": [
+        "order",
+        "epsilon_data_dependent",
+        "gnss_cost",
+        "smooth_sensitivity",
+        "epsilon_expected_release",
+        "epsilon_released",
+        "conditions",
+    ],
+    "aggregate": [
+        "answered",
+        "privacy.data_dependent.epsilon",
+        "privacy.data_dependent.order",
+        "privacy.data_independent.epsilon",
+        "expected_privacy.data_dependent.epsilon",
+    ],
+}
+
+
+def resolve_inputs(
+    record: dict[str, Any], record_path: str, overrides: dict[str, str]
+) -> dict[str, str]:
+    """Where each recorded input is now: an override, the recorded path, or beside the record."""
+    resolved = {}
+    folder = os.path.dirname(os.path.abspath(record_path))
+    for role, entry in record["inputs"].items():
+        candidates = (
+            [overrides[role]]
+            if role in overrides
+            else [entry["path"], os.path.join(folder, os.path.basename(entry["path"]))]
+        )
+        found = next((c for c in candidates if os.path.isfile(c)), None)
+        if found is None:
+            raise InputError(
+                f"{record_path}: the {role} file {candidates[0]} is not found; give it with "
+                f"{'--votes' if role == 'votes' else f'--input {role}=PATH'}"
+            )
+        resolved[role] = found
+    unknown = set(overrides) - set(record["inputs"])
+    if unknown:
+        raise InputError(
+            f"{record_path}: the record has no input named {', '.join(sorted(unknown))} "
+            f"(it has {', '.join(sorted(record['inputs']))})"
+        )
+    return resolved
+
+
+def replay_argv(record: dict[str, Any], resolved: dict[str, str], scratch: str) -> list[str]:
+    """The recorded command line on the resolved files, writing outputs under ``scratch``."""
+    argv = list(record["argv"])
+    originals = {entry["path"]: resolved[role] for role, entry in record["inputs"].items()}
+    out: list[str] = []
+    skip = False
+    for i, token in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        name, eq, value = token.partition("=")
+        if name == "--record":
+            skip = not eq
+            continue
+        if name in OUTPUT_FLAGS:
+            target = value if eq else (argv[i + 1] if i + 1 < len(argv) else "out")
+            scratch_path = os.path.join(scratch, f"{len(out)}-{os.path.basename(target)}")
+            out += [name, scratch_path]
+            skip = not eq
+            continue
+        out.append(originals.get(token, token))
+    if "--json" not in out:
+        out.append("--json")
+    if record.get("seed") is not None and "--seed" not in [t.partition("=")[0] for t in out]:
+        out += ["--seed", str(record["seed"])]
+    return out
+
+
+def verify(
+    record: dict[str, Any],
+    record_path: str,
+    overrides: dict[str, str],
+    run: Callable[[list[str]], tuple[int, str, str]],
+    *,
+    rtol: float | None = None,
+    atol: float = 1e-12,
+) -> list[Check]:
+    """Check hashes, replay the run with ``run(argv) -> (exit code, stdout, stderr)``, compare.
+
+    With ``rtol`` None, numbers must agree bit for bit when the record was made with
+    the same versions of pate, numpy, scipy and Python (the computation is
+    deterministic), and to 1e-9 relative otherwise.
+    """
+    if rtol is None:
+        rtol = 0.0 if record.get("versions") == current_versions() else 1e-9
+    if rtol == 0:
+        atol = 0.0
+    resolved = resolve_inputs(record, record_path, overrides)
+    checks = []
+    for role, entry in record["inputs"].items():
+        digest = file_sha256(resolved[role])
+        checks.append(
+            Check(
+                f"sha256 of {role}",
+                digest == entry["sha256"],
+                resolved[role]
+                if digest == entry["sha256"]
+                else (
+                    f"{resolved[role]}: {digest[:12]}... differs from the recorded "
+                    f"{entry['sha256'][:12]}..."
+                ),
+            )
+        )
+    scratch = tempfile.mkdtemp(prefix="pate-verify-")
+    try:
+        argv = replay_argv(record, resolved, scratch)
+        code, stdout, stderr = run(argv)
+        if code not in (0, 1) or not stdout.strip():
+            last = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {code}"
+            checks.append(Check("recomputation", False, f"the replay failed: {last}"))
+            return checks
+        recomputed = json.loads(stdout)
+        checks.extend(_compare(record, recomputed, rtol, atol))
+        checks.extend(_output_checks(record, argv, scratch))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    checks.extend(_bound_checks(record["report"]))
+    return checks
+
+
+def _compare(
+    record: dict[str, Any], recomputed: dict[str, Any], rtol: float, atol: float
+) -> list[Check]:
+    recorded = record["report"]
+    diffs = list(differences(recorded, recomputed, rtol=rtol, atol=atol))
+    checks = []
+    for field in KEY_FIELDS.get(record["command"], []):
+        if _lookup(recorded, field) is None and _lookup(recomputed, field) is None:
+            continue
+        mine = [d for d in diffs if d.startswith(field + ":") or d.startswith(field + ".")]
+        value = _lookup(recorded, field)
+        checks.append(Check(field, not mine, mine[0] if mine else f"reproduced: {value}"))
+    keyed = {d for d in diffs for f in KEY_FIELDS.get(record["command"], []) if d.startswith(f)}
+    # Shallow differences first: a changed parameter is named before the numbers it moved.
+    rest = sorted(
+        (d for d in diffs if d not in keyed),
+        key=lambda d: (d.split(":")[0].count(".") + d.split(":")[0].count("["), d),
+    )
+    checks.append(
+        Check(
+            "every other recorded number",
+            not rest,
+            ("reproduced bit for bit" if rtol == 0 else f"reproduced within rtol {rtol:g}")
+            if not rest
+            else f"{len(rest)} differ: " + "; ".join(rest[:3]),
+        )
+    )
+    return checks
+
+
+def _output_checks(record: dict[str, Any], argv: list[str], scratch: str) -> list[Check]:
+    checks = []
+    written = {flag: argv[i + 1] for i, flag in enumerate(argv[:-1]) if flag in OUTPUT_FLAGS}
+    roles = {"labels": "--output", "answered_mask": "--answered-output"}
+    for role, entry in record["outputs"].items():
+        path = written.get(roles.get(role, ""))
+        if path is None or not os.path.isfile(path):
+            checks.append(Check(f"sha256 of output {role}", False, "the replay did not write it"))
+            continue
+        digest = file_sha256(path)
+        same = digest == entry["sha256"]
+        checks.append(
+            Check(
+                f"sha256 of output {role}",
+                same,
+                "regenerated byte for byte" if same else "the regenerated file differs",
+            )
+        )
+    return checks
+
+
+def _bound_checks(report: dict[str, Any]) -> list[Check]:
+    """The data-independent bound must be an upper bound of the data-dependent one."""
+    blocks = [report] if "data_dependent" in report else []
+    blocks += [
+        report[k] for k in ("privacy", "expected_privacy") if isinstance(report.get(k), dict)
+    ]
+    pairs = [(b["data_dependent"]["epsilon"], b["data_independent"]["epsilon"]) for b in blocks]
+    if "epsilon_data_independent_at_order" in report:  # smooth-sensitivity: at the release order
+        pairs.append(
+            (report["epsilon_data_dependent"], report["epsilon_data_independent_at_order"])
+        )
+    checks = []
+    for dependent_value, independent_value in pairs:
+        dependent = _as_number(dependent_value)
+        independent = _as_number(independent_value)
+        ok = dependent is not None and independent is not None and dependent <= independent
+        checks.append(
+            Check(
+                "data-dependent <= data-independent",
+                ok,
+                f"{dependent:.6g} <= {independent:.6g}" if ok else f"{dependent} > {independent}",
+            )
+        )
+    return checks
+
+
+def run_in_process(
+    app_main: Callable[[list[str]], Any],
+) -> Callable[[list[str]], tuple[int, str, str]]:
+    """Run a pate command line in this process, capturing its streams and exit code."""
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        stdout, stderr = io.StringIO(), io.StringIO()
+        code = 0
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                app_main(argv)
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 1
+        return code, stdout.getvalue(), stderr.getvalue()
+
+    return run

@@ -1,0 +1,157 @@
+"""Release records and `pate verify`: records hold, tampering is caught, failed runs leave none."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pate_cli.errors import ExitCode
+from tests.conftest import MNIST, SAMPLE, run_cli
+
+CONFIDENT = ["--threshold", 200, "--sigma1", 150, "--sigma", 40, "--queries", 640, "--delta", 1e-5]
+
+
+@pytest.fixture
+def votes(tmp_path):
+    """A private copy of the real MNIST votes, so that tests can change it."""
+    path = tmp_path / "votes.npy"
+    shutil.copy(MNIST, path)
+    return path
+
+
+def _record(tmp_path, command: str, votes, *extra) -> str:
+    record = tmp_path / f"{command}.record.json"
+    args = [command, votes, *CONFIDENT, "--json", "--record", record, *extra]
+    if command == "aggregate":
+        args += ["--output", tmp_path / "labels.npy", "--answered-output", tmp_path / "mask.npy"]
+    run_cli(args)
+    return str(record)
+
+
+def _verify(record, *extra, expect=ExitCode.OK):
+    result = run_cli(["verify", record, "--json", *extra], expect=expect)
+    return result.json
+
+
+@pytest.mark.parametrize("command", ["analyze", "smooth-sensitivity", "aggregate"])
+def test_a_record_of_each_command_verifies(tmp_path, votes, command):
+    record_path = _record(tmp_path, command, votes)
+    record = json.loads(Path(record_path).read_text())
+    assert record["schema"] == "pate-record" and record["version"] == 1
+    assert record["command"] == command
+    assert record["inputs"]["votes"]["sha256"] == record["report"]["input"]["sha256"]
+    assert set(record["versions"]) == {"pate", "numpy", "scipy", "python"}
+    assert isinstance(record["seed"], int)
+    if command == "aggregate":
+        assert set(record["outputs"]) == {"labels", "answered_mask"}
+    out = _verify(record_path)
+    assert out["ok"] is True
+    names = [check["name"] for check in out["checks"]]
+    assert "sha256 of votes" in names and "data-dependent <= data-independent" in names
+    if command == "aggregate":
+        assert "sha256 of output labels" in names
+
+
+def test_changing_one_vote_is_caught(tmp_path, votes):
+    record = _record(tmp_path, "analyze", votes)
+    counts = np.load(votes)
+    counts[3, [0, 1]] += [1, -1] if counts[3, 1] > 0 else [-1, 1]
+    np.save(votes, counts)
+    out = _verify(record, expect=ExitCode.BUDGET_EXCEEDED)
+    failed = [c for c in out["checks"] if not c["ok"]]
+    assert failed[0]["name"] == "sha256 of votes"
+
+
+def test_changing_one_parameter_is_caught(tmp_path, votes):
+    record_path = _record(tmp_path, "analyze", votes)
+    record = json.loads(Path(record_path).read_text())
+    record["argv"][record["argv"].index("--sigma") + 1] = "41"
+    Path(record_path).write_text(json.dumps(record))
+    out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
+    failed = {c["name"]: c["detail"] for c in out["checks"] if not c["ok"]}
+    assert "data_dependent.epsilon" in failed
+    assert any("mechanism.sigma" in detail for detail in failed.values())
+
+
+@pytest.mark.parametrize("digit", [3, -1], ids=["4th-digit", "last-digit"])
+def test_changing_one_digit_of_an_epsilon_is_caught(tmp_path, votes, digit):
+    """Same software: every digit must reproduce (the computation is deterministic)."""
+    record_path = _record(tmp_path, "smooth-sensitivity", votes)
+    record = json.loads(Path(record_path).read_text())
+    text = repr(record["report"]["epsilon_expected_release"])
+    position = digit if digit >= 0 else len(text) + digit
+    changed = text[:position] + str((int(text[position]) + 5) % 10) + text[position + 1 :]
+    assert float(changed) != float(text)
+    record["report"]["epsilon_expected_release"] = float(changed)
+    Path(record_path).write_text(json.dumps(record))
+    out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
+    failed = [c for c in out["checks"] if not c["ok"]]
+    assert [c["name"] for c in failed] == ["epsilon_expected_release"]
+    # Under a tolerance (as between software versions) the last digit passes, the 4th does not.
+    loose = run_cli(["verify", record_path, "--rtol", 1e-9], expect=ExitCode.OK if digit < 0 else ExitCode.BUDGET_EXCEEDED)
+    assert loose.exit_code in (0, 1)
+
+
+def test_a_changed_label_file_is_caught(tmp_path, votes):
+    record_path = _record(tmp_path, "aggregate", votes)
+    record = json.loads(Path(record_path).read_text())
+    record["outputs"]["labels"]["sha256"] = "0" * 64
+    Path(record_path).write_text(json.dumps(record))
+    out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
+    assert [c["name"] for c in out["checks"] if not c["ok"]] == ["sha256 of output labels"]
+
+
+def test_moved_votes_are_given_with_votes_flag(tmp_path, votes):
+    record = _record(tmp_path, "analyze", votes)
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    shutil.move(votes, moved / "renamed.npy")
+    run_cli(["verify", record], expect=ExitCode.BAD_INPUT)  # not found: unusable input
+    assert _verify(record, "--votes", moved / "renamed.npy")["ok"] is True
+
+
+def test_sample_record_verifies():
+    assert _verify(str(SAMPLE / "mnist_table2.record.json"))["ok"] is True
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", "missing.npy", "--sigma", 40, "--delta", 1e-5],
+        ["analyze", MNIST, "--sigma", 40, "--delta", 2],
+        ["smooth-sensitivity", MNIST, "--gamma", 0.1, "--delta", 1e-5],
+        ["aggregate", MNIST, "--sigma", 40, "--delta", 1e-5, "--output", "/nonexistent/x.npy"],
+    ],
+)
+def test_a_failed_run_leaves_no_record(tmp_path, args):
+    record = tmp_path / "run.record.json"
+    run_cli([*args, "--record", record], expect=ExitCode.BAD_INPUT)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_crashed_run_leaves_no_record(tmp_path, monkeypatch):
+    import pate_cli.commands.analyze as analyze_command
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(analyze_command.render, "analysis", boom)
+    record = tmp_path / "run.record.json"
+    run_cli(["analyze", MNIST, *CONFIDENT, "--record", record], expect=ExitCode.INTERNAL)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["not json", json.dumps({"schema": "other"}), json.dumps({"schema": "pate-record", "version": 99})],
+    ids=["not-json", "not-a-record", "future-version"],
+)
+def test_unusable_records_are_exit_2(tmp_path, content):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    result = run_cli(["verify", path], expect=ExitCode.BAD_INPUT)
+    assert str(path) in result.stderr and len(result.stderr.strip().splitlines()) == 1
