@@ -32,11 +32,8 @@ work, and an atomic write (a temporary file in the same folder, then
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
-import os
-import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,10 +46,9 @@ from rich.text import Text
 
 from pate_cli.accounting import Conversion, eps_curve
 from pate_cli.core import gnmax, lnmax, threshold
-from pate_cli.errors import InputError, UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism, assert_never
 from pate_cli.report import AnalysisReport, dumps
-from pate_cli.votes import Votes
+from pate_cli.votes import Votes, check_output_path, write_atomic
 
 FloatArray = NDArray[np.float64]
 
@@ -73,66 +69,6 @@ COLUMNS = (
     "running_epsilon",
     "running_epsilon_data_independent",
 )
-
-
-# ---------------------------------------------------------------------------
-# Output files: checked before the work, written atomically after it.
-
-
-def check_output_path(path: str, flag: str, suffixes: tuple[str, ...]) -> str:
-    """Check that ``path`` can receive the output of ``flag``, before any work is done.
-
-    Args:
-        path: The file name the user gave.
-        flag: The option it came from, for messages (``--ledger``).
-        suffixes: Accepted lower-case suffixes, with the dot.
-
-    Returns:
-        The file's suffix, lower-cased (it picks the format).
-
-    Raises:
-        UsageError: The suffix is not one of ``suffixes``.
-        InputError: The folder does not exist, or the path is a folder.
-    """
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix not in suffixes:
-        raise UsageError(f"{flag} {path}: expected a file name ending in {' or '.join(suffixes)}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise InputError(f"{path}: the folder {folder} does not exist; expected a path for {flag}")
-    if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory; expected a file path for {flag}")
-    return suffix
-
-
-def write_bytes_atomic(path: str, payload: bytes, flag: str) -> None:
-    """Write ``payload`` to ``path`` so that the file is either complete or untouched.
-
-    Raises:
-        InputError: The folder is missing or the file cannot be written.
-    """
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise InputError(f"{path}: the folder {folder} does not exist; expected a path for {flag}")
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0o022)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; match a plain open()
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise InputError(
-            f"{path}: cannot write the {flag} file ({exc.strerror or exc}); expected a writable path"
-        ) from None
-    finally:
-        if tmp is not None and os.path.lexists(tmp):
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
 
 def check_ledger_path(path: str) -> str:
@@ -586,4 +522,4 @@ def write_ledger(ledger: Ledger, path: str) -> None:
     """
     suffix = check_ledger_path(path)
     text = ledger_csv(ledger) if suffix == ".csv" else dumps(ledger_json(ledger)) + "\n"
-    write_bytes_atomic(path, text.encode("utf-8"), "--ledger")
+    write_atomic(path, lambda stream: stream.write(text.encode("utf-8")))

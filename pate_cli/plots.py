@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pate_cli.errors import UsageError
-from pate_cli.ledger import Ledger, buckets, check_output_path, write_bytes_atomic
+from pate_cli.ledger import Ledger, buckets
 from pate_cli.report import AnalysisReport
+from pate_cli.votes import check_output_path, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib stays optional
     from matplotlib.figure import Figure
@@ -39,8 +40,8 @@ _METADATA: dict[str, dict[str, Any]] = {
     ".svg": {"Date": None},
     ".pdf": {"CreationDate": None},
 }
-#: Settings are labelled next to their point up to this many rows.
-_MAX_LABELS = 24
+#: At most this many settings of the trade-off front are labelled next to their point.
+_MAX_LABELS = 12
 
 
 def _matplotlib() -> ModuleType:
@@ -76,8 +77,10 @@ def _figure(width: float, height: float) -> Figure:
 def _save(figure: Figure, path: str) -> None:
     suffix = check_output_path(path, "--plot", PLOT_SUFFIXES)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format=suffix[1:], metadata=_METADATA[suffix], dpi=120)
-    write_bytes_atomic(path, buffer.getvalue(), "--plot")
+    # A fixed salt makes the SVG element ids, hence the file, the same from run to run.
+    with _matplotlib().rc_context({"svg.hashsalt": "pate"}):
+        figure.savefig(buffer, format=suffix[1:], metadata=_METADATA[suffix], dpi=120)
+    write_atomic(path, lambda stream: stream.write(buffer.getvalue()))
 
 
 def _setting(mechanism: Mapping[str, Any]) -> str:
@@ -142,12 +145,33 @@ def _finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def pareto_front(rows: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Indices of the rows no other row beats on both axes, by increasing expected answered.
+
+    A row is on the front when every row that answers at least as many queries costs a
+    larger data-dependent epsilon (rows with an infinite epsilon never are).
+    """
+    points = [
+        (float(row["expected_answered"]), _finite(row["data_dependent"]["epsilon"]), i)
+        for i, row in enumerate(rows)
+    ]
+    finite = sorted(((-x, y, i) for x, y, i in points if y is not None))
+    front: list[int] = []
+    cheapest = math.inf
+    for _, y, i in finite:  # most answered first, then the cheapest among equals
+        if y < cheapest:
+            front.append(i)
+            cheapest = y
+    return front[::-1]
+
+
 def plot_compare(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
     """Epsilon against expected answered queries, one point per setting.
 
     ``rows`` are the rows of the ``compare`` JSON (before encoding). Filled
     markers are data-dependent epsilons, hollow ones data-independent, one
-    colour per mechanism; infinite values are left out.
+    colour per mechanism; infinite values are left out. A line joins the
+    settings on the trade-off front (:func:`pareto_front`), which are labelled.
 
     Raises:
         UsageError: Bad suffix or matplotlib missing.
@@ -174,17 +198,20 @@ def plot_compare(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
                 edgecolors=colours[name],
                 label=f"{name}, {block.replace('_', '-')}",
             )
-    if len(rows) <= _MAX_LABELS:
-        for row in rows:
-            y = _finite(row["data_dependent"]["epsilon"])
-            if y is not None:
-                axes.annotate(
-                    _setting(row["mechanism"]),
-                    (float(row["expected_answered"]), y),
-                    textcoords="offset points",
-                    xytext=(4, 4),
-                    fontsize=7,
-                )
+    front = pareto_front(rows)
+    if front:
+        xs = [float(rows[i]["expected_answered"]) for i in front]
+        ys = [float(rows[i]["data_dependent"]["epsilon"]) for i in front]
+        axes.plot(xs, ys, color="black", linewidth=0.8, alpha=0.5, label="best trade-off")
+        for i, x, y in zip(front[:_MAX_LABELS], xs, ys, strict=False):
+            axes.annotate(
+                _setting(rows[i]["mechanism"]),
+                (x, y),
+                textcoords="offset points",
+                xytext=(4, -10),
+                fontsize=7,
+            )
+    axes.margins(x=0.1, y=0.08)  # room for the labels of the extreme settings
     axes.set_xlabel("expected answered queries")
     axes.set_ylabel("epsilon")
     axes.set_title(f"{len(rows)} settings: epsilon against expected answered")

@@ -32,7 +32,7 @@ import scipy
 from pate_cli import __version__
 from pate_cli.errors import InputError
 from pate_cli.report import dumps
-from pate_cli.votes import file_sha256, write_atomic
+from pate_cli.votes import check_output_path, file_sha256, write_atomic
 
 SCHEMA = "pate-record"
 VERSION = 1
@@ -93,13 +93,7 @@ def write_record(path: str, record: dict[str, Any]) -> None:
 
 def check_record_path(path: str) -> None:
     """Fail before any work when the record could not be written."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise InputError(
-            f"{path}: the folder {folder} does not exist; expected a path for --record"
-        )
-    if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory; expected a file path for --record")
+    check_output_path(path, "--record", (".json",))
 
 
 def load_record(path: str) -> dict[str, Any]:

@@ -322,7 +322,7 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: StrPath, write: Callable[[IO[bytes]], None]) -> None:
+def write_atomic(path: StrPath, write: Callable[[IO[bytes]], object]) -> None:
     """Write a file so that ``path`` is either complete or untouched.
 
     ``write`` fills a temporary file in the same directory (so ``os.replace`` is
@@ -358,6 +358,32 @@ def write_atomic(path: StrPath, write: Callable[[IO[bytes]], None]) -> None:
         if tmp is not None and os.path.lexists(tmp):
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def check_output_path(path: str, flag: str, suffixes: tuple[str, ...]) -> str:
+    """Check that ``path`` can receive the output of ``flag``, before any work is done.
+
+    Args:
+        path: The file name the user gave.
+        flag: The option it came from, for messages (``--ledger``).
+        suffixes: Accepted lower-case suffixes, with the dot.
+
+    Returns:
+        The file's suffix, lower-cased (it picks the format).
+
+    Raises:
+        UsageError: The suffix is not one of ``suffixes``.
+        InputError: The folder does not exist, or the path is a folder.
+    """
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in suffixes:
+        raise UsageError(f"{flag} {path}: expected a file name ending in {' or '.join(suffixes)}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"{path}: the folder {folder} does not exist; expected a path for {flag}")
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a directory; expected a file path for {flag}")
+    return suffix
 
 
 def save_npy_atomic(path: StrPath, array: np.ndarray) -> None:

@@ -48,7 +48,7 @@ from pate_cli.aggregators import (
     aggregate_interactive_gnmax,
     aggregate_lnmax,
 )
-from pate_cli.errors import InputError, UsageError
+from pate_cli.errors import UsageError
 from pate_cli.mechanisms import (
     ConfidentGNMax,
     GNMax,
@@ -63,21 +63,11 @@ from pate_cli.record import build_record, check_record_path, write_record
 from pate_cli.report import AggregateReport
 from pate_cli.votes import (
     VoteFormat,
+    check_output_path,
     load_student_probs,
     load_true_labels,
     save_npy_atomic,
 )
-
-
-def _check_output(path: str, flag: str) -> None:
-    """Fail before any work when an output could not be written."""
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    if not os.path.isdir(folder):
-        raise InputError(f"{path}: the folder {folder} does not exist; expected a path for {flag}")
-    if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory; expected a file path for {flag}")
-    if not path.endswith(".npy"):
-        raise UsageError(f"{flag} {path}: expected a .npy file name")
 
 
 def _run(
@@ -211,9 +201,9 @@ def aggregate(
             raise UsageError(f"{name} {value}: expected a whole number of at least 1")
     if seed is not None and seed < 0:
         raise UsageError(f"--seed {seed}: expected a non-negative integer")
-    _check_output(output, "--output")
+    check_output_path(output, "--output", (".npy",))
     if answered_output is not None:
-        _check_output(answered_output, "--answered-output")
+        check_output_path(answered_output, "--answered-output", (".npy",))
         if os.path.abspath(answered_output) == os.path.abspath(output):
             raise UsageError("--answered-output must differ from --output")
     if not 0 <= student_confidence <= 1:

@@ -142,6 +142,8 @@ def analyze(
     orders = parse_orders(orders_text)
     if plot_path is not None:
         plots.check_plot_path(plot_path)
+    if ledger_path is not None:
+        ledger.check_ledger_path(ledger_path)
     baseline = load_baseline(baseline_path, votes) if baseline_path is not None else None
     answered = (
         load_answered_mask(answered_path, votes.num_queries) if answered_path is not None else None

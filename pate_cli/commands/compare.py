@@ -44,7 +44,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pate_cli import ledger, plots
+from pate_cli import plots
 from pate_cli._options import (
     BaselineOpt,
     ConversionOpt,
@@ -81,7 +81,7 @@ from pate_cli.mechanisms import (
 )
 from pate_cli.orders import parse_orders
 from pate_cli.report import InputSummary
-from pate_cli.votes import VoteFormat, load_baseline
+from pate_cli.votes import VoteFormat, check_output_path, load_baseline, write_atomic
 
 FloatArray = NDArray[np.float64]
 
@@ -605,18 +605,23 @@ SigmaListOpt = Annotated[
     typer.Option(
         "--sigma",
         "--sigma2",
+        metavar="LIST",
         help="GNMax noise std (sigma2 of Confident-GNMax), a comma list: 20,40,80.",
     ),
 ]
 ThresholdListOpt = Annotated[
-    str | None, typer.Option("--threshold", help="Confident-GNMax thresholds T, a comma list.")
+    str | None,
+    typer.Option("--threshold", metavar="LIST", help="Confident-GNMax thresholds T, a comma list."),
 ]
 Sigma1ListOpt = Annotated[
-    str | None, typer.Option("--sigma1", help="Threshold-step noise stds, a comma list.")
+    str | None,
+    typer.Option("--sigma1", metavar="LIST", help="Threshold-step noise stds, a comma list."),
 ]
 GammaListOpt = Annotated[
     str | None,
-    typer.Option("--gamma", help="LNMax: Laplace noise of scale 1/gamma, a comma list."),
+    typer.Option(
+        "--gamma", metavar="LIST", help="LNMax: Laplace noise of scale 1/gamma, a comma list."
+    ),
 ]
 MechanismRestrictOpt = Annotated[
     MechanismName | None,
@@ -633,11 +638,14 @@ SortOpt = Annotated[
         "data-independent (smallest), answered (most), agreement (highest).",
     ),
 ]
-CsvOpt = Annotated[str | None, typer.Option("--csv", help="Also write the rows to this .csv file.")]
+CsvOpt = Annotated[
+    str | None, typer.Option("--csv", metavar="FILE", help="Also write the rows to this .csv file.")
+]
 PlotOpt = Annotated[
     str | None,
     typer.Option(
         "--plot",
+        metavar="FILE",
         help="Write a figure of epsilon against expected answered, one point per setting "
         "(.png, .svg or .pdf; needs the 'plot' extra).",
     ),
@@ -698,7 +706,7 @@ def compare(
     )
     orders = parse_orders(orders_text)
     if csv_path is not None:
-        ledger.check_output_path(csv_path, "--csv", (".csv",))
+        check_output_path(csv_path, "--csv", (".csv",))
     if plot_path is not None:
         plots.check_plot_path(plot_path)
     votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
@@ -726,7 +734,8 @@ def compare(
     )
     payload = report.to_json_dict()
     if csv_path is not None:
-        ledger.write_bytes_atomic(csv_path, compare_csv(report).encode("utf-8"), "--csv")
+        text = compare_csv(report).encode("utf-8")
+        write_atomic(csv_path, lambda stream: stream.write(text))
         payload["csv"] = csv_path
     if plot_path is not None:
         plots.plot_compare(plot_path, payload["rows"])
