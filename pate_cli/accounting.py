@@ -16,7 +16,9 @@ and not on the number of queries.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
@@ -96,14 +98,111 @@ class RdpAccount:
     """True when accounted from an answered mask."""
 
 
-def _weighted_rdp(
-    values: FloatArray, weights: FloatArray | None, cost: Callable[[FloatArray], FloatArray]
+# Distinct values evaluated per block: (block, K) temporaries of a few MB at most.
+_COST_BLOCK = 4096
+
+
+def weighted_costs(
+    values: FloatArray,
+    weights: Sequence[FloatArray | None],
+    cost: Callable[[FloatArray], FloatArray],
+    *,
+    workers: int | None = None,
 ) -> FloatArray:
-    """sum_q weights[q] * cost(values)[q], evaluating ``cost`` once per distinct value."""
+    """sum_q w[q] * cost(values)[q] for each weight vector w (None: all ones).
+
+    ``cost`` is evaluated once per distinct value, in blocks, on up to ``workers``
+    threads (numpy releases the GIL in its loops); blocks are added in a fixed
+    order, so the result does not depend on the thread count.
+
+    Shapes: values (Q,), each weight (Q,), cost (U,) -> (U, K); returns (R, K).
+    """
     unique, inverse = np.unique(values, return_inverse=True)
-    counts = np.bincount(inverse.ravel(), weights=weights, minlength=unique.size)
-    keep = counts != 0
-    return counts[keep] @ cost(unique[keep])
+    inverse = inverse.ravel()
+    per_value = np.stack([np.bincount(inverse, weights=w, minlength=unique.size) for w in weights])
+    used = np.any(per_value != 0, axis=0)
+    unique, per_value = unique[used], per_value[:, used]
+    starts = range(0, unique.size, _COST_BLOCK)
+
+    def block(start: int) -> FloatArray:
+        stop = start + _COST_BLOCK
+        return per_value[:, start:stop] @ cost(unique[start:stop])
+
+    threads = workers if workers is not None else min(4, os.cpu_count() or 1)
+    if threads > 1 and len(starts) > 1:
+        with ThreadPoolExecutor(threads) as pool:
+            parts = list(pool.map(block, starts))
+    else:
+        parts = [block(start) for start in starts]
+    # cost of no value at all gives the (0, K) shape, so the total is (R, K) even then.
+    total = np.zeros((len(weights), cost(unique[:0]).shape[1]))
+    for part in parts:
+        total = total + part
+    return total
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """The per-query scalars that the costs depend on, for the queries seen."""
+
+    log_pr_answered: FloatArray | None
+    """log Pr[answered] of the threshold step (Q,); None without one."""
+    logq: FloatArray | None
+    """log q of the answer step (Q,); None when data-independent bounds are forced."""
+    num_seen: int
+
+
+def query_terms(
+    votes: FloatArray,
+    mechanism: Mechanism,
+    *,
+    num_seen: int | None = None,
+    baseline: FloatArray | None = None,
+    half_even: bool = False,
+    need_logq: bool = True,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    progress: Callable[[int], None] | None = None,
+) -> QueryTerms:
+    """One pass over the votes, chunk by chunk: log Pr[answered] and log q per query.
+
+    Shapes: votes (Q, C) -> (Q,) arrays for the first ``num_seen`` queries.
+    """
+    seen = len(votes) if num_seen is None else num_seen
+    is_threshold = isinstance(mechanism, ConfidentGNMax)
+    log_pr = np.empty(seen) if is_threshold else None
+    logq = np.empty(seen) if need_logq else None
+    for start in range(0, seen, chunk_size):
+        stop = min(start + chunk_size, seen)
+        counts = np.asarray(votes[start:stop], dtype=np.float64)
+        if isinstance(mechanism, ConfidentGNMax):
+            assert log_pr is not None
+            step1 = counts if baseline is None else counts - baseline[start:stop]
+            log_pr[start:stop] = threshold.log_pr_answered_threshold(
+                step1, mechanism.threshold, mechanism.sigma1, half_even=half_even
+            )
+        if logq is not None:
+            logq[start:stop] = _logq(counts, mechanism)
+        if progress is not None:
+            progress(stop - start)
+    return QueryTerms(log_pr, logq, seen)
+
+
+def _logq(counts: FloatArray, mechanism: Mechanism) -> FloatArray:
+    """log q of the answer step: Prop. 7 (GNMax) or Lemma 4 of 2017 (LNMax)."""
+    if isinstance(mechanism, (GNMax, ConfidentGNMax)):
+        return gnmax.logq_gnmax(counts, mechanism.sigma)
+    if isinstance(mechanism, LNMax):
+        return lnmax.logq_lnmax(counts, mechanism.gamma)
+    assert_never(mechanism)
+
+
+def answer_cost(mechanism: Mechanism, orders: FloatArray) -> Callable[[FloatArray], FloatArray]:
+    """RDP of one answer as a function of log q: Theorem 6 (GNMax) or Theorem 3 of 2017."""
+    if isinstance(mechanism, (GNMax, ConfidentGNMax)):
+        return partial(gnmax.rdp_gnmax, sigma=mechanism.sigma, orders=orders)
+    if isinstance(mechanism, LNMax):
+        return partial(lnmax.rdp_lnmax, gamma=mechanism.gamma, orders=orders)
+    assert_never(mechanism)
 
 
 def account(
@@ -116,11 +215,12 @@ def account(
     data_independent: bool = False,
     half_even: bool = False,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    progress: Callable[[int], None] | None = None,
 ) -> RdpAccount:
     """Total RDP of answering the queries in ``votes`` with ``mechanism``.
 
     Args:
-        votes: vote counts (Q, C); any array-like that slices by rows (a memmap too).
+        votes: vote counts (Q, C); any array-like that slices by rows.
         mechanism: the aggregator and its parameters.
         orders: Renyi orders (K,).
         baseline: Interactive-GNMax only: the student's baseline (Q, C), on the votes' scale.
@@ -129,35 +229,40 @@ def account(
         data_independent: use data-independent bounds for every step.
         half_even: round the threshold statistic half to even, as the reference does
             (see ``core.threshold.round_votes``).
-        chunk_size: queries per chunk.
+        chunk_size: queries per chunk of the pass over the votes.
+        progress: called with the number of queries done after each chunk.
 
     Shapes: votes (Q, C), orders (K,) -> RdpAccount with (K,) curves.
     """
     orders = np.asarray(orders, dtype=np.float64)
-    num_seen = len(votes) if answered is None else len(answered)
-    dependent = np.zeros(orders.size)
-    answered_total = 0.0
-    for start in range(0, num_seen, chunk_size):
-        stop = min(start + chunk_size, num_seen)
-        counts = np.asarray(votes[start:stop], dtype=np.float64)
-        mask = None if answered is None else answered[start:stop].astype(np.float64)
-        weights = mask
-        if isinstance(mechanism, ConfidentGNMax):
-            step1 = counts if baseline is None else counts - baseline[start:stop]
-            log_pr = threshold.log_pr_answered_threshold(
-                step1, mechanism.threshold, mechanism.sigma1, half_even=half_even
-            )
-            weights = np.exp(log_pr) if mask is None else mask
-            if not data_independent:
-                cost = partial(threshold.rdp_threshold, sigma1=mechanism.sigma1, orders=orders)
-                dependent += _weighted_rdp(log_pr, None, cost)
-        answered_total += float(stop - start if weights is None else weights.sum())
-        if not data_independent:
-            dependent += _step2_rdp(counts, mechanism, orders, weights)
-
-    independent = _data_independent(mechanism, orders, num_seen, answered_total)
+    terms = query_terms(
+        votes,
+        mechanism,
+        num_seen=None if answered is None else len(answered),
+        baseline=baseline,
+        half_even=half_even,
+        need_logq=not data_independent,
+        chunk_size=chunk_size,
+        progress=progress,
+    )
+    weights: FloatArray | None = None
+    if answered is not None:
+        weights = answered.astype(np.float64)
+    elif terms.log_pr_answered is not None:
+        weights = np.exp(terms.log_pr_answered)
+    answered_total = float(terms.num_seen if weights is None else weights.sum())
+    independent = data_independent_rdp(mechanism, orders, terms.num_seen, answered_total)
     if data_independent:
         dependent = independent.copy()
+    else:
+        dependent = np.zeros(orders.size)
+        if isinstance(mechanism, ConfidentGNMax) and terms.log_pr_answered is not None:
+            threshold_cost = partial(
+                threshold.rdp_threshold, sigma1=mechanism.sigma1, orders=orders
+            )
+            dependent += weighted_costs(terms.log_pr_answered, [None], threshold_cost)[0]
+        assert terms.logq is not None
+        dependent += weighted_costs(terms.logq, [weights], answer_cost(mechanism, orders))[0]
     # Both totals bound the same composition, so their minimum does too; it also absorbs
     # last-ulp differences between summing per query and multiplying by the query count.
     dependent = np.minimum(dependent, independent)
@@ -165,27 +270,12 @@ def account(
         data_dependent=dependent,
         data_independent=independent,
         expected_answered=answered_total,
-        num_queries_seen=num_seen,
+        num_queries_seen=terms.num_seen,
         realized=answered is not None,
     )
 
 
-def _step2_rdp(
-    counts: FloatArray, mechanism: Mechanism, orders: FloatArray, weights: FloatArray | None
-) -> FloatArray:
-    """Data-dependent RDP of the noisy-argmax step, summed with per-query weights."""
-    if isinstance(mechanism, (GNMax, ConfidentGNMax)):
-        sigma = mechanism.sigma
-        logq = gnmax.logq_gnmax(counts, sigma)
-        return _weighted_rdp(logq, weights, lambda u: gnmax.rdp_gnmax(u, sigma, orders))
-    if isinstance(mechanism, LNMax):
-        gamma = mechanism.gamma
-        logq = lnmax.logq_lnmax(counts, gamma)
-        return _weighted_rdp(logq, weights, lambda u: lnmax.rdp_lnmax(u, gamma, orders))
-    assert_never(mechanism)
-
-
-def _data_independent(
+def data_independent_rdp(
     mechanism: Mechanism, orders: FloatArray, num_seen: int, num_answered: float
 ) -> FloatArray:
     """Data-independent totals: Prop. 8 per answer, plus the threshold step per query seen."""

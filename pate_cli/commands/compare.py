@@ -67,8 +67,17 @@ from pate_cli._options import (
     selection_options,
     summary,
 )
-from pate_cli.accounting import DEFAULT_CHUNK_SIZE, Conversion, EpsilonResult, epsilon_result
-from pate_cli.core import gnmax, lnmax, threshold
+from pate_cli.accounting import (
+    DEFAULT_CHUNK_SIZE,
+    Conversion,
+    EpsilonResult,
+    answer_cost,
+    data_independent_rdp,
+    epsilon_result,
+    query_terms,
+    weighted_costs,
+)
+from pate_cli.core import threshold
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import (
     ConfidentGNMax,
@@ -211,24 +220,13 @@ def mechanism_grid(
 # The rows: shared per-query terms, then one weighted sum per row.
 
 
-def _weighted_sum(
-    inverse: NDArray[np.intp], table: FloatArray, weights: FloatArray | None
-) -> FloatArray:
-    """sum_q weights[q] * table[inverse[q]], as ``accounting._weighted_rdp`` forms it."""
-    counts = np.bincount(inverse, weights=weights, minlength=table.shape[0])
-    keep = counts != 0
-    total: FloatArray = counts[keep] @ table[keep]
-    return total
-
-
 @dataclass
 class _SharedTerms:
     """Per-query terms of one grid, each computed once and reused by every row that needs it.
 
-    Lives for one ``compare_rows`` call (no module-level cache). ``curve`` holds, per
-    answer-step setting, log q per query, the distinct values' inverse index and their RDP
-    curves (U, K); ``gate`` holds, per threshold setting, log Pr[answered] per query and the
-    threshold step's total RDP curve (K,).
+    Lives for one ``compare_rows`` call (no module-level cache): log q per answer-step
+    setting, and log Pr[answered] with the threshold step's total RDP per threshold setting.
+    The sums are the ones ``accounting.account`` forms, so every row equals ``analyze``.
     """
 
     counts: FloatArray
@@ -236,57 +234,46 @@ class _SharedTerms:
     baseline: FloatArray | None
     half_even: bool
     chunk_size: int
-    curve: dict[tuple[str, float], tuple[FloatArray, NDArray[np.intp], FloatArray]] = field(
-        default_factory=dict
-    )
+    logq: dict[tuple[str, float], FloatArray] = field(default_factory=dict)
     gate: dict[tuple[float, float, bool], tuple[FloatArray, FloatArray]] = field(
         default_factory=dict
     )
 
-    def _per_query(self, fn: Callable[[FloatArray], FloatArray], step1: bool = False) -> FloatArray:
-        """fn over the votes in chunks of queries, so the (Q, C) temporaries stay small."""
-        parts = []
-        for start in range(0, self.counts.shape[0], self.chunk_size):
-            block = self.counts[start : start + self.chunk_size]
-            if step1 and self.baseline is not None:
-                block = block - self.baseline[start : start + self.chunk_size]
-            parts.append(fn(block))
-        return np.concatenate(parts)
+    @staticmethod
+    def answer_key(mechanism: Mechanism) -> tuple[str, float]:
+        if isinstance(mechanism, (GNMax, ConfidentGNMax)):
+            return ("gnmax", mechanism.sigma)
+        if isinstance(mechanism, LNMax):
+            return ("lnmax", mechanism.gamma)
+        assert_never(mechanism)
 
-    def answer_step(
-        self, kind: str, scale: float
-    ) -> tuple[FloatArray, NDArray[np.intp], FloatArray]:
-        """(log q, inverse, RDP of each distinct log q) of GNMax(sigma) or LNMax(gamma)."""
-        key = (kind, scale)
-        if key not in self.curve:
-            if kind == "gnmax":
-                logq = self._per_query(partial(gnmax.logq_gnmax, sigma=scale))
-                cost = partial(gnmax.rdp_gnmax, sigma=scale, orders=self.orders)
-            else:
-                logq = self._per_query(partial(lnmax.logq_lnmax, gamma=scale))
-                cost = partial(lnmax.rdp_lnmax, gamma=scale, orders=self.orders)
-            unique, inverse = np.unique(logq, return_inverse=True)
-            self.curve[key] = (logq, inverse.ravel(), cost(unique))
-        return self.curve[key]
+    def answer_logq(self, mechanism: Mechanism) -> FloatArray:
+        """log q per query of the answer step (GNMax sigma or LNMax gamma)."""
+        kind, scale = key = self.answer_key(mechanism)
+        if key not in self.logq:
+            step: Mechanism = GNMax(scale) if kind == "gnmax" else LNMax(scale)
+            terms = query_terms(self.counts, step, chunk_size=self.chunk_size)
+            assert terms.logq is not None
+            self.logq[key] = terms.logq
+        return self.logq[key]
 
-    def threshold_step(
-        self, mechanism: ConfidentGNMax, interactive: bool
-    ) -> tuple[FloatArray, FloatArray]:
+    def threshold_step(self, mechanism: ConfidentGNMax) -> tuple[FloatArray, FloatArray]:
         """(log Pr[answered] per query, the threshold step's total RDP per order)."""
+        interactive = isinstance(mechanism, InteractiveGNMax)
         key = (mechanism.threshold, mechanism.sigma1, interactive)
         if key not in self.gate:
-            log_pr = self._per_query(
-                partial(
-                    threshold.log_pr_answered_threshold,
-                    threshold=mechanism.threshold,
-                    sigma1=mechanism.sigma1,
-                    half_even=self.half_even,
-                ),
-                step1=interactive,
+            terms = query_terms(
+                self.counts,
+                mechanism,
+                baseline=self.baseline if interactive else None,
+                half_even=self.half_even,
+                need_logq=False,
+                chunk_size=self.chunk_size,
             )
-            unique, inverse = np.unique(log_pr, return_inverse=True)
-            table = threshold.rdp_threshold(unique, mechanism.sigma1, self.orders)
-            self.gate[key] = (log_pr, _weighted_sum(inverse.ravel(), table, None))
+            assert terms.log_pr_answered is not None
+            cost = partial(threshold.rdp_threshold, sigma1=mechanism.sigma1, orders=self.orders)
+            total = weighted_costs(terms.log_pr_answered, [None], cost)[0]
+            self.gate[key] = (terms.log_pr_answered, total)
         return self.gate[key]
 
 
@@ -320,7 +307,11 @@ class CompareRow:
 
 
 def _row(
-    terms: _SharedTerms, mechanism: Mechanism, delta: float, conversion: Conversion
+    terms: _SharedTerms,
+    mechanism: Mechanism,
+    answer_total: FloatArray,
+    delta: float,
+    conversion: Conversion,
 ) -> CompareRow:
     """One row, composed as ``accounting.account`` composes the expected cost."""
     orders = terms.orders
@@ -328,28 +319,15 @@ def _row(
     dependent = np.zeros(orders.size)
     weights: FloatArray | None = None
     if isinstance(mechanism, ConfidentGNMax):
-        interactive = isinstance(mechanism, InteractiveGNMax)
-        log_pr, threshold_total = terms.threshold_step(mechanism, interactive)
+        log_pr, threshold_total = terms.threshold_step(mechanism)
         weights = np.exp(log_pr)
         dependent += threshold_total
-    if isinstance(mechanism, (GNMax, ConfidentGNMax)):
-        logq, inverse, table = terms.answer_step("gnmax", mechanism.sigma)
-        per_answer = gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders)
-    elif isinstance(mechanism, LNMax):
-        logq, inverse, table = terms.answer_step("lnmax", mechanism.gamma)
-        per_answer = lnmax.rdp_lnmax_data_independent(mechanism.gamma, orders)
-    else:
-        assert_never(mechanism)
-    dependent += _weighted_sum(inverse, table, weights)
+    dependent += answer_total
     answered = float(num if weights is None else weights.sum())
-    independent = answered * per_answer
-    if isinstance(mechanism, ConfidentGNMax):
-        independent = (
-            num * threshold.rdp_threshold_data_independent(mechanism.sigma1, orders) + independent
-        )
+    independent = data_independent_rdp(mechanism, orders, num, answered)
     # As account: both totals bound the same composition, so their minimum does too.
     dependent = np.minimum(dependent, independent)
-    right = -np.expm1(logq)  # 1 - q, accurate for small q
+    right = -np.expm1(terms.answer_logq(mechanism))  # 1 - q, accurate for small q
     agreement = float(np.mean(right) if weights is None else np.sum(weights * right) / num)
     return CompareRow(
         mechanism=mechanism,
@@ -398,7 +376,25 @@ def compare_rows(
         half_even,
         chunk_size,
     )
-    return [_row(terms, mechanism, delta, conversion) for mechanism in mechanisms]
+    # Rows that share an answer step share its cost evaluation: one pass over the distinct
+    # log q values with one weight vector per row.
+    groups: dict[tuple[str, float], list[int]] = {}
+    for i, mechanism in enumerate(mechanisms):
+        groups.setdefault(terms.answer_key(mechanism), []).append(i)
+    answer_totals: dict[int, FloatArray] = {}
+    for members in groups.values():
+        first = mechanisms[members[0]]
+        weights = [
+            np.exp(terms.threshold_step(m)[0]) if isinstance(m, ConfidentGNMax) else None
+            for m in (mechanisms[i] for i in members)
+        ]
+        cost = answer_cost(first, terms.orders)
+        totals = weighted_costs(terms.answer_logq(first), weights, cost)
+        answer_totals.update(zip(members, totals, strict=True))
+    return [
+        _row(terms, mechanism, answer_totals[i], delta, conversion)
+        for i, mechanism in enumerate(mechanisms)
+    ]
 
 
 _SORT_KEYS: dict[SortColumn, Callable[[CompareRow], float]] = {
