@@ -8,6 +8,8 @@ and document a flag the same way (the Typer form of sqlite-utils'
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from enum import Enum
 from typing import Annotated, Any
@@ -16,6 +18,7 @@ import numpy as np
 import typer
 from numpy.typing import NDArray
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from pate_cli.accounting import Conversion, account, epsilon_result
 from pate_cli.errors import ExitCode, UsageError
@@ -220,17 +223,23 @@ def analysis_report(
     answered: NDArray[np.bool_] | None = None,
     data_independent: bool = False,
     half_even: bool = False,
+    as_json: bool = True,
 ) -> AnalysisReport:
     """Account a run and convert it: the report behind ``analyze`` and ``aggregate``."""
-    result = account(
-        votes.counts,
-        mechanism,
-        orders,
-        baseline=baseline,
-        answered=answered,
-        data_independent=data_independent,
-        half_even=half_even,
-    )
+    work = votes.num_queries * votes.num_classes
+    with progress_bar(
+        "accounting", votes.num_queries, enabled=show_progress(as_json, work)
+    ) as advance:
+        result = account(
+            votes.counts,
+            mechanism,
+            orders,
+            baseline=baseline,
+            answered=answered,
+            data_independent=data_independent,
+            half_even=half_even,
+            progress=advance,
+        )
     dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
     independent = epsilon_result(orders, result.data_independent, delta, conversion)
     warnings = list(votes.warnings)
@@ -288,27 +297,32 @@ def release_for(
     strict: bool = True,
     skip_conditions: bool = False,
     half_even: bool = False,
+    as_json: bool = True,
 ) -> GnssRelease:
     """The GNSS release at the analysis' best data-dependent order (or ``order``)."""
     if order is not None and not (np.isfinite(order) and order > 1):
         raise UsageError(f"--order {order}: expected a finite Renyi order greater than 1")
-    return gnss_release(
-        votes.counts,
-        votes.num_teachers,
-        mechanism,
-        report.data_dependent.order if order is None else order,
-        report.delta,
-        Conversion(report.conversion),
-        epsilon_data_independent=report.data_independent.epsilon,
-        baseline=baseline,
-        answered=answered,
-        beta=beta,
-        sigma_ss=sigma_ss,
-        seed=fresh_seed() if seed is None else seed,
-        strict=strict,
-        skip_conditions=skip_conditions,
-        half_even=half_even,
-    )
+    work = votes.num_queries * max(votes.num_teachers, votes.num_classes)
+    enabled = show_progress(as_json, work)
+    with progress_bar("smooth sensitivity", votes.num_queries, enabled=enabled) as advance:
+        return gnss_release(
+            votes.counts,
+            votes.num_teachers,
+            mechanism,
+            report.data_dependent.order if order is None else order,
+            report.delta,
+            Conversion(report.conversion),
+            epsilon_data_independent=report.data_independent.epsilon,
+            baseline=baseline,
+            answered=answered,
+            beta=beta,
+            sigma_ss=sigma_ss,
+            seed=fresh_seed() if seed is None else seed,
+            strict=strict,
+            skip_conditions=skip_conditions,
+            half_even=half_even,
+            progress=advance,
+        )
 
 
 def fresh_seed() -> int:
@@ -365,3 +379,33 @@ RecordOpt = Annotated[
         "the sha256 of every file, for 'pate verify'.",
     ),
 ]
+
+
+# Work (queries x classes, or queries x teachers for sensitivities) below which a bar
+# would only flash: about half a second on a laptop core.
+PROGRESS_MIN_WORK = 2_000_000
+
+
+def show_progress(as_json: bool, work: int) -> bool:
+    """A progress bar only for people: never with --json, never into a pipe or a log."""
+    return not as_json and sys.stderr.isatty() and work >= PROGRESS_MIN_WORK
+
+
+@contextmanager
+def progress_bar(
+    description: str, total: int, *, enabled: bool, console: Console | None = None
+) -> Iterator[Callable[[int], None] | None]:
+    """A transient Rich bar on stderr; yields ``advance(n)``, or None when disabled."""
+    if not enabled:
+        yield None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    target = console if console is not None else Console(stderr=True)
+    with Progress(*columns, console=target, transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda done: bar.advance(task, done)

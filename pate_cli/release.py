@@ -21,16 +21,24 @@ that release. This module composes the core functions of
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accounting import Conversion, eps_curve
+from pate_cli.accounting import (
+    DEFAULT_CHUNK_SIZE,
+    Conversion,
+    eps_curve,
+    query_terms,
+    weighted_costs,
+)
 from pate_cli.core import smooth_sensitivity as ss_core
-from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax
-from pate_cli.core.threshold import log_pr_answered_threshold, rdp_threshold
+from pate_cli.core.gnmax import rdp_gnmax
+from pate_cli.core.threshold import rdp_threshold
 from pate_cli.errors import PateError, UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism
 
@@ -145,6 +153,8 @@ def gnss_release(
     strict: bool = True,
     skip_conditions: bool = False,
     half_even: bool = False,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    progress: Callable[[int], None] | None = None,
 ) -> GnssRelease:
     """Smooth sensitivity of the data-dependent RDP at ``order`` and its GNSS release.
 
@@ -164,6 +174,8 @@ def gnss_release(
         strict: the strict threshold local sensitivity (the default; see the core module).
         skip_conditions: compute even where C5/C6 fail (with a warning).
         half_even: round the threshold statistic as the reference does.
+        chunk_size: queries per chunk of the passes over the votes.
+        progress: called with the number of queries done after each sensitivity chunk.
 
     Raises:
         UsageError: LNMax, or beta outside (0, 1/(2 order)).
@@ -174,42 +186,52 @@ def gnss_release(
             "smooth sensitivity is defined for GNMax, Confident- and Interactive-GNMax, not lnmax"
         )
     assert isinstance(mechanism, (GNMax, ConfidentGNMax))
-    num_seen = counts.shape[0] if answered is None else answered.shape[0]
-    counts = np.asarray(counts[:num_seen], dtype=np.float64)
+    num_seen = len(counts) if answered is None else answered.shape[0]
     num_classes = counts.shape[1]
     orders = np.array([order])
     sigma = mechanism.sigma
-    is_threshold = isinstance(mechanism, ConfidentGNMax)
-    step1 = counts if baseline is None else counts - baseline[:num_seen]
+    threshold_step = mechanism if isinstance(mechanism, ConfidentGNMax) else None
 
     # The data-independent shortcut of the reference, per step, at this order.
     ind_gnmax = ss_core.is_data_independent_always_opt_gnmax(
         num_teachers, num_classes, sigma, order
     )
-    if is_threshold:
-        assert isinstance(mechanism, ConfidentGNMax)
-        ind_threshold = ss_core.is_data_independent_always_opt_threshold(
-            num_teachers, mechanism.threshold, mechanism.sigma1, order
-        )
-        log_pr = log_pr_answered_threshold(
-            step1, mechanism.threshold, mechanism.sigma1, half_even=half_even
-        )
-        weights = np.exp(log_pr) if answered is None else answered.astype(np.float64)
-        if ind_threshold:
-            rdp1 = num_seen * order / (2 * mechanism.sigma1**2)  # Prop. 8, sensitivity 1
-        else:
-            rdp1 = float(rdp_threshold(log_pr, mechanism.sigma1, orders).sum())
+    ind_threshold = threshold_step is None or ss_core.is_data_independent_always_opt_threshold(
+        num_teachers, threshold_step.threshold, threshold_step.sigma1, order
+    )
+    # One pass over the votes for the per-query scalars; a second for the sensitivities.
+    terms = query_terms(
+        counts,
+        mechanism,
+        num_seen=num_seen,
+        baseline=baseline,
+        half_even=half_even,
+        need_logq=not ind_gnmax,
+        chunk_size=chunk_size,
+    )
+    if answered is not None:
+        weights = answered.astype(np.float64)
+    elif terms.log_pr_answered is not None:
+        weights = np.exp(terms.log_pr_answered)
     else:
-        ind_threshold = True  # no threshold step: nothing data-dependent in it
-        weights = np.ones(num_seen) if answered is None else answered.astype(np.float64)
-        rdp1 = 0.0
+        weights = np.ones(num_seen)
+    # As the reference: a data-independent step is accounted at Prop. 8's bound.
+    rdp1_independent = 0.0
+    rdp1 = 0.0
+    if threshold_step is not None:
+        rdp1_independent = num_seen * order / (2 * threshold_step.sigma1**2)  # sensitivity 1
+        rdp1 = rdp1_independent
+        if not ind_threshold:
+            assert terms.log_pr_answered is not None
+            cost = partial(rdp_threshold, sigma1=threshold_step.sigma1, orders=orders)
+            rdp1 = float(weighted_costs(terms.log_pr_answered, [None], cost)[0, 0])
     rdp2_independent = float(weights.sum()) * order / sigma**2  # Prop. 8
-    if ind_gnmax:
-        rdp2 = rdp2_independent
-    else:
-        rdp2 = float(weights @ rdp_gnmax(logq_gnmax(counts, sigma), sigma, orders)[:, 0])
+    rdp2 = rdp2_independent
+    if not ind_gnmax:
+        assert terms.logq is not None
+        cost = partial(rdp_gnmax, sigma=sigma, orders=orders)
+        rdp2 = float(weighted_costs(terms.logq, [weights], cost)[0, 0])
     rdp_at_order = rdp1 + rdp2
-    rdp1_independent = num_seen * order / (2 * mechanism.sigma1**2) if is_threshold else 0.0  # type: ignore[union-attr]
     common = {
         "order": order,
         "data_independent_steps": (ind_threshold, ind_gnmax),
@@ -247,19 +269,27 @@ def gnss_release(
             )
         warnings.append(f"{message}; computed anyway because of --skip-conditions")
 
-    ls = ss_core.local_sensitivity_total(
-        counts,
-        num_teachers,
-        order,
-        sigma,
-        threshold=mechanism.threshold if is_threshold else None,  # type: ignore[union-attr]
-        sigma1=mechanism.sigma1 if is_threshold else None,  # type: ignore[union-attr]
-        step1_votes=step1,
-        step2_weights=weights,
-        data_independent_step1=ind_threshold,
-        data_independent_step2=ind_gnmax,
-        strict=strict,
-    )
+    # Theorem 24: the bound of the total is the sum of the per-query bounds, chunk by chunk.
+    ls = np.zeros(num_teachers)
+    for start in range(0, num_seen, chunk_size):
+        stop = min(start + chunk_size, num_seen)
+        block = np.asarray(counts[start:stop], dtype=np.float64)
+        ls += ss_core.local_sensitivity_total(
+            block,
+            num_teachers,
+            order,
+            sigma,
+            threshold=None if threshold_step is None else threshold_step.threshold,
+            sigma1=None if threshold_step is None else threshold_step.sigma1,
+            step1_votes=block if baseline is None else block - baseline[start:stop],
+            step2_weights=weights[start:stop],
+            data_independent_step1=ind_threshold,
+            data_independent_step2=ind_gnmax,
+            strict=strict,
+            half_even=half_even,
+        )
+        if progress is not None:
+            progress(stop - start)
     chosen_on_data = beta is None or sigma_ss is None
     if beta is not None and not 0 < beta < 1 / (2 * order):
         raise UsageError(

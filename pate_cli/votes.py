@@ -249,10 +249,15 @@ def _load_npz(path: StrPath, where: str, what: str) -> np.ndarray:
         ) from None
     if len(data) != header.nbytes:
         raise _truncated(where, what, header, len(data))
-    if header.nbytes == 0:
-        return np.empty(header.shape, dtype=header.dtype)
-    flat = np.frombuffer(data, dtype=header.dtype)
-    return flat.reshape(header.shape, order="F" if header.fortran_order else "C").copy()
+    try:
+        if header.nbytes == 0:
+            return np.empty(header.shape, dtype=header.dtype)
+        flat = np.frombuffer(data, dtype=header.dtype)
+        return flat.reshape(header.shape, order="F" if header.fortran_order else "C").copy()
+    except ValueError as exc:  # e.g. more dimensions than numpy supports (65 in numpy 2)
+        raise InputError(
+            f"{where}: unreadable .npz array ({exc}); expected the {what} saved with numpy.savez"
+        ) from None
 
 
 def _load(path: StrPath, what: str, *, mmap: bool) -> np.ndarray:

@@ -203,3 +203,30 @@ def test_python_dash_m_runs_the_same_cli():
         [sys.executable, "-m", "pate_cli", "--version"], capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == f"pate {__version__}"
+
+
+def test_progress_is_for_people_only(monkeypatch):
+    """Never with --json, never into a pipe, never for work that takes no time."""
+    import io
+
+    from rich.console import Console
+
+    from pate_cli._options import PROGRESS_MIN_WORK, progress_bar, show_progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stderr", Terminal())
+    assert show_progress(False, PROGRESS_MIN_WORK)
+    assert not show_progress(True, PROGRESS_MIN_WORK)
+    assert not show_progress(False, PROGRESS_MIN_WORK - 1)
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert not show_progress(False, 10**12)
+    with progress_bar("x", 10, enabled=False) as advance:
+        assert advance is None
+    screen = io.StringIO()
+    with progress_bar("accounting", 10, enabled=True, console=Console(file=screen, force_terminal=True)) as advance:
+        assert advance is not None
+        advance(10)
+    assert "accounting" in screen.getvalue()

@@ -158,6 +158,7 @@ def analyze(
         answered=answered,
         data_independent=data_independent,
         half_even=half_even,
+        as_json=as_json,
     )
     if not no_release:
         notes: tuple[str, ...] = ()
@@ -178,6 +179,7 @@ def analyze(
                     seed=seed,
                     strict=strict,
                     half_even=half_even,
+                    as_json=as_json,
                 )
                 release = gnss.to_json_dict()
                 notes = gnss.warnings

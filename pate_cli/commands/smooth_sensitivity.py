@@ -125,6 +125,7 @@ def smooth_sensitivity(
         baseline=baseline,
         answered=answered,
         half_even=half_even,
+        as_json=as_json,
     )
     release = release_for(
         votes,
@@ -139,6 +140,7 @@ def smooth_sensitivity(
         strict=strict,
         skip_conditions=skip_conditions,
         half_even=half_even,
+        as_json=as_json,
     )
     report = SmoothSensitivityReport(
         input=summary(votes),

@@ -99,7 +99,7 @@ def rdp_gnmax(
 
     live = ~fixed
     # With sigma^2 out of the float range these are 0, inf or NaN; each fails `ok` below.
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         mu2 = np.sqrt(variance * -logq[live])
         mu1 = mu2 + 1
         rdp2 = mu2 / variance

@@ -29,8 +29,11 @@ def logq_lnmax(counts: NDArray[np.float64], gamma: float) -> NDArray[np.float64]
     num_queries, num_classes = counts.shape
     rows = np.arange(num_queries)
     top = counts.argmax(axis=1)
-    # Scaled gaps, <= 0; the reference divides by lambda = 1/gamma.
-    scaled = (counts - counts[rows, top][:, None]) / (1 / gamma)
+    # Scaled gaps, <= 0; the reference divides by lambda = 1/gamma. A gap of more than
+    # ~1e308 noise scales overflows: clip it, so that its term is exp(-1.8e308) = 0, not NaN.
+    with np.errstate(over="ignore"):
+        scaled = (counts - counts[rows, top][:, None]) / (1 / gamma)
+    scaled = np.maximum(scaled, -np.finfo(np.float64).max)
     terms = np.log(2 - scaled) + np.log(0.25) + scaled
     terms[rows, top] = -np.inf
     with np.errstate(divide="ignore"):  # log(0) for a single class is the intended -inf
@@ -69,7 +72,10 @@ def rdp_lnmax(
     if np.any(~(logq <= 0)):
         raise ValueError("logq must be <= 0")
     eps = 2 * gamma
-    valid = np.exp(logq) <= 1 / (np.exp(eps) + 1)
+    fixed = np.isneginf(logq)
+    out[fixed] = 0.0  # q = 0: a fixed outcome, where Theorem 3 gives 0 (also for eps = inf)
+    # Theorem 3's condition q <= 1/(e^eps + 1), in log space so that e^eps cannot overflow.
+    valid = ~fixed & (logq <= -np.logaddexp(0.0, eps))
     if not valid.any():
         return out
     lq = logq[valid]

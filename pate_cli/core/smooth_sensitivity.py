@@ -58,7 +58,7 @@ from scipy import optimize, special
 from scipy.special import log_ndtr, ndtri_exp
 
 from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax
-from pate_cli.core.threshold import log_pr_answered_threshold, rdp_threshold
+from pate_cli.core.threshold import log_pr_answered_threshold, rdp_threshold, round_votes
 
 # A non-leader class whose union-bound term is below exp(-45) * 1.5 of the head
 # term is dropped: even 1000 such terms change q by < 1e-16 relative.
@@ -787,8 +787,11 @@ def _threshold_ls_rows(
     return np.where(distance < np.maximum(tops, num_teachers - tops)[:, None], ls, 0.0)
 
 
-def _threshold_tops(step1_votes: NDArray[np.float64], num_teachers: int) -> NDArray[np.int64]:
-    tops = np.round(step1_votes.max(axis=1))  # half to even, as the reference's round()
+def _threshold_tops(
+    step1_votes: NDArray[np.float64], num_teachers: int, half_even: bool
+) -> NDArray[np.int64]:
+    # Rounded as log_pr_answered_threshold rounds it (round_votes: half up by default).
+    tops = round_votes(step1_votes.max(axis=1), half_even=half_even)
     if np.any(tops < 0) or np.any(tops > num_teachers):
         raise ValueError(
             f"round(max(votes)) must lie in [0, num_teachers={num_teachers}] for the threshold step"
@@ -804,11 +807,13 @@ def local_sensitivity_threshold(
     order: float,
     *,
     strict: bool = False,
+    half_even: bool = False,
 ) -> NDArray[np.float64]:
     """Upper bounds on the threshold step's local sensitivity at distance d, per query.
 
     Algorithm 4's ThresholdLocalSensitivity, Papernot et al. 2018. With
-    h = round(max(counts)) (half to even, as the reference), entry d is
+    h = round(max(counts)) (``round_votes``: half up, or half to even as the
+    reference with ``half_even``), entry d is
     max(ThreshLS(h+d), ThreshLS(h-d)) over the ends inside [0, M].
 
     ``strict=False`` reproduces the reference exactly, including two quirks:
@@ -825,6 +830,7 @@ def local_sensitivity_threshold(
         sigma1: noise standard deviation of the threshold step.
         order: Renyi order.
         strict: see above.
+        half_even: round max(counts) half to even, as the reference.
 
     Returns:
         Local-sensitivity bounds per query and distance.
@@ -838,7 +844,7 @@ def local_sensitivity_threshold(
     num_teachers = _check_num_teachers(num_teachers)
     sigma1 = _check_positive("sigma1", sigma1)
     order = _check_order(order)
-    tops = _threshold_tops(step1, num_teachers)
+    tops = _threshold_tops(step1, num_teachers, half_even)
     table = _threshold_ls_table(num_teachers, float(threshold), sigma1, order)
     unique, inverse = np.unique(tops, return_inverse=True)
     return _threshold_ls_rows(unique, table, strict)[inverse.reshape(-1)]
@@ -875,6 +881,7 @@ def local_sensitivity_total(
     data_independent_step1: bool = False,
     data_independent_step2: bool = False,
     strict: bool = False,
+    half_even: bool = False,
 ) -> NDArray[np.float64]:
     """Local-sensitivity bound of the total RDP at each distance d (Theorem 24).
 
@@ -900,6 +907,7 @@ def local_sensitivity_total(
         data_independent_step1: step 1 uses Prop. 8's bound (no sensitivity).
         data_independent_step2: step 2 uses Prop. 8's bound (no sensitivity).
         strict: see :func:`local_sensitivity_threshold`.
+        half_even: round the threshold statistic half to even, as the reference.
 
     Returns:
         The summed bound per distance.
@@ -925,9 +933,11 @@ def local_sensitivity_total(
         step1 = counts if step1_votes is None else _as_counts(step1_votes, "step1_votes")
         if step1.shape != counts.shape:
             raise ValueError(f"step1_votes has shape {step1.shape}, votes {counts.shape}")
-        weights = np.exp(log_pr_answered_threshold(step1, float(threshold), sigma1))
+        weights = np.exp(
+            log_pr_answered_threshold(step1, float(threshold), sigma1, half_even=half_even)
+        )
         if not data_independent_step1:
-            tops = _threshold_tops(step1, num_teachers)
+            tops = _threshold_tops(step1, num_teachers, half_even)
             table = _threshold_ls_table(num_teachers, float(threshold), sigma1, order)
             total += _threshold_total(tops, table, strict)
 

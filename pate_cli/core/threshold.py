@@ -42,8 +42,10 @@ def log_pr_answered_threshold(
     if not sigma1 > 0:
         raise ValueError(f"sigma1 must be positive, got {sigma1}")
     top = round_votes(np.asarray(counts, dtype=np.float64).max(axis=1), half_even=half_even)
-    # Pr[N(0, s^2) >= T - top] = Phi((top - T) / s), in log space.
-    return log_ndtr((top - threshold) / sigma1)
+    # Pr[N(0, s^2) >= T - top] = Phi((top - T) / s), in log space. Beyond the float range
+    # the ratio is +-inf: answered with probability 1 (log 0) or 0 (-inf), its limits.
+    with np.errstate(over="ignore"):
+        return log_ndtr((top - threshold) / sigma1)
 
 
 def rdp_threshold(
