@@ -9,6 +9,8 @@ makes deduplication and smooth sensitivity tractable.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numpy.typing import NDArray
 from scipy.special import log_ndtr, logsumexp
@@ -48,19 +50,83 @@ def logq_gnmax(counts: NDArray[np.float64], sigma: float) -> NDArray[np.float64]
     rows = np.arange(num_queries)
     top = counts.argmax(axis=1)
     gaps = counts[rows, top][:, None] - counts
-    # log Pr[N(0, 2 sigma^2) >= gap] = log_ndtr(-gap / (sqrt(2) sigma)).
-    variance = _variance(sigma)
-    if np.finfo(np.float64).tiny <= variance <= np.finfo(np.float64).max / 2:
-        log_tails = log_ndtr(-gaps / np.sqrt(2 * variance))  # the reference's expression
-    else:
-        # sigma^2 outside the float range: scale without squaring. A gap of more than
-        # ~1e308 noise scales overflows to -inf, a tail of probability 0 (log q = -inf).
-        with np.errstate(over="ignore"):
-            log_tails = log_ndtr(-(gaps / sigma) / np.sqrt(2))
-    log_tails[rows, top] = -np.inf  # the union bound runs over the other classes only
     with np.errstate(divide="ignore"):  # log(0) for a single class is the intended -inf
         cap = np.log(1 - 1 / num_classes)
-    return np.minimum(logsumexp(log_tails, axis=1), cap)
+    logq = _logq_integer_gaps(gaps, rows, top, sigma)
+    if logq is None:
+        logq = _logq_log_space(gaps, rows, top, sigma)
+    return np.minimum(logq, cap)
+
+
+def _log_tails(gaps: NDArray[np.float64], sigma: float) -> NDArray[np.float64]:
+    """log Pr[N(0, 2 sigma^2) >= gap] = log_ndtr(-gap / (sqrt(2) sigma)), elementwise."""
+    variance = _variance(sigma)
+    if np.finfo(np.float64).tiny <= variance <= np.finfo(np.float64).max / 2:
+        return log_ndtr(-gaps / np.sqrt(2 * variance))  # the reference's expression
+    # sigma^2 outside the float range: scale without squaring. A gap of more than
+    # ~1e308 noise scales overflows to -inf, a tail of probability 0 (log q = -inf).
+    with np.errstate(over="ignore"):
+        return log_ndtr(-(gaps / sigma) / np.sqrt(2))
+
+
+def _logq_log_space(
+    gaps: NDArray[np.float64], rows: NDArray[np.intp], top: NDArray[np.intp], sigma: float
+) -> NDArray[np.float64]:
+    """The union bound of Prop. 7 summed in log space: valid for any gaps."""
+    log_tails = _log_tails(gaps, sigma)
+    log_tails[rows, top] = -np.inf  # the union bound runs over the other classes only
+    return logsumexp(log_tails, axis=1)
+
+
+# Integer gaps up to this many are tabulated (8 MB at most per table).
+_TABLE_MAX_GAP = 1 << 20
+# The largest term of a row must be at least this for a linear-space sum to keep full
+# relative precision (all terms are positive: no cancellation; subnormals are negligible).
+_LINEAR_FLOOR = 1e-280
+
+
+@functools.lru_cache(maxsize=8)
+def _tail_tables(sigma: float, width: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """log tails of the gaps 0 .. width-1, and the tails with a final 0 (read-only)."""
+    log_table = _log_tails(np.arange(width, dtype=np.float64), sigma)
+    # The last entry is the excluded argmax's term: probability 0.
+    table = np.append(np.exp(log_table), 0.0)
+    log_table.flags.writeable = False
+    table.flags.writeable = False
+    return log_table, table
+
+
+def _logq_integer_gaps(
+    gaps: NDArray[np.float64], rows: NDArray[np.intp], top: NDArray[np.intp], sigma: float
+) -> NDArray[np.float64] | None:
+    """Prop. 7 for integer votes, from a table of Gaussian tails per integer gap.
+
+    Votes are usually counts, so every gap is an integer in [0, M]: the tail of each
+    gap is computed once (with the same expression as the general path) and summed
+    in linear space where that keeps full precision; other rows go to log space.
+    Returns None when the gaps are not small integers.
+    """
+    if gaps.size == 0:
+        return None
+    largest = gaps.max()
+    if not (largest <= _TABLE_MAX_GAP and np.array_equal(gaps, np.floor(gaps))):
+        return None
+    width = int(largest) + 1
+    log_table, table = _tail_tables(float(sigma), width)
+    index = gaps.astype(np.intp)
+    index[rows, top] = width
+    sums = table[index].sum(axis=1)
+    # A row's largest term is the tail of its smallest gap among the other classes.
+    index[rows, top] = width - 1
+    head = log_table[index.min(axis=1)]
+    exact = head >= np.log(_LINEAR_FLOOR)
+    logq = np.empty(gaps.shape[0])
+    with np.errstate(divide="ignore"):  # a zero sum (single class) is the intended -inf
+        logq[exact] = np.log(sums[exact])
+    rest = ~exact
+    if rest.any():
+        logq[rest] = _logq_log_space(gaps[rest], np.arange(int(rest.sum())), top[rest], sigma)
+    return logq
 
 
 def rdp_gnmax_data_independent(sigma: float, orders: NDArray[np.float64]) -> NDArray[np.float64]:
