@@ -37,7 +37,7 @@ import tempfile
 import warnings as _warnings
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import IO
@@ -396,8 +396,10 @@ def save_npy_atomic(path: StrPath, array: np.ndarray) -> None:
     write_atomic(path, lambda f: np.save(f, np.asarray(array), allow_pickle=False))
 
 
-def _detect_format(raw: np.ndarray, where: str, teachers: int | None) -> VoteFormat:
-    """Auto-detection rules; see the module docstring."""
+def _detect_format(
+    raw: np.ndarray, where: str, teachers: int | None, sums: NDArray[np.float64] | None = None
+) -> VoteFormat:
+    """Auto-detection rules; see the module docstring. ``sums``: the row sums, if known."""
     if raw.ndim == 3:
         return VoteFormat.PROBS
     if raw.ndim != 2:
@@ -408,7 +410,8 @@ def _detect_format(raw: np.ndarray, where: str, teachers: int | None) -> VoteFor
         )
     if raw.size == 0:
         return VoteFormat.COUNTS  # rejected as empty by the shape check
-    sums = _row_sums(raw)
+    if sums is None:
+        sums = _row_sums(raw)
     if np.isfinite(sums[0]) and sums[0] > 0 and np.allclose(sums, sums[0], rtol=1e-9, atol=0):
         return VoteFormat.COUNTS
     if teachers is None and _is_whole(raw).all() and raw.min() >= 0:
@@ -493,15 +496,14 @@ def _counts_from_labels(labels: np.ndarray, num_classes: int) -> NDArray[np.floa
     return counts.reshape(num_queries, num_classes).astype(np.float64)
 
 
-def _teachers_from_counts(
-    counts: NDArray[np.float64],
+def _teachers_from_sums(
+    sums: NDArray[np.float64],
     where: str,
     teachers: int | None,
     notes: list[str],
     file_query: Callable[[int], int],
 ) -> int:
     """M from the row sums of a counts array, or ``teachers`` with a note when they differ."""
-    sums = _row_sums(counts)
     if not sums.any():
         raise InputError(
             f"{where}: every votes row sums to 0; expected rows that sum to the "
@@ -584,7 +586,7 @@ def _to_counts(
                 f"{where}: votes row {file_query(q)}, column {c} is "
                 f"{_show(counts[q, c])}; expected finite non-negative vote counts"
             )
-        num_teachers = _teachers_from_counts(counts, where, teachers, notes, file_query)
+        num_teachers = _teachers_from_sums(_row_sums(counts), where, teachers, notes, file_query)
     else:
         if fmt is VoteFormat.LABELS:
             if num_classes is None:
@@ -614,6 +616,86 @@ def _to_counts(
                 f"{where}: the file has {file_teachers} teachers but --teachers is {num_teachers}"
             )
     return counts, num_teachers
+
+
+# Counts files with more rows than this are read a block at a time, never whole.
+STREAM_MIN_ROWS = 1 << 18
+_BLOCK_ROWS = 1 << 16
+
+
+class ChunkedCounts:
+    """The (Q, C) counts of an .npy file, read as float64 a block of rows at a time.
+
+    It behaves like a read-only float64 array for what the analysis needs: ``len``,
+    ``shape``, row slices ``[a:b]`` (read from the file on demand into a fresh
+    buffer: no memory map, so resident memory stays at one block) and
+    ``np.asarray`` (reads everything). Used for large counts files that are
+    analysed whole or by a prefix (``--queries``).
+    """
+
+    ndim = 2
+    dtype = np.dtype(np.float64)
+
+    def __init__(self, path: StrPath, header: _Header, num_rows: int) -> None:
+        self._path = os.fspath(path)
+        self._header = header
+        self.shape = (num_rows, int(header.shape[1]))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: object) -> NDArray[np.float64]:
+        if isinstance(key, slice) and key.step in (None, 1):
+            start, stop, _ = key.indices(self.shape[0])
+            return self._read(start, max(start, stop))
+        return np.asarray(self)[key]  # type: ignore[index]
+
+    def __array__(self, dtype: object = None, copy: object = None) -> NDArray[np.float64]:
+        out = self._read(0, self.shape[0])
+        return out if dtype is None else out.astype(dtype)  # type: ignore[call-overload]
+
+    def _read(self, start: int, stop: int) -> NDArray[np.float64]:
+        header, width = self._header, self.shape[1]
+        itemsize = header.dtype.itemsize
+        with open(self._path, "rb") as f:
+            f.seek(header.offset + start * width * itemsize)
+            data = f.read((stop - start) * width * itemsize)
+        if len(data) != (stop - start) * width * itemsize:
+            raise InputError(f"{self._path}: the file changed while it was read")
+        rows = np.frombuffer(data, dtype=header.dtype).reshape(stop - start, width)
+        return rows.astype(np.float64)
+
+    def blocks(self) -> Iterator[tuple[int, NDArray[np.float64]]]:
+        """(first row, rows) for consecutive blocks of rows."""
+        for start in range(0, self.shape[0], _BLOCK_ROWS):
+            yield start, self[start : start + _BLOCK_ROWS]
+
+
+def _npy_header(path: StrPath) -> _Header | None:
+    """The header of a plain .npy file (None for .npz); the file was checked already."""
+    where = os.fspath(path)
+    with _open_regular(path, where, "votes") as f:
+        if f.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
+            return None
+        f.seek(0)
+        return _read_header(f, where, "votes")
+
+
+def _stream_counts(
+    source: ChunkedCounts, where: str, teachers: int | None, notes: list[str]
+) -> int:
+    """Validate a streamed counts file block by block; returns M (see ``_to_counts``)."""
+    sums = np.empty(len(source))
+    for start, block in source.blocks():
+        bad = ~np.isfinite(block) | (block < 0)
+        if bad.any():
+            q, c = _first(bad)
+            raise InputError(
+                f"{where}: votes row {start + q}, column {c} is {_show(block[q, c])}; "
+                "expected finite non-negative vote counts"
+            )
+        sums[start : start + len(block)] = _row_sums(block)
+    return _teachers_from_sums(sums, where, teachers, notes, lambda q: q)
 
 
 def load_votes(
@@ -654,24 +736,43 @@ def load_votes(
             f"{where}: votes array has dtype bool; expected numeric counts, integer "
             "labels or float scores"
         )
+    # A large 2-D .npy is read block by block: never whole, never memory-mapped.
+    header = _npy_header(path) if raw.ndim == 2 and raw.shape[0] >= STREAM_MIN_ROWS else None
+    source = (
+        ChunkedCounts(path, header, raw.shape[0])
+        if header is not None and not header.fortran_order and indices is None
+        else None
+    )
     detected = fmt is VoteFormat.AUTO
     if detected:
-        fmt = _detect_format(raw, where, teachers)
+        sums = None
+        if source is not None and raw.size:
+            sums = np.concatenate([_row_sums(block) for _, block in source.blocks()])
+        fmt = _detect_format(raw, where, teachers, sums)
     _check_shape(raw, where, fmt, num_classes)
     axis = 0 if fmt is VoteFormat.COUNTS else 1
     num_file_queries = int(raw.shape[axis])
     selection = _selection(where, num_file_queries, queries, indices)
-    # Select before converting: a memory-mapped file then reads only the queries kept.
-    data = np.asarray(raw if selection is None else np.take(raw, selection, axis=axis))
-
-    def file_query(q: int) -> int:
-        return q if selection is None else int(selection[q])
-
     notes: list[str] = []
+    counts: NDArray[np.float64] | ChunkedCounts
     try:
-        counts, num_teachers = _to_counts(
-            raw, data, fmt, where, num_classes, teachers, file_query, notes
-        )
+        if source is not None and header is not None and fmt is VoteFormat.COUNTS:
+            # Only a prefix (--queries) can be selected here: indices disable streaming.
+            counts = ChunkedCounts(
+                path, header, num_file_queries if selection is None else len(selection)
+            )
+            num_teachers = _stream_counts(counts, where, teachers, notes)
+        else:
+            # Select before converting: a memory-mapped file then reads only the queries kept.
+            data = np.asarray(raw if selection is None else np.take(raw, selection, axis=axis))
+
+            def file_query(q: int) -> int:
+                return q if selection is None else int(selection[q])
+
+            counts, num_teachers = _to_counts(
+                raw, data, fmt, where, num_classes, teachers, file_query, notes
+            )
+            counts.flags.writeable = False
     except InputError as exc:
         if not detected:
             raise
@@ -679,9 +780,8 @@ def load_votes(
         raise InputError(
             f"{exc.message} (detected --format {fmt.value}; pass --format to override)"
         ) from None
-    counts.flags.writeable = False
     return Votes(
-        counts=counts,
+        counts=counts,  # type: ignore[arg-type]
         path=where,
         sha256=file_sha256(path),
         format=fmt,

@@ -370,7 +370,7 @@ def compare_rows(
     if baseline is None and any(isinstance(m, InteractiveGNMax) for m in mechanisms):
         raise ValueError("interactive-gnmax rows need a baseline")
     terms = _SharedTerms(
-        np.asarray(counts, dtype=np.float64),
+        counts,  # an array or a file read block by block: only ever sliced by rows
         np.asarray(orders, dtype=np.float64),
         baseline,
         half_even,

@@ -43,6 +43,7 @@ from pate_cli._options import (
     selection_options,
     summary,
 )
+from pate_cli.accounting import DEFAULT_CHUNK_SIZE
 from pate_cli.ledger import BUCKET_EDGES, agreement_bucket, bucket_labels, top_two
 from pate_cli.report import InputSummary
 from pate_cli.votes import VoteFormat, Votes, load_array
@@ -148,9 +149,15 @@ def profile_votes(counts: FloatArray, num_teachers: int) -> VoteProfile:
 
     Shapes: counts (Q, C).
     """
-    counts = np.asarray(counts, dtype=np.float64)
     num_queries, num_classes = counts.shape
-    top, gap = top_two(counts)
+    top, gap, totals = np.empty(num_queries), np.empty(num_queries), np.empty(num_queries)
+    winner = np.empty(num_queries, dtype=np.intp)
+    for start in range(0, num_queries, DEFAULT_CHUNK_SIZE):  # bounded memory on large files
+        block = np.asarray(counts[start : start + DEFAULT_CHUNK_SIZE], dtype=np.float64)
+        rows = slice(start, start + len(block))
+        top[rows], gap[rows] = top_two(block)
+        totals[rows] = block.sum(axis=1)
+        winner[rows] = block.argmax(axis=1)
     share = top / num_teachers
     which = agreement_bucket(share)
     size = len(BUCKET_EDGES)
@@ -160,9 +167,8 @@ def profile_votes(counts: FloatArray, num_teachers: int) -> VoteProfile:
         (*BUCKET_EDGES[1:], 1.0),
         tuple(int(n) for n in np.bincount(which, minlength=size)),
     )
-    totals = counts.sum(axis=1)
     tied = 0 if num_classes == 1 else int(np.sum(gap == 0))
-    plurality = np.bincount(counts.argmax(axis=1), minlength=num_classes)
+    plurality = np.bincount(winner, minlength=num_classes)
     return VoteProfile(
         num_queries=num_queries,
         top_share=_distribution(share, share_histogram),

@@ -1,0 +1,63 @@
+"""Large files are read block by block; the results equal the in-memory path exactly."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import pate_cli.votes as votes_module
+from tests.conftest import REFERENCE, reference_json, run_cli
+
+CASES = [
+    ("mnist_like", ["--threshold", 200, "--sigma1", 150, "--sigma", 40, "--delta", 1e-5]),
+    ("svhn_like", ["--threshold", 300, "--sigma1", 200, "--sigma", 40, "--delta", 1e-6]),
+    ("glyph_like", ["--threshold", 1000, "--sigma1", 500, "--sigma", 100, "--delta", 1e-8]),
+    ("edge_ties_top2", ["--sigma", 40, "--delta", 1e-5]),
+]
+
+
+def _outputs(stem: str, flags: list, extra: list) -> dict[str, dict]:
+    path = REFERENCE / f"{stem}.npy"
+    return {
+        "analyze": run_cli(["analyze", path, *flags, *extra, "--seed", 0, "--json"]).json,
+        "inspect": run_cli(["inspect", path, *extra, "--json"]).json,
+        "compare": run_cli(["compare", path, *flags, *extra, "--json"]).json,
+    }
+
+
+@pytest.mark.parametrize(("stem", "flags"), CASES, ids=[c[0] for c in CASES])
+def test_chunked_equals_in_memory_on_reference_files(stem, flags, monkeypatch):
+    in_memory = _outputs(stem, flags, [])
+    monkeypatch.setattr(votes_module, "STREAM_MIN_ROWS", 1)
+    monkeypatch.setattr(votes_module, "_BLOCK_ROWS", 97)  # many small, ragged blocks
+    streamed = _outputs(stem, flags, [])
+    assert json.dumps(streamed, sort_keys=True) == json.dumps(in_memory, sort_keys=True)
+    # A prefix (--queries) streams too.
+    queries = reference_json(f"{stem}.expected.json")["shape"][0] // 2 or 1
+    prefix = _outputs(stem, flags, ["--queries", queries])
+    monkeypatch.setattr(votes_module, "STREAM_MIN_ROWS", 10**9)
+    assert json.dumps(prefix, sort_keys=True) == json.dumps(
+        _outputs(stem, flags, ["--queries", queries]), sort_keys=True
+    )
+
+
+def test_streamed_source_reads_blocks_and_arrays(tmp_path, monkeypatch):
+    counts = np.random.default_rng(0).multinomial(50, np.full(4, 0.25), size=1000).astype(np.int32)
+    path = tmp_path / "votes.npy"
+    np.save(path, counts)
+    monkeypatch.setattr(votes_module, "STREAM_MIN_ROWS", 10)
+    monkeypatch.setattr(votes_module, "_BLOCK_ROWS", 64)
+    votes = votes_module.load_votes(path, queries=900)
+    source = votes.counts
+    assert isinstance(source, votes_module.ChunkedCounts)
+    assert source.shape == (900, 4) and len(source) == 900
+    np.testing.assert_array_equal(source[10:20], counts[10:20].astype(float))
+    np.testing.assert_array_equal(np.asarray(source), counts[:900].astype(float))
+    assert sum(len(block) for _, block in source.blocks()) == 900
+    bad = counts.astype(float)
+    bad[777, 2] = -1
+    np.save(path, bad)
+    with pytest.raises(votes_module.InputError, match="row 777, column 2"):
+        votes_module.load_votes(path)
