@@ -243,6 +243,7 @@ def _load_npz(path: StrPath, where: str, what: str) -> np.ndarray:
         RuntimeError,
         NotImplementedError,
         ValueError,
+        IndexError,  # ZipInfo.is_dir() of a name that a NUL byte cut to ""
     ) as exc:
         raise InputError(
             f"{where}: corrupt .npz archive ({exc}); expected the {what} saved with numpy.savez"
