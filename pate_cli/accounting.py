@@ -275,16 +275,21 @@ def account(
     )
 
 
+def scaled_cost(count: float, cost: FloatArray) -> FloatArray:
+    """count x per-step cost, where no step costs nothing even if one step costs inf."""
+    return np.zeros_like(cost) if count == 0 else count * cost
+
+
 def data_independent_rdp(
     mechanism: Mechanism, orders: FloatArray, num_seen: int, num_answered: float
 ) -> FloatArray:
     """Data-independent totals: Prop. 8 per answer, plus the threshold step per query seen."""
     if isinstance(mechanism, ConfidentGNMax):
-        return num_seen * threshold.rdp_threshold_data_independent(
-            mechanism.sigma1, orders
-        ) + num_answered * gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders)
+        return scaled_cost(
+            num_seen, threshold.rdp_threshold_data_independent(mechanism.sigma1, orders)
+        ) + scaled_cost(num_answered, gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders))
     if isinstance(mechanism, GNMax):
-        return num_answered * gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders)
+        return scaled_cost(num_answered, gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders))
     if isinstance(mechanism, LNMax):
-        return num_answered * lnmax.rdp_lnmax_data_independent(mechanism.gamma, orders)
+        return scaled_cost(num_answered, lnmax.rdp_lnmax_data_independent(mechanism.gamma, orders))
     assert_never(mechanism)

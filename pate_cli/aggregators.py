@@ -12,7 +12,8 @@ all Q queries is drawn first, in this order, whatever the outcomes and the stop 
 
 1. threshold noise, Confident- and Interactive-GNMax only: ``z1 = rng.standard_normal(Q)``;
 2. class noise, row-major: ``z = rng.standard_normal((Q, C))`` for the GNMax step, or
-   ``rng.laplace(0.0, 1 / gamma, (Q, C))`` for LNMax (drawn even where the query abstains).
+   ``rng.laplace(0.0, 1.0, (Q, C))`` times 1 / gamma for LNMax (drawn even where the query
+   abstains).
 
 The noisy values are ``counts + sigma * z`` (argmax, first maximum on ties) and
 ``round(max_j s_j) + sigma1 * z1 >= threshold`` with ``s = counts`` (Confident) or
@@ -116,13 +117,25 @@ def _row_blocks(num_queries: int, num_classes: int) -> Iterator[slice]:
 
 
 def _noisy_argmax(
-    counts: NDArray[np.float64], draw: Callable[[tuple[int, int]], NDArray[np.float64]]
+    counts: NDArray[np.float64],
+    scale: float,
+    unit: Callable[[tuple[int, int]], NDArray[np.float64]],
 ) -> NDArray[np.int64]:
-    """argmax(counts + draw(shape)) per row, drawing the noise block by block in row order."""
+    """argmax(counts + scale * unit(shape)) per row, drawing block by block in row order.
+
+    Where scale * noise overflows (scale near the float limit), the row is decided
+    on counts / scale + noise instead: the same argmax, without an inf - inf.
+    """
     labels = np.empty(counts.shape[0], dtype=np.int64)
     for rows in _row_blocks(*counts.shape):
         block = counts[rows]
-        labels[rows] = np.argmax(block + draw(block.shape), axis=1)
+        noise = unit(block.shape)
+        with np.errstate(over="ignore"):
+            noisy = block + scale * noise
+        overflow = ~np.isfinite(noisy).all(axis=1)
+        if overflow.any():
+            noisy[overflow] = block[overflow] / scale + noise[overflow]
+        labels[rows] = np.argmax(noisy, axis=1)
     return labels
 
 
@@ -137,7 +150,8 @@ def _threshold_step(
     if np.isnan(threshold):
         raise ValueError("threshold must not be NaN")
     _check_scale("sigma1", sigma1)
-    noise = sigma1 * rng.standard_normal(top.shape[0])
+    with np.errstate(over="ignore"):  # an infinite draw passes or fails, as it should
+        noise = sigma1 * rng.standard_normal(top.shape[0])
     return round_votes(top, half_even=half_even) + noise >= threshold
 
 
@@ -183,7 +197,7 @@ def aggregate_lnmax(
     Args:
         counts: vote histograms.
         gamma: inverse Laplace scale (one answer is 2 gamma-DP).
-        rng: the only source of randomness; draws ``laplace(0, 1/gamma, (Q, C))``.
+        rng: the only source of randomness; draws ``laplace(0, 1, (Q, C))``.
         max_answered: stop right after this many answers (None: no limit).
         max_queries: process at most this many queries (None: all).
 
@@ -200,7 +214,7 @@ def aggregate_lnmax(
     counts = _check_counts(counts)
     _check_scale("gamma", gamma)
     _check_common(rng, max_answered, max_queries)
-    labels = _noisy_argmax(counts, lambda shape: rng.laplace(0.0, 1.0 / gamma, shape))
+    labels = _noisy_argmax(counts, 1.0 / gamma, lambda shape: rng.laplace(0.0, 1.0, shape))
     answered = np.ones(labels.shape[0], dtype=bool)
     return _finish(labels, answered, _teacher_branch(answered), max_answered, max_queries)
 
@@ -235,7 +249,7 @@ def aggregate_gnmax(
     counts = _check_counts(counts)
     _check_scale("sigma", sigma)
     _check_common(rng, max_answered, max_queries)
-    labels = _noisy_argmax(counts, lambda shape: sigma * rng.standard_normal(shape))
+    labels = _noisy_argmax(counts, sigma, rng.standard_normal)
     answered = np.ones(labels.shape[0], dtype=bool)
     return _finish(labels, answered, _teacher_branch(answered), max_answered, max_queries)
 
@@ -277,7 +291,7 @@ def aggregate_confident_gnmax(
     _check_scale("sigma", sigma)
     _check_common(rng, max_answered, max_queries)
     answered = _threshold_step(counts.max(axis=1), threshold, sigma1, rng, half_even)
-    labels = _noisy_argmax(counts, lambda shape: sigma * rng.standard_normal(shape))
+    labels = _noisy_argmax(counts, sigma, rng.standard_normal)
     labels = np.where(answered, labels, -1)
     return _finish(labels, answered, _teacher_branch(answered), max_answered, max_queries)
 
@@ -346,7 +360,7 @@ def aggregate_interactive_gnmax(
     for rows in _row_blocks(*counts.shape):  # bounds the (block, C) temporary
         top[rows] = (counts[rows] - weight * probs[rows]).max(axis=1)
     answered = _threshold_step(top, threshold, sigma1, rng, half_even)
-    teacher_labels = _noisy_argmax(counts, lambda shape: sigma * rng.standard_normal(shape))
+    teacher_labels = _noisy_argmax(counts, sigma, rng.standard_normal)
     is_student = ~answered & (probs.max(axis=1) > student_confidence)
     labels = np.where(answered, teacher_labels, np.where(is_student, probs.argmax(axis=1), -1))
     branch = np.select([answered, is_student], [Branch.TEACHERS, Branch.STUDENT], Branch.ABSTAINED)

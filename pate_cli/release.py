@@ -34,11 +34,12 @@ from pate_cli.accounting import (
     Conversion,
     eps_curve,
     query_terms,
+    scaled_cost,
     weighted_costs,
 )
 from pate_cli.core import smooth_sensitivity as ss_core
-from pate_cli.core.gnmax import rdp_gnmax
-from pate_cli.core.threshold import rdp_threshold
+from pate_cli.core.gnmax import rdp_gnmax, rdp_gnmax_data_independent
+from pate_cli.core.threshold import rdp_threshold, rdp_threshold_data_independent
 from pate_cli.errors import PateError, UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism
 
@@ -62,7 +63,7 @@ class GnssRelease:
     data_independent_steps: tuple[bool, bool]
     """(threshold step, answer step) accounted data-independently at ``order``."""
     conditions: tuple[bool, bool] | None
-    """(C5, C6) at ``order``; None when not checked (nothing to release)."""
+    """(C5, C6) at ``order``; None when not checked (nothing to release, or not checkable)."""
     expected_answered: float
     rdp_at_order: float
     """Total RDP at ``order``, with data-independent steps at their bound."""
@@ -100,6 +101,8 @@ class GnssRelease:
         }
         if self.conditions is not None:
             out["conditions"] = {"c5": self.conditions[0], "c6": self.conditions[1]}
+        elif self.released:  # released under --skip-conditions where they cannot be checked
+            out["conditions"] = {"c5": None, "c6": None}
         if not self.released:
             out["reason"] = self.reason
             out["epsilon_data_independent"] = self.epsilon_data_independent
@@ -219,13 +222,18 @@ def gnss_release(
     rdp1_independent = 0.0
     rdp1 = 0.0
     if threshold_step is not None:
-        rdp1_independent = num_seen * order / (2 * threshold_step.sigma1**2)  # sensitivity 1
+        rdp1_independent = float(  # Prop. 8 with sensitivity 1
+            scaled_cost(num_seen, rdp_threshold_data_independent(threshold_step.sigma1, orders))[0]
+        )
         rdp1 = rdp1_independent
         if not ind_threshold:
             assert terms.log_pr_answered is not None
             cost = partial(rdp_threshold, sigma1=threshold_step.sigma1, orders=orders)
             rdp1 = float(weighted_costs(terms.log_pr_answered, [None], cost)[0, 0])
-    rdp2_independent = float(weights.sum()) * order / sigma**2  # Prop. 8
+    # Prop. 8 per expected answer.
+    rdp2_independent = float(
+        scaled_cost(weights.sum(), rdp_gnmax_data_independent(sigma, orders))[0]
+    )
     rdp2 = rdp2_independent
     if not ind_gnmax:
         assert terms.logq is not None
@@ -254,10 +262,22 @@ def gnss_release(
             **common,
         )
 
-    c5, c6 = ss_core.check_conditions(sigma, num_classes, order)
     warnings: list[str] = []
-    if not (c5 and c6):
-        failed = " and ".join(name for name, ok in (("C5", c5), ("C6", c6)) if not ok)
+    conditions: tuple[bool, bool] | None
+    try:
+        conditions = ss_core.check_conditions(sigma, num_classes, order)
+    except ss_core.NumericalRangeError as exc:
+        if not skip_conditions:
+            raise ConditionError(
+                f"{exc} (order {order:g}, sigma {sigma:g}); the release bound is not verified "
+                "there: choose another --order or --sigma, or pass --skip-conditions"
+            ) from exc
+        conditions = None
+        warnings.append(f"{exc}; computed anyway because of --skip-conditions")
+    if conditions is not None and not all(conditions):
+        failed = " and ".join(
+            name for name, ok in zip(("C5", "C6"), conditions, strict=True) if not ok
+        )
         message = (
             f"condition {failed} of the smooth-sensitivity analysis fails at order {order:g} "
             f"(sigma {sigma:g}, {num_classes} classes)"
@@ -311,7 +331,7 @@ def gnss_release(
     noise_std = smooth * sigma_ss if smooth > 0 else 0.0
     noise = float(np.random.default_rng(seed).normal(0.0, noise_std)) if noise_std > 0 else 0.0
     return GnssRelease(
-        conditions=(c5, c6),
+        conditions=conditions,
         released=True,
         beta=beta,
         smooth_sensitivity=smooth,

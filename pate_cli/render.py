@@ -198,7 +198,10 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
     )
     if "conditions" in release:
         conditions = release["conditions"]
-        verdicts = ["holds" if conditions[c] else "FAILS" for c in ("c5", "c6")]
+        verdicts = [
+            "unverified" if conditions[c] is None else "holds" if conditions[c] else "FAILS"
+            for c in ("c5", "c6")
+        ]
         table.add_row("conditions C5 / C6", " / ".join(verdicts))
     table.add_row("data-dependent epsilon", fmt(float(release["epsilon_data_dependent"])))
     if not release["released"]:

@@ -116,6 +116,22 @@ def test_unanimous_votes_with_tiny_noise_give_the_plurality(name: str) -> None:
     assert result.answered.all() and (result.branch == Branch.TEACHERS).all()
 
 
+def test_noise_at_the_float_limit_is_decided_on_the_noise() -> None:
+    """sigma * z overflows to +-inf near 1.8e308: the rows fall back on counts / sigma + z.
+
+    counts / sigma underflows to 0 there, so the label is the argmax of the draws alone,
+    never the first class by an inf == inf tie.
+    """
+    counts = np.zeros((200, 4))
+    counts[:, 0] = 250
+    sigma = 1.7e308
+    z = np.random.default_rng(9).standard_normal(counts.shape)
+    with np.errstate(over="ignore"):
+        assert not np.isfinite(sigma * z).all()
+    result = aggregate_gnmax(counts, sigma, np.random.default_rng(9))
+    assert np.array_equal(result.labels, z.argmax(axis=1))
+
+
 def test_confident_threshold_extremes() -> None:
     rng = np.random.default_rng(5)
     none = aggregate_confident_gnmax(CONTESTED, 1e9, 10.0, 10.0, rng)

@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-import pate_cli.cli as cli
 import pate_cli._options as options
+import pate_cli.cli as cli
 from pate_cli import __version__
 from pate_cli.errors import ExitCode
 from tests.conftest import MNIST, run_cli
@@ -226,7 +226,9 @@ def test_progress_is_for_people_only(monkeypatch):
     with progress_bar("x", 10, enabled=False) as advance:
         assert advance is None
     screen = io.StringIO()
-    with progress_bar("accounting", 10, enabled=True, console=Console(file=screen, force_terminal=True)) as advance:
+    with progress_bar(
+        "accounting", 10, enabled=True, console=Console(file=screen, force_terminal=True)
+    ) as advance:
         assert advance is not None
         advance(10)
     assert "accounting" in screen.getvalue()

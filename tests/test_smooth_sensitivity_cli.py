@@ -13,7 +13,9 @@ import pytest
 from pate_cli.errors import ExitCode
 from tests.conftest import MNIST, REFERENCE, reference_json, run_cli
 
-FILES = sorted(p.name for p in REFERENCE.glob("*.expected.json") if not p.name.startswith("labels2017"))
+FILES = sorted(
+    p.name for p in REFERENCE.glob("*.expected.json") if not p.name.startswith("labels2017")
+)
 CASES = [
     pytest.param(name, case, id=f"{name.split('.')[0]}")
     for name in FILES
@@ -26,8 +28,22 @@ def _args(name: str, case: dict, *extra) -> list:
     data = reference_json(name)
     params = case["params"]
     votes = MNIST if name.startswith("paper_") else REFERENCE / data["votes_file"]
-    args = ["smooth-sensitivity", votes, "--threshold", params["threshold"], "--sigma1", params["sigma1"],
-            "--sigma", params["sigma2"], "--delta", params["delta"], "--seed", 0, "--json", *extra]
+    args = [
+        "smooth-sensitivity",
+        votes,
+        "--threshold",
+        params["threshold"],
+        "--sigma1",
+        params["sigma1"],
+        "--sigma",
+        params["sigma2"],
+        "--delta",
+        params["delta"],
+        "--seed",
+        0,
+        "--json",
+        *extra,
+    ]
     if "--strict-local-sensitivity" not in extra:
         args.append("--reference-local-sensitivity")
     if "queries" in params:
@@ -42,9 +58,13 @@ def _args(name: str, case: dict, *extra) -> list:
 def _check_release(out: dict, result: dict) -> None:
     assert out["released"] is True
     assert out["beta"] == pytest.approx(result["beta_opt"], rel=1e-12)
-    for ours, theirs in [("smooth_sensitivity", "ss_opt"), ("sigma_ss", "sigma_ss_opt"),
-                         ("gnss_cost", "rdp_of_ss_release"), ("noise_std", "noise_std"),
-                         ("epsilon_expected_release", "eps_with_ss")]:
+    for ours, theirs in [
+        ("smooth_sensitivity", "ss_opt"),
+        ("sigma_ss", "sigma_ss_opt"),
+        ("gnss_cost", "rdp_of_ss_release"),
+        ("noise_std", "noise_std"),
+        ("epsilon_expected_release", "eps_with_ss"),
+    ]:
         assert out[ours] == pytest.approx(result[theirs], rel=1e-6, abs=1e-12), ours
 
 
@@ -61,7 +81,10 @@ def test_smooth_sensitivity_matches_reference(name, case):
     else:
         out = first.json
     assert out["order"] == pytest.approx(result["order"], rel=1e-12)
-    assert out["data_independent_steps"] == {"threshold": result["ind_step1"], "gnmax": result["ind_step2"]}
+    assert out["data_independent_steps"] == {
+        "threshold": result["ind_step1"],
+        "gnmax": result["ind_step2"],
+    }
     assert out["expected_answered"] == pytest.approx(result["answered_expected"], rel=1e-9)
     assert out["rdp_at_order"] == pytest.approx(result["rdp_at_order"], rel=1e-9)
     assert out["epsilon_data_dependent"] == pytest.approx(result["eps_before_ss"], rel=1e-9)
@@ -72,7 +95,9 @@ def test_smooth_sensitivity_matches_reference(name, case):
     assert out["conditions"] == {"c5": result["cond5"], "c6": result["cond6"]}
     _check_release(out, result)
     # Expected released = data-dependent + GNSS cost (classic conversion).
-    assert out["epsilon_expected_release"] == pytest.approx(out["epsilon_data_dependent"] + out["gnss_cost"], rel=1e-12)
+    assert out["epsilon_expected_release"] == pytest.approx(
+        out["epsilon_data_dependent"] + out["gnss_cost"], rel=1e-12
+    )
 
 
 @pytest.mark.parametrize(("name", "case"), CASES)
@@ -100,12 +125,30 @@ def test_strict_local_sensitivity_on_reference_cases(name, case):
 
 def test_paper_mnist_release_numbers():
     """The 2018 MNIST setting: order 14, beta 0.0329, E[SS] 0.0618, sigma_ss 6.23, 2.516 +/- 0.385."""
-    args = ["smooth-sensitivity", MNIST, "--threshold", 200, "--sigma1", 150, "--sigma", 40,
-            "--queries", 640, "--delta", 1e-5, "--seed", 0, "--json"]
+    args = [
+        "smooth-sensitivity",
+        MNIST,
+        "--threshold",
+        200,
+        "--sigma1",
+        150,
+        "--sigma",
+        40,
+        "--queries",
+        640,
+        "--delta",
+        1e-5,
+        "--seed",
+        0,
+        "--json",
+    ]
     out = run_cli(args).json
     assert out["order"] == 14
     assert round(out["beta"], 4) == 0.0329
-    assert round(out["smooth_sensitivity"], 4) == 0.0617 or round(out["smooth_sensitivity"], 3) == 0.062
+    assert (
+        round(out["smooth_sensitivity"], 4) == 0.0617
+        or round(out["smooth_sensitivity"], 3) == 0.062
+    )
     assert round(out["sigma_ss"], 2) == 6.23
     assert round(out["epsilon_expected_release"], 3) == 2.516
     assert round(out["noise_std"], 3) == 0.385
@@ -114,8 +157,21 @@ def test_paper_mnist_release_numbers():
 
 
 def test_released_epsilon_is_reproducible_from_the_seed():
-    base = ["smooth-sensitivity", MNIST, "--threshold", 200, "--sigma1", 150, "--sigma", 40,
-            "--queries", 640, "--delta", 1e-5, "--json"]
+    base = [
+        "smooth-sensitivity",
+        MNIST,
+        "--threshold",
+        200,
+        "--sigma1",
+        150,
+        "--sigma",
+        40,
+        "--queries",
+        640,
+        "--delta",
+        1e-5,
+        "--json",
+    ]
     a = run_cli([*base, "--seed", 7]).json
     b = run_cli([*base, "--seed", 7]).json
     c = run_cli([*base, "--seed", 8]).json
@@ -127,8 +183,27 @@ def test_released_epsilon_is_reproducible_from_the_seed():
 
 
 def test_fixed_beta_and_sigma_ss_are_used_and_not_flagged():
-    args = ["smooth-sensitivity", MNIST, "--threshold", 200, "--sigma1", 150, "--sigma", 40,
-            "--queries", 640, "--delta", 1e-5, "--seed", 0, "--beta", 0.03, "--sigma-ss", 6.0, "--json"]
+    args = [
+        "smooth-sensitivity",
+        MNIST,
+        "--threshold",
+        200,
+        "--sigma1",
+        150,
+        "--sigma",
+        40,
+        "--queries",
+        640,
+        "--delta",
+        1e-5,
+        "--seed",
+        0,
+        "--beta",
+        0.03,
+        "--sigma-ss",
+        6.0,
+        "--json",
+    ]
     out = run_cli(args).json
     assert out["beta"] == 0.03 and out["sigma_ss"] == 6.0
     assert out["parameters_chosen_on_data"] is False
@@ -136,26 +211,61 @@ def test_fixed_beta_and_sigma_ss_are_used_and_not_flagged():
 
 
 def test_gate_on_released_epsilon():
-    args = ["smooth-sensitivity", MNIST, "--threshold", 200, "--sigma1", 150, "--sigma", 40,
-            "--queries", 640, "--delta", 1e-5, "--seed", 0]
+    args = [
+        "smooth-sensitivity",
+        MNIST,
+        "--threshold",
+        200,
+        "--sigma1",
+        150,
+        "--sigma",
+        40,
+        "--queries",
+        640,
+        "--delta",
+        1e-5,
+        "--seed",
+        0,
+    ]
     run_cli([*args, "--max-epsilon", 2.6])
     result = run_cli([*args, "--max-epsilon", 2.5], expect=ExitCode.BUDGET_EXCEEDED)
     assert "released epsilon 2.5162" in result.stderr
 
 
 def test_lnmax_is_a_usage_error():
-    result = run_cli(["smooth-sensitivity", MNIST, "--gamma", 0.1, "--delta", 1e-5], expect=ExitCode.BAD_INPUT)
+    result = run_cli(
+        ["smooth-sensitivity", MNIST, "--gamma", 0.1, "--delta", 1e-5], expect=ExitCode.BAD_INPUT
+    )
     assert "--gamma" in result.stderr or "lnmax" in result.stderr
 
 
 def test_analyze_carries_the_release():
-    args = ["analyze", MNIST, "--threshold", 200, "--sigma1", 150, "--sigma", 40, "--queries", 640,
-            "--delta", 1e-5, "--seed", 0, "--json"]
+    args = [
+        "analyze",
+        MNIST,
+        "--threshold",
+        200,
+        "--sigma1",
+        150,
+        "--sigma",
+        40,
+        "--queries",
+        640,
+        "--delta",
+        1e-5,
+        "--seed",
+        0,
+        "--json",
+    ]
     out = run_cli(args).json
     assert out["release"]["released"] is True
     assert round(out["release"]["epsilon_expected_release"], 3) == 2.516
     assert "release" not in run_cli([*args, "--no-release"]).json
-    lnmax = run_cli(["analyze", MNIST, "--gamma", 0.1, "--delta", 1e-5, "--queries", 100, "--json"]).json
+    lnmax = run_cli(
+        ["analyze", MNIST, "--gamma", 0.1, "--delta", 1e-5, "--queries", 100, "--json"]
+    ).json
     assert lnmax["release"]["released"] is False
-    gated = run_cli([*args, "--max-epsilon", 2.5, "--gate-on", "released"], expect=ExitCode.BUDGET_EXCEEDED)
+    gated = run_cli(
+        [*args, "--max-epsilon", 2.5, "--gate-on", "released"], expect=ExitCode.BUDGET_EXCEEDED
+    )
     assert "released epsilon" in gated.stderr

@@ -92,7 +92,10 @@ def test_changing_one_digit_of_an_epsilon_is_caught(tmp_path, votes, digit):
     failed = [c for c in out["checks"] if not c["ok"]]
     assert [c["name"] for c in failed] == ["epsilon_expected_release"]
     # Under a tolerance (as between software versions) the last digit passes, the 4th does not.
-    loose = run_cli(["verify", record_path, "--rtol", 1e-9], expect=ExitCode.OK if digit < 0 else ExitCode.BUDGET_EXCEEDED)
+    loose = run_cli(
+        ["verify", record_path, "--rtol", 1e-9],
+        expect=ExitCode.OK if digit < 0 else ExitCode.BUDGET_EXCEEDED,
+    )
     assert loose.exit_code in (0, 1)
 
 
@@ -147,7 +150,11 @@ def test_a_crashed_run_leaves_no_record(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     "content",
-    ["not json", json.dumps({"schema": "other"}), json.dumps({"schema": "pate-record", "version": 99})],
+    [
+        "not json",
+        json.dumps({"schema": "other"}),
+        json.dumps({"schema": "pate-record", "version": 99}),
+    ],
     ids=["not-json", "not-a-record", "future-version"],
 )
 def test_unusable_records_are_exit_2(tmp_path, content):

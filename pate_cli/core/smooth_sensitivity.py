@@ -57,8 +57,18 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special
 from scipy.special import log_ndtr, ndtri_exp
 
-from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax
-from pate_cli.core.threshold import log_pr_answered_threshold, rdp_threshold, round_votes
+from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax, rdp_gnmax_data_independent
+from pate_cli.core.threshold import (
+    log_pr_answered_threshold,
+    rdp_threshold,
+    rdp_threshold_data_independent,
+    round_votes,
+)
+
+
+class NumericalRangeError(ArithmeticError):
+    """A quantity of the analysis leaves the double range (sigma too small or too large)."""
+
 
 # A non-leader class whose union-bound term is below exp(-45) * 1.5 of the head
 # term is dropped: even 1000 such terms change q by < 1e-16 relative.
@@ -69,6 +79,9 @@ _ENTRY_CHUNK = 1 << 22
 _THRESHOLD_ROW_CHUNK = 256
 # Theorem 6 is evaluated on log q clipped to [_LOGQ_FLOOR, log q0]; it is 0 at the floor.
 _LOGQ_FLOOR = -1e300
+# sigma for which log q0 is computed: sigma^2, 1/sigma^2 and Theorem 6's terms stay normal.
+_SIGMA_RANGE = (1e-100, 1e100)
+
 # Tail sums run in linear space on exp(log-tail + _LINEAR_SHIFT) when the head term
 # is at least exp(_LINEAR_MIN_LOG_HEAD), so it stays a normal double.
 _LINEAR_SHIFT = 650.0
@@ -166,12 +179,18 @@ def _beta(
     # Clipping keeps Theorem 6 finite everywhere; np.where then picks the right branch
     # (at the floor the bound is exactly 0, the fixed-outcome value).
     dependent = _rdp_gnmax_theorem6(np.clip(logq, _LOGQ_FLOOR, logq0), sigma, order)
-    return np.where(logq < logq0, dependent, order / sigma**2)
+    return np.where(logq < logq0, dependent, rdp_gnmax_data_independent(sigma, np.array([order])))
 
 
 @functools.lru_cache(maxsize=1024)
 def _logq0_scalar(sigma: float, order: float) -> float:
     """Brent root of Theorem 6 = Prop. 8 in log q, bracketed as the reference does."""
+    # Theorem 6 needs lambda / sigma^2 and (1 + 1/sigma)^2 as normal doubles.
+    if not _SIGMA_RANGE[0] <= sigma <= _SIGMA_RANGE[1]:
+        raise NumericalRangeError(
+            f"log q0 is not computable in double precision for sigma {sigma:g} "
+            f"(outside [{_SIGMA_RANGE[0]:g}, {_SIGMA_RANGE[1]:g}])"
+        )
     independent = order / sigma**2
 
     def excess(logq: float) -> float:
@@ -185,7 +204,7 @@ def _logq0_scalar(sigma: float, order: float) -> float:
     log_lower = 2 * log_upper
     while excess(log_lower) > 0:
         if log_lower < -10000:
-            raise RuntimeError(
+            raise NumericalRangeError(
                 f"cannot bracket log q0 for sigma={sigma}, order={order}: "
                 "the lower end passed -10000"
             )
@@ -215,7 +234,8 @@ def logq0_gnmax(sigma: float, orders: ArrayLike) -> NDArray[np.float64]:
 
     Raises:
         ValueError: sigma <= 0 or an order <= 1.
-        RuntimeError: the root cannot be bracketed or Brent does not converge.
+        NumericalRangeError: sigma outside 1e-100 .. 1e100, or no bracket for the root.
+        RuntimeError: Brent does not converge.
 
     Shapes: orders (K,) -> (K,).
     """
@@ -1046,7 +1066,8 @@ def is_data_independent_always_opt_gnmax(
     """Tell whether GNMax's data-dependent bound never beats Prop. 8's at this order.
 
     As the reference's ``is_data_independent_always_opt_gaussian``: the most
-    favourable histogram (unanimous) gives RDP within ``np.isclose`` of lambda/sigma^2.
+    favourable histogram (unanimous) gives RDP within ``np.isclose`` of lambda/sigma^2
+    (its relative tolerance only: see the comment below).
 
     Shapes: scalars -> bool.
     """
@@ -1059,7 +1080,8 @@ def is_data_independent_always_opt_gnmax(
     unanimous[0, 0] = num_teachers
     orders = np.array([order])
     dependent = rdp_gnmax(logq_gnmax(unanimous, sigma), sigma, orders)[0, 0]
-    return bool(np.isclose(dependent, order / sigma**2))
+    # atol=0: the reference's default atol=1e-8 calls any cost below 1e-8 "close".
+    return bool(np.isclose(dependent, rdp_gnmax_data_independent(sigma, orders)[0], atol=0))
 
 
 def is_data_independent_always_opt_threshold(
@@ -1069,7 +1091,7 @@ def is_data_independent_always_opt_threshold(
 
     As the reference's ``is_data_independent_always_opt_threshold``: the RDP
     depends only on max(votes) in [0, M] and is checked at both ends with
-    ``np.isclose`` against lambda / (2 sigma1^2).
+    ``np.isclose`` (relative tolerance only) against lambda / (2 sigma1^2).
 
     Shapes: scalars -> bool.
     """
@@ -1080,7 +1102,8 @@ def is_data_independent_always_opt_threshold(
     dependent = rdp_threshold(
         log_pr_answered_threshold(ends, threshold, sigma1), sigma1, np.array([order])
     )
-    return bool(np.all(np.isclose(dependent[:, 0], order / (2 * sigma1**2))))
+    independent = rdp_threshold_data_independent(sigma1, np.array([order]))[0]
+    return bool(np.all(np.isclose(dependent[:, 0], independent, atol=0)))
 
 
 def _theorem6_derivative(q: float, sigma: float, order: float) -> float:
@@ -1139,6 +1162,7 @@ def check_conditions(sigma: float, num_classes: int, order: float) -> tuple[bool
 
     Raises:
         ValueError: sigma <= 0, num_classes < 2, order <= 1.
+        NumericalRangeError: q0 or q1 underflows, so the interval cannot be searched.
         RuntimeError: the minimiser does not converge.
 
     Shapes: scalars -> (bool, bool).
@@ -1148,10 +1172,19 @@ def check_conditions(sigma: float, num_classes: int, order: float) -> tuple[bool
     order = _check_order(order)
     logq0 = _logq0_scalar(sigma, order)
     q0 = math.exp(logq0)
+    if q0 == 0.0:
+        raise NumericalRangeError(
+            f"C5/C6 cannot be checked numerically: q0 = exp({logq0:.6g}) underflows to 0"
+        )
     cond5 = _minimum_of(lambda q: _theorem6_derivative(q, sigma, order), q0) >= 0
     if not cond5:
         return False, False
-    q1 = math.exp(float(log_bl_gnmax(np.array([logq0]), sigma, num_classes)[0]))
+    logq1 = float(log_bl_gnmax(np.array([logq0]), sigma, num_classes)[0])
+    q1 = math.exp(logq1)
+    if q1 == 0.0:
+        raise NumericalRangeError(
+            f"C6 cannot be checked numerically: q1 = exp({logq1:.6g}) underflows to 0"
+        )
     half_classes = (num_classes - 1) / 2
 
     def delta_derivative(q: float) -> float:

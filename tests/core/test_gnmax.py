@@ -115,20 +115,31 @@ def test_cap_at_one_minus_one_over_classes():
     assert logq_gnmax(counts, 40.0)[0] == pytest.approx(math.log(0.75))
 
 
-@pytest.mark.parametrize(("teachers", "classes", "sigma"), [(250, 10, 40.0), (5000, 150, 100.0), (250, 10, 0.5), (250, 10, 1e-3), (10**6, 3, 1.0)])
+@pytest.mark.parametrize(
+    ("teachers", "classes", "sigma"),
+    [(250, 10, 40.0), (5000, 150, 100.0), (250, 10, 0.5), (250, 10, 1e-3), (10**6, 3, 1.0)],
+)
 def test_integer_gap_table_equals_log_space_union_bound(teachers, classes, sigma):
     """The tabulated linear-space sum agrees with the log-space one, including underflow."""
     from pate_cli.core.gnmax import _logq_log_space
 
     rng = np.random.default_rng(11)
-    counts = rng.multinomial(teachers, rng.dirichlet(np.full(classes, 0.3), size=3000)).astype(float)
+    counts = rng.multinomial(teachers, rng.dirichlet(np.full(classes, 0.3), size=3000)).astype(
+        float
+    )
     rows, top = np.arange(len(counts)), counts.argmax(axis=1)
-    expected = np.minimum(_logq_log_space(counts[rows, top][:, None] - counts, rows, top, sigma), np.log(1 - 1 / classes))
+    expected = np.minimum(
+        _logq_log_space(counts[rows, top][:, None] - counts, rows, top, sigma),
+        np.log(1 - 1 / classes),
+    )
     got = logq_gnmax(counts, sigma)
     np.testing.assert_array_equal(np.isneginf(got), np.isneginf(expected))
     finite = np.isfinite(expected)
     np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-14, atol=1e-14)
     half = counts.copy()
     half[:, 0] += 0.5  # not integers: the log-space path, which must give the same bound
-    shifted = np.minimum(_logq_log_space(half[rows, half.argmax(1)][:, None] - half, rows, half.argmax(1), sigma), np.log(1 - 1 / classes))
+    shifted = np.minimum(
+        _logq_log_space(half[rows, half.argmax(1)][:, None] - half, rows, half.argmax(1), sigma),
+        np.log(1 - 1 / classes),
+    )
     np.testing.assert_array_equal(logq_gnmax(half, sigma), shifted)

@@ -151,6 +151,23 @@ def test_check_conditions(
     assert ss.check_conditions(sigma, num_classes, order) == tuple(expected)
 
 
+@pytest.mark.parametrize(("sigma", "order"), [(1e-6, 2.0), (1e-150, 2.0), (1e150, 2.0)])
+def test_check_conditions_outside_the_double_range_is_an_error_not_a_verdict(
+    sigma: float, order: float
+) -> None:
+    # sigma 1e-6: q0 = exp(-1e12) underflows, so [0, q0] cannot be searched; sigma 1e+-150:
+    # lambda / sigma^2 leaves the normal range. Neither is reported as holding or failing.
+    with pytest.raises(ss.NumericalRangeError):
+        ss.check_conditions(sigma, 10, order)
+
+
+def test_data_independent_shortcut_compares_relatively() -> None:
+    # lambda / sigma^2 = 5e-9 < np.isclose's default atol: the unanimous cost (~1e-275 or 0)
+    # must still not be called "close" to it.
+    assert not ss.is_data_independent_always_opt_gnmax(10**6, 3, 2e4, 2.0)
+    assert ss.is_data_independent_always_opt_gnmax(250, 10, 1e3, 2.0)
+
+
 # ---------------------------------------------------------------------------
 # Reference values: local-sensitivity arrays
 # ---------------------------------------------------------------------------
