@@ -54,7 +54,7 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import optimize, special
+from scipy import special
 from scipy.special import log_ndtr, ndtri_exp
 
 from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax, rdp_gnmax_data_independent
@@ -209,6 +209,8 @@ def _logq0_scalar(sigma: float, order: float) -> float:
                 "the lower end passed -10000"
             )
         log_lower *= 1.5
+    from scipy import optimize  # 0.2 s to import: only a release needs it
+
     root, result = optimize.brentq(excess, log_lower, log_upper, full_output=True)
     if not result.converged:
         raise RuntimeError(
@@ -1141,6 +1143,8 @@ def _theorem6_derivative(q: float, sigma: float, order: float) -> float:
 
 
 def _minimum_of(fn: Callable[[float], float], upper: float) -> float:
+    from scipy import optimize
+
     result = optimize.minimize_scalar(fn, bounds=(0, upper), method="bounded")
     if not result.success:
         raise RuntimeError("the bounded minimiser did not converge while checking C5/C6")
