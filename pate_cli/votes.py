@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import math
 import os
@@ -38,6 +39,7 @@ import warnings as _warnings
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from typing import IO
@@ -78,7 +80,8 @@ class Votes:
     Attributes:
         counts: Per-query vote histogram after the selection; read-only, C-contiguous.
         path: The path as the user gave it.
-        sha256: Hex SHA-256 of the file's bytes.
+        digest: Hex SHA-256 of the file's bytes, computed on a thread while the votes are
+            analysed (hashlib releases the GIL); read it as ``sha256``.
         format: The format used; never ``AUTO``.
         detected: True when ``format`` came from auto-detection.
         num_teachers: M.
@@ -90,7 +93,7 @@ class Votes:
 
     counts: NDArray[np.float64]
     path: str
-    sha256: str
+    digest: Future[str]
     format: VoteFormat
     detected: bool
     num_teachers: int
@@ -98,6 +101,11 @@ class Votes:
     num_file_queries: int
     selection: NDArray[np.int64] | None
     warnings: tuple[str, ...]
+
+    @property
+    def sha256(self) -> str:
+        """Hex SHA-256 of the file's bytes (waits for the hashing thread)."""
+        return self.digest.result()
 
     @property
     def num_queries(self) -> int:
@@ -134,6 +142,14 @@ def _row_sums(a: np.ndarray) -> NDArray[np.float64]:
     # Overflow to inf (values near 1e308) is a bad-input case reported by the caller.
     with np.errstate(over="ignore", invalid="ignore"):
         return np.asarray(a.sum(axis=1, dtype=np.float64))
+
+
+def _all_near(sums: NDArray[np.float64], total: float) -> bool:
+    """np.allclose(sums, total, rtol=1e-9, atol=0), from two reductions (NaN fails)."""
+    tolerance = 1e-9 * abs(total)
+    if sums.size == 0:
+        return True
+    return bool(total - sums.min() <= tolerance and sums.max() - total <= tolerance)
 
 
 def _is_whole(a: np.ndarray) -> NDArray[np.bool_]:
@@ -309,6 +325,11 @@ def load_array(path: StrPath, what: str) -> np.ndarray:
     return np.asarray(_load(path, what, mmap=False))
 
 
+@functools.cache
+def _hashing_thread() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="pate-sha256")
+
+
 def file_sha256(path: StrPath) -> str:
     """Hex SHA-256 of a file's bytes, read in chunks.
 
@@ -413,7 +434,7 @@ def _detect_format(
         return VoteFormat.COUNTS  # rejected as empty by the shape check
     if sums is None:
         sums = _row_sums(raw)
-    if np.isfinite(sums[0]) and sums[0] > 0 and np.allclose(sums, sums[0], rtol=1e-9, atol=0):
+    if np.isfinite(sums[0]) and sums[0] > 0 and _all_near(sums, sums[0]):
         return VoteFormat.COUNTS
     if teachers is None and _is_whole(raw).all() and raw.min() >= 0:
         return VoteFormat.LABELS
@@ -519,9 +540,8 @@ def _teachers_from_sums(
                 f"{_show(sums.max())})"
             )
         return teachers
-    agree = np.isclose(sums, sums[0], rtol=1e-9, atol=0)
-    if not agree.all():
-        q = int(np.argmin(agree))
+    if not _all_near(sums, sums[0]):
+        q = int(np.argmin(np.isclose(sums, sums[0], rtol=1e-9, atol=0)))
         raise InputError(
             f"{where}: votes rows sum to different totals (row {file_query(0)}: "
             f"{_show(sums[0])}, row {file_query(q)}: {_show(sums[q])}); expected "
@@ -658,13 +678,21 @@ class ChunkedCounts:
     def _read(self, start: int, stop: int) -> NDArray[np.float64]:
         header, width = self._header, self.shape[1]
         itemsize = header.dtype.itemsize
+        size = (stop - start) * width * itemsize
         with open(self._path, "rb") as f:
             f.seek(header.offset + start * width * itemsize)
-            data = f.read((stop - start) * width * itemsize)
-        if len(data) != (stop - start) * width * itemsize:
+            if header.dtype == np.float64:  # native float64: straight into the result
+                out = np.empty((stop - start, width))
+                complete = f.readinto(memoryview(out).cast("B")) == size
+            else:
+                data = f.read(size)
+                complete = len(data) == size
+                if complete:
+                    raw = np.frombuffer(data, dtype=header.dtype).reshape(stop - start, width)
+                    out = raw.astype(np.float64)
+        if not complete:
             raise InputError(f"{self._path}: the file changed while it was read")
-        rows = np.frombuffer(data, dtype=header.dtype).reshape(stop - start, width)
-        return rows.astype(np.float64)
+        return out
 
     def blocks(self) -> Iterator[tuple[int, NDArray[np.float64]]]:
         """(first row, rows) for consecutive blocks of rows."""
@@ -682,20 +710,40 @@ def _npy_header(path: StrPath) -> _Header | None:
         return _read_header(f, where, "votes")
 
 
-def _stream_counts(
-    source: ChunkedCounts, where: str, teachers: int | None, notes: list[str]
-) -> int:
-    """Validate a streamed counts file block by block; returns M (see ``_to_counts``)."""
+def _scan_counts(source: ChunkedCounts) -> tuple[NDArray[np.float64], int | None]:
+    """One pass over a streamed counts file: row sums, and the first row with a value
+    that is not a finite non-negative count (None if there is none)."""
     sums = np.empty(len(source))
+    first_bad = None
     for start, block in source.blocks():
-        bad = ~np.isfinite(block) | (block < 0)
-        if bad.any():
-            q, c = _first(bad)
-            raise InputError(
-                f"{where}: votes row {start + q}, column {c} is {_show(block[q, c])}; "
-                "expected finite non-negative vote counts"
-            )
+        # min/max propagate NaN, so two reductions (no temporaries) check the whole block.
+        if first_bad is None and block.size and not (block.min() >= 0 and block.max() < np.inf):
+            first_bad = start + _first(~np.isfinite(block) | (block < 0))[0]
         sums[start : start + len(block)] = _row_sums(block)
+    return sums, first_bad
+
+
+def _stream_counts(
+    source: ChunkedCounts,
+    where: str,
+    teachers: int | None,
+    notes: list[str],
+    scan: tuple[NDArray[np.float64], int | None] | None = None,
+) -> int:
+    """Validate a streamed counts file; returns M (see ``_to_counts``).
+
+    ``scan``: ``_scan_counts`` of the whole file when auto-detection made it already
+    (the file may be longer than ``source``, a prefix).
+    """
+    sums, first_bad = _scan_counts(source) if scan is None else scan
+    sums = sums[: len(source)]
+    if first_bad is not None and first_bad < len(source):
+        row = source[first_bad : first_bad + 1][0]
+        c = _first(~np.isfinite(row) | (row < 0))[0]
+        raise InputError(
+            f"{where}: votes row {first_bad}, column {c} is {_show(row[c])}; "
+            "expected finite non-negative vote counts"
+        )
     return _teachers_from_sums(sums, where, teachers, notes, lambda q: q)
 
 
@@ -732,6 +780,7 @@ def load_votes(
         raise UsageError(f"--format {fmt}: expected auto, counts, labels or probs") from None
     _check_flags(num_classes, teachers, queries)
     raw = _load(path, "votes", mmap=True)
+    digest = _hashing_thread().submit(file_sha256, path)
     if raw.dtype.kind == "b":
         raise InputError(
             f"{where}: votes array has dtype bool; expected numeric counts, integer "
@@ -745,11 +794,11 @@ def load_votes(
         else None
     )
     detected = fmt is VoteFormat.AUTO
+    scan = None
     if detected:
-        sums = None
         if source is not None and raw.size:
-            sums = np.concatenate([_row_sums(block) for _, block in source.blocks()])
-        fmt = _detect_format(raw, where, teachers, sums)
+            scan = _scan_counts(source)  # reused below: the file is read once to validate
+        fmt = _detect_format(raw, where, teachers, None if scan is None else scan[0])
     _check_shape(raw, where, fmt, num_classes)
     axis = 0 if fmt is VoteFormat.COUNTS else 1
     num_file_queries = int(raw.shape[axis])
@@ -762,7 +811,7 @@ def load_votes(
             counts = ChunkedCounts(
                 path, header, num_file_queries if selection is None else len(selection)
             )
-            num_teachers = _stream_counts(counts, where, teachers, notes)
+            num_teachers = _stream_counts(counts, where, teachers, notes, scan)
         else:
             # Select before converting: a memory-mapped file then reads only the queries kept.
             data = np.asarray(raw if selection is None else np.take(raw, selection, axis=axis))
@@ -784,7 +833,7 @@ def load_votes(
     return Votes(
         counts=counts,  # type: ignore[arg-type]
         path=where,
-        sha256=file_sha256(path),
+        digest=digest,
         format=fmt,
         detected=detected,
         num_teachers=num_teachers,
