@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
@@ -102,6 +103,45 @@ class RdpAccount:
 _COST_BLOCK = 4096
 
 
+# Values grouped per block first when there are more than a few blocks of them.
+_DISTINCT_BLOCK = 1 << 16
+
+
+def _group(
+    values: FloatArray, weights: Sequence[FloatArray | None]
+) -> tuple[FloatArray, FloatArray]:
+    """The distinct values (sorted) and, per weight vector, the weight of each: (U,), (R, U)."""
+    unique, inverse = np.unique(values, return_inverse=True)
+    inverse = inverse.ravel()
+    per_value = [np.bincount(inverse, weights=w, minlength=unique.size) for w in weights]
+    return unique, np.stack(per_value).reshape(len(weights), unique.size)
+
+
+def _distinct(
+    values: FloatArray, weights: Sequence[FloatArray | None], threads: int
+) -> tuple[FloatArray, FloatArray]:
+    """``_group`` of the whole run, in two stages when it is long.
+
+    Each block of queries is grouped on its own (on threads), then the blocks'
+    distinct values are grouped again: a run with few distinct values never sorts
+    all its queries. Blocks are fixed and combined in order: the sums do not depend
+    on the thread count.
+    """
+    if values.size <= 4 * _DISTINCT_BLOCK:
+        return _group(values, weights)
+    starts = range(0, values.size, _DISTINCT_BLOCK)
+
+    def block(start: int) -> tuple[FloatArray, FloatArray]:
+        rows = slice(start, start + _DISTINCT_BLOCK)
+        return _group(values[rows], [None if w is None else w[rows] for w in weights])
+
+    with ThreadPoolExecutor(threads) if threads > 1 else nullcontext() as pool:
+        parts = list(map(block, starts) if pool is None else pool.map(block, starts))
+    block_values = np.concatenate([u for u, _ in parts])
+    block_weights = np.concatenate([w for _, w in parts], axis=1)
+    return _group(block_values, list(block_weights))
+
+
 def weighted_costs(
     values: FloatArray,
     weights: Sequence[FloatArray | None],
@@ -117,9 +157,8 @@ def weighted_costs(
 
     Shapes: values (Q,), each weight (Q,), cost (U,) -> (U, K); returns (R, K).
     """
-    unique, inverse = np.unique(values, return_inverse=True)
-    inverse = inverse.ravel()
-    per_value = np.stack([np.bincount(inverse, weights=w, minlength=unique.size) for w in weights])
+    threads = workers if workers is not None else min(4, os.cpu_count() or 1)
+    unique, per_value = _distinct(values, weights, threads)
     used = np.any(per_value != 0, axis=0)
     unique, per_value = unique[used], per_value[:, used]
     starts = range(0, unique.size, _COST_BLOCK)
@@ -128,7 +167,6 @@ def weighted_costs(
         stop = start + _COST_BLOCK
         return per_value[:, start:stop] @ cost(unique[start:stop])
 
-    threads = workers if workers is not None else min(4, os.cpu_count() or 1)
     if threads > 1 and len(starts) > 1:
         with ThreadPoolExecutor(threads) as pool:
             parts = list(pool.map(block, starts))
@@ -162,8 +200,12 @@ def query_terms(
     need_logq: bool = True,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: Callable[[int], None] | None = None,
+    workers: int | None = None,
 ) -> QueryTerms:
     """One pass over the votes, chunk by chunk: log Pr[answered] and log q per query.
+
+    Chunks run on up to ``workers`` threads (reading a chunk and numpy's loops release
+    the GIL); each writes its own slice, so the result does not depend on the count.
 
     Shapes: votes (Q, C) -> (Q,) arrays for the first ``num_seen`` queries.
     """
@@ -171,7 +213,8 @@ def query_terms(
     is_threshold = isinstance(mechanism, ConfidentGNMax)
     log_pr = np.empty(seen) if is_threshold else None
     logq = np.empty(seen) if need_logq else None
-    for start in range(0, seen, chunk_size):
+
+    def chunk(start: int) -> int:
         stop = min(start + chunk_size, seen)
         counts = np.asarray(votes[start:stop], dtype=np.float64)
         if isinstance(mechanism, ConfidentGNMax):
@@ -182,8 +225,14 @@ def query_terms(
             )
         if logq is not None:
             logq[start:stop] = _logq(counts, mechanism)
-        if progress is not None:
-            progress(stop - start)
+        return stop - start
+
+    starts = range(0, seen, chunk_size)
+    threads = workers if workers is not None else min(2, os.cpu_count() or 1)
+    with ThreadPoolExecutor(threads) if threads > 1 and len(starts) > 1 else nullcontext() as pool:
+        for done in map(chunk, starts) if pool is None else pool.map(chunk, starts):
+            if progress is not None:
+                progress(done)
     return QueryTerms(log_pr, logq, seen)
 
 
