@@ -46,16 +46,21 @@ def logq_gnmax(counts: NDArray[np.float64], sigma: float) -> NDArray[np.float64]
     counts = np.asarray(counts, dtype=np.float64)
     if not sigma > 0:
         raise ValueError(f"sigma must be positive, got {sigma}")
-    num_queries, num_classes = counts.shape
-    rows = np.arange(num_queries)
-    top = counts.argmax(axis=1)
-    gaps = counts[rows, top][:, None] - counts
+    num_classes = counts.shape[1]
     with np.errstate(divide="ignore"):  # log(0) for a single class is the intended -inf
         cap = np.log(1 - 1 / num_classes)
-    logq = _logq_integer_gaps(gaps, rows, top, sigma)
+    logq = _logq_integer_gaps(counts, sigma)
     if logq is None:
-        logq = _logq_log_space(gaps, rows, top, sigma)
+        logq = _logq_rows_log_space(counts, sigma)
     return np.minimum(logq, cap)
+
+
+def _logq_rows_log_space(counts: NDArray[np.float64], sigma: float) -> NDArray[np.float64]:
+    """Prop. 7 in log space, row by row of ``counts``: valid for any votes."""
+    rows = np.arange(counts.shape[0])
+    top = counts.argmax(axis=1)
+    gaps = counts[rows, top][:, None] - counts
+    return _logq_log_space(gaps, rows, top, sigma)
 
 
 def _log_tails(gaps: NDArray[np.float64], sigma: float) -> NDArray[np.float64]:
@@ -86,46 +91,54 @@ _LINEAR_FLOOR = 1e-280
 
 
 @functools.lru_cache(maxsize=8)
-def _tail_tables(sigma: float, width: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """log tails of the gaps 0 .. width-1, and the tails with a final 0 (read-only)."""
-    log_table = _log_tails(np.arange(width, dtype=np.float64), sigma)
-    # The last entry is the excluded argmax's term: probability 0.
-    table = np.append(np.exp(log_table), 0.0)
-    log_table.flags.writeable = False
+def _tail_table(sigma: float, width: int) -> NDArray[np.float64]:
+    """Tails of the gaps 0 .. width-1 for a sum, and the tail of gap 0 again (read-only).
+
+    Entry 0 is 0: the maximal classes are counted apart (see ``_logq_integer_gaps``).
+    """
+    tails = np.exp(_log_tails(np.arange(width, dtype=np.float64), sigma))
+    table = np.append(tails, tails[0])
+    table[0] = 0.0
     table.flags.writeable = False
-    return log_table, table
+    return table
 
 
-def _logq_integer_gaps(
-    gaps: NDArray[np.float64], rows: NDArray[np.intp], top: NDArray[np.intp], sigma: float
-) -> NDArray[np.float64] | None:
+def _logq_integer_gaps(counts: NDArray[np.float64], sigma: float) -> NDArray[np.float64] | None:
     """Prop. 7 for integer votes, from a table of Gaussian tails per integer gap.
 
-    Votes are usually counts, so every gap is an integer in [0, M]: the tail of each
-    gap is computed once (with the same expression as the general path) and summed
-    in linear space where that keeps full precision; other rows go to log space.
+    Votes are usually counts, so every gap to the top count is an integer in [0, M]:
+    the tail of each gap is computed once (with the same expression as the general
+    path) and summed in linear space where that keeps full precision; other rows go
+    to log space. The work runs on the transposed (C, Q) block, in place where it
+    can, so every step is a loop over queries. The union bound excludes one maximal
+    class: the other classes of gap 0 (ties) add their tail 1/2 each.
     Returns None when the gaps are not small integers.
     """
-    if gaps.size == 0:
+    if counts.size == 0:
         return None
+    gaps = counts.T.copy()  # (C, Q)
+    np.subtract(gaps.max(axis=0), gaps, out=gaps)
     largest = gaps.max()
-    if not (largest <= _TABLE_MAX_GAP and np.array_equal(gaps, np.floor(gaps))):
+    if not largest <= _TABLE_MAX_GAP:
         return None
-    width = int(largest) + 1
-    log_table, table = _tail_tables(float(sigma), width)
     index = gaps.astype(np.intp)
-    index[rows, top] = width
-    sums = table[index].sum(axis=1)
-    # A row's largest term is the tail of its smallest gap among the other classes.
-    index[rows, top] = width - 1
-    head = log_table[index.min(axis=1)]
-    exact = head >= np.log(_LINEAR_FLOOR)
-    logq = np.empty(gaps.shape[0])
+    if not np.array_equal(index, gaps):
+        return None
+    table = _tail_table(float(sigma), int(largest) + 1)
+    half = float(table[-1])  # the tail of gap 0
+    ties = np.count_nonzero(index == 0, axis=0) - 1  # maximal classes besides the excluded one
+    terms = np.take(table, index, out=gaps)  # the tails of the nonzero gaps; 0 for gap 0
+    # A row's largest term: the tail of gap 0 with a tie, else of its smallest nonzero gap.
+    head = np.where(ties > 0, half, terms.max(axis=0))
+    sums = terms.sum(axis=0)
+    sums += ties * half
+    exact = head >= _LINEAR_FLOOR
+    logq = np.empty(counts.shape[0])
     with np.errstate(divide="ignore"):  # a zero sum (single class) is the intended -inf
         logq[exact] = np.log(sums[exact])
     rest = ~exact
     if rest.any():
-        logq[rest] = _logq_log_space(gaps[rest], np.arange(int(rest.sum())), top[rest], sigma)
+        logq[rest] = _logq_rows_log_space(counts[rest], sigma)
     return logq
 
 
