@@ -61,3 +61,46 @@ def test_streamed_source_reads_blocks_and_arrays(tmp_path, monkeypatch):
     np.save(path, bad)
     with pytest.raises(votes_module.InputError, match="row 777, column 2"):
         votes_module.load_votes(path)
+
+
+def test_streamed_float64_checks_only_the_rows_analysed(tmp_path, monkeypatch):
+    counts = np.random.default_rng(1).multinomial(30, np.full(3, 1 / 3), size=500).astype(float)
+    counts[400, 1] = np.nan
+    path = tmp_path / "votes.npy"
+    np.save(path, counts)
+    monkeypatch.setattr(votes_module, "STREAM_MIN_ROWS", 10)
+    monkeypatch.setattr(votes_module, "_BLOCK_ROWS", 64)
+    kept = votes_module.load_votes(path, queries=400, fmt="counts")  # the NaN is past the prefix
+    np.testing.assert_array_equal(np.asarray(kept.counts), counts[:400])
+    assert kept.num_teachers == 30
+    with pytest.raises(votes_module.InputError, match="row 400, column 1 is nan"):
+        votes_module.load_votes(path, fmt="counts")
+
+
+def test_query_terms_and_costs_do_not_depend_on_threads_or_blocks(monkeypatch):
+    import pate_cli.accounting as accounting
+    from pate_cli.core.gnmax import rdp_gnmax
+    from pate_cli.mechanisms import ConfidentGNMax
+
+    rng = np.random.default_rng(2)
+    counts = rng.multinomial(250, rng.dirichlet(np.full(10, 0.3), size=20_000)).astype(float)
+    mechanism = ConfidentGNMax(threshold=200.0, sigma1=150.0, sigma=40.0)
+    one = accounting.query_terms(counts, mechanism, chunk_size=999, workers=1)
+    two = accounting.query_terms(counts, mechanism, chunk_size=999, workers=2)
+    whole = accounting.query_terms(counts, mechanism, chunk_size=10**6, workers=1)
+    for terms in (two, whole):
+        assert terms.logq.tobytes() == one.logq.tobytes()
+        assert terms.log_pr_answered.tobytes() == one.log_pr_answered.tobytes()
+
+    orders = np.array([2.0, 14.0, 100.0])
+    weights = [None, np.exp(one.log_pr_answered)]
+
+    def cost(logq):
+        return rdp_gnmax(logq, 40.0, orders)
+
+    direct = accounting.weighted_costs(one.logq, weights, cost, workers=1)
+    monkeypatch.setattr(accounting, "_DISTINCT_BLOCK", 1000)  # two stages, 20 blocks
+    staged = [accounting.weighted_costs(one.logq, weights, cost, workers=w) for w in (1, 3)]
+    assert staged[0].tobytes() == staged[1].tobytes()
+    assert staged[0][0].tobytes() == direct[0].tobytes()  # integer weights: exact
+    np.testing.assert_allclose(staged[0][1], direct[1], rtol=1e-13)
