@@ -47,6 +47,7 @@ class GateOn(str, Enum):
 
     DATA_DEPENDENT = "data-dependent"
     DATA_INDEPENDENT = "data-independent"
+    WORST_CASE = "worst-case"
     RELEASED = "released"
 
 
@@ -208,6 +209,7 @@ def analysis_epsilons(report: AnalysisReport) -> dict[GateOn, float | None]:
     return {
         GateOn.DATA_DEPENDENT: report.data_dependent.epsilon,
         GateOn.DATA_INDEPENDENT: report.data_independent.epsilon,
+        GateOn.WORST_CASE: report.worst_case.epsilon,
         GateOn.RELEASED: released,
     }
 
@@ -242,6 +244,7 @@ def analysis_report(
         )
     dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
     independent = epsilon_result(orders, result.data_independent, delta, conversion)
+    worst_case = epsilon_result(orders, result.worst_case, delta, conversion)
     warnings = list(votes.warnings)
     if dependent.at_grid_edge:
         warnings.append(
@@ -260,6 +263,7 @@ def analysis_report(
         num_queries_seen=result.num_queries_seen,
         data_dependent=dependent,
         data_independent=independent,
+        worst_case=worst_case,
         warnings=tuple(warnings),
     )
 

@@ -97,6 +97,11 @@ class RdpAccount:
     """Queries accounted for (all, or the prefix a realised run saw)."""
     realized: bool
     """True when accounted from an answered mask."""
+    worst_case: FloatArray
+    """Data-independent RDP with every query answered (K,): a function of the parameters
+    and the number of queries alone, so publishable as it is. It equals ``data_independent``
+    for GNMax and LNMax on a full run; for Confident/Interactive-GNMax that one weights the
+    answer step by Pr[answered] or the mask, which depend on the votes."""
 
 
 # Distinct values evaluated per block: (block, K) temporaries of a few MB at most.
@@ -321,6 +326,7 @@ def account(
         expected_answered=answered_total,
         num_queries_seen=terms.num_seen,
         realized=answered is not None,
+        worst_case=data_independent_rdp(mechanism, orders, len(votes), len(votes)),
     )
 
 

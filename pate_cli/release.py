@@ -256,7 +256,12 @@ def gnss_release(
             released=False,
             reason=(
                 f"both steps are data-independent at order {order:g}: "
-                "the data-independent epsilon can be published as it is"
+                + (
+                    "the data-independent epsilon can be published as it is"
+                    if threshold_step is None and answered is None
+                    else "nothing to release, but the number answered depends on the votes: "
+                    "publish the worst-case epsilon (every query answered)"
+                )
             ),
             epsilon_data_independent=epsilon_data_independent,
             **common,

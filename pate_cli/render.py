@@ -100,6 +100,12 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
         f"data-independent epsilon = {independent.epsilon:.4f} at order "
         f"{fmt_order(independent.order)}; "
     )
+    worst = report.worst_case
+    if worst.epsilon != independent.epsilon:
+        closing.append(
+            f"worst case (every query answered, publishable) = {worst.epsilon:.4f} at order "
+            f"{fmt_order(worst.order)}; "
+        )
     if report.realized:
         closing.append(
             f"answered {report.expected_answered:.0f} of {report.num_queries_seen} queries seen"

@@ -100,6 +100,8 @@ class AnalysisReport:
     num_queries_seen: int
     data_dependent: EpsilonResult
     data_independent: EpsilonResult
+    worst_case: EpsilonResult
+    """Data-independent with every query answered: the bound to publish without GNSS."""
     release: dict[str, Any] | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
@@ -117,6 +119,7 @@ class AnalysisReport:
             "expected_answered": self.expected_answered,
             "data_dependent": epsilon_json(self.data_dependent),
             "data_independent": epsilon_json(self.data_independent),
+            "data_independent_worst_case": epsilon_json(self.worst_case),
         }
         if self.release is not None:
             out["release"] = self.release

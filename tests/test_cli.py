@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -102,6 +103,25 @@ def test_budget_gate_exits_1_after_printing():
         ["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 2.0, "--gate-on", "data-independent"],
         expect=ExitCode.BUDGET_EXCEEDED,
     )
+
+
+def test_worst_case_is_every_query_answered_and_can_be_gated():
+    """Prop. 8 on all 640 queries: lambda / (2 sigma1^2) + lambda / sigma^2 each, no votes."""
+    report = run_cli(["analyze", *MNIST_640, *CONFIDENT, "--no-release", "--json"]).json
+    worst = report["data_independent_worst_case"]
+    order = worst["order"]
+    rdp = 640 * (order / (2 * 150.0**2) + order / 40.0**2)
+    assert worst["epsilon"] == pytest.approx(rdp + math.log(1e5) / (order - 1), rel=1e-12)
+    assert worst["epsilon"] > report["data_independent"]["epsilon"]  # 4.786 > 3.157
+    gated = ["--max-epsilon", 4.0, "--no-release", "--json"]
+    run_cli(["analyze", *MNIST_640, *CONFIDENT, *gated])
+    run_cli(
+        ["analyze", *MNIST_640, *CONFIDENT, *gated, "--gate-on", "worst-case"],
+        expect=ExitCode.BUDGET_EXCEEDED,
+    )
+    # GNMax answers every query: its data-independent bound is already the worst case.
+    gnmax = run_cli(["analyze", *MNIST_640, "--sigma", 40, "--no-release", "--json"]).json
+    assert gnmax["data_independent_worst_case"] == gnmax["data_independent"]
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,8 @@ def test_data_dependent_never_above_data_independent_and_never_nan(counts, mecha
     result = account(counts, mechanism, ORDERS)
     assert _finite_non_negative(result.data_dependent)
     assert np.all(result.data_dependent <= result.data_independent)
+    # Every query answered bounds the expectation over the threshold step's noise.
+    assert np.all(result.data_independent <= result.worst_case * (1 + 1e-12))
     for kind in Conversion:
         dependent = epsilon_result(ORDERS, result.data_dependent, delta, kind)
         independent = epsilon_result(ORDERS, result.data_independent, delta, kind)

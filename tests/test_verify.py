@@ -162,3 +162,18 @@ def test_unusable_records_are_exit_2(tmp_path, content):
     path.write_text(content)
     result = run_cli(["verify", path], expect=ExitCode.BAD_INPUT)
     assert str(path) in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_record_older_than_a_field_still_verifies_but_a_dropped_claim_fails(tmp_path, votes):
+    """Fields added by a newer pate are not in an older record: its claims are what is checked."""
+    record_path = _record(tmp_path, "analyze", votes)
+    record = json.loads(Path(record_path).read_text())
+    del record["report"]["data_independent_worst_case"]
+    Path(record_path).write_text(json.dumps(record))
+    _verify(record_path, expect=ExitCode.OK)
+    record["report"]["a_claim_pate_never_makes"] = 1.0
+    Path(record_path).write_text(json.dumps(record))
+    out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
+    (failed,) = [c for c in out["checks"] if not c["ok"]]
+    assert failed["name"] == "every other recorded number"
+    assert "a_claim_pate_never_makes: in the record but not in the recomputed" in failed["detail"]

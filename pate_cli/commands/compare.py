@@ -690,8 +690,10 @@ def compare(
     """
     check_delta(delta)
     which = gate_on or GateOn.DATA_DEPENDENT
-    if which is GateOn.RELEASED:
-        raise UsageError("--gate-on released: compare gates on data-dependent or data-independent")
+    if which in (GateOn.RELEASED, GateOn.WORST_CASE):
+        raise UsageError(
+            f"--gate-on {which.value}: compare gates on data-dependent or data-independent"
+        )
     mechanisms = mechanism_grid(
         mechanism,
         sigmas=parse_list("--sigma", sigma),

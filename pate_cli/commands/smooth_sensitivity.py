@@ -177,6 +177,7 @@ def smooth_sensitivity(
             GateOn.RELEASED: published,
             GateOn.DATA_DEPENDENT: release.epsilon_data_dependent,
             GateOn.DATA_INDEPENDENT: analysis.data_independent.epsilon,
+            GateOn.WORST_CASE: analysis.worst_case.epsilon,
         },
         max_epsilon,
         gate_on or GateOn.RELEASED,
