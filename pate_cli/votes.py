@@ -418,10 +418,22 @@ def save_npy_atomic(path: StrPath, array: np.ndarray) -> None:
     write_atomic(path, lambda f: np.save(f, np.asarray(array), allow_pickle=False))
 
 
+_MAYBE_COUNTS = (VoteFormat.AUTO, VoteFormat.COUNTS)
+_MAYBE_LABELS = (VoteFormat.AUTO, VoteFormat.LABELS)
+
+
 def _detect_format(
-    raw: np.ndarray, where: str, teachers: int | None, sums: NDArray[np.float64] | None = None
+    raw: np.ndarray,
+    where: str,
+    teachers: int | None,
+    sums: NDArray[np.float64] | None = None,
+    *,
+    label_scan: _LabelScan | None = None,
 ) -> VoteFormat:
-    """Auto-detection rules; see the module docstring. ``sums``: the row sums, if known."""
+    """Auto-detection rules; see the module docstring.
+
+    ``sums``: the row sums, if known; ``label_scan``: a streamed pass over a wide file.
+    """
     if raw.ndim == 3:
         return VoteFormat.PROBS
     if raw.ndim != 2:
@@ -433,12 +445,14 @@ def _detect_format(
     if raw.size == 0:
         return VoteFormat.COUNTS  # rejected as empty by the shape check
     if sums is None:
-        sums = _row_sums(raw)
+        sums = _row_sums(raw) if label_scan is None else label_scan.row_sums
     if np.isfinite(sums[0]) and sums[0] > 0 and _all_near(sums, sums[0]):
         return VoteFormat.COUNTS
-    if teachers is None and _is_whole(raw).all() and raw.min() >= 0:
-        return VoteFormat.LABELS
-    return VoteFormat.COUNTS
+    if label_scan is not None:
+        labels = label_scan.first_bad is None
+    else:
+        labels = bool(_is_whole(raw).all() and raw.min() >= 0)
+    return VoteFormat.LABELS if teachers is None and labels else VoteFormat.COUNTS
 
 
 def _check_shape(raw: np.ndarray, where: str, fmt: VoteFormat, num_classes: int | None) -> None:
@@ -631,17 +645,30 @@ def _to_counts(
             num_classes = int(data.shape[2])
             labels = np.argmax(data, axis=2)  # the first maximum wins ties
         counts = _counts_from_labels(labels, num_classes)
-        num_teachers = teachers if teachers is not None else file_teachers
-        if num_teachers != file_teachers:
-            notes.append(
-                f"{where}: the file has {file_teachers} teachers but --teachers is {num_teachers}"
-            )
+        num_teachers = _teachers_of_labels(file_teachers, teachers, where, notes)
     return counts, num_teachers
 
 
-# Counts files with more rows than this are read a block at a time, never whole.
+def _teachers_of_labels(
+    file_teachers: int, teachers: int | None, where: str, notes: list[str]
+) -> int:
+    """M of a labels or scores file: its teacher count, or ``--teachers`` with a note."""
+    num_teachers = teachers if teachers is not None else file_teachers
+    if num_teachers != file_teachers:
+        notes.append(
+            f"{where}: the file has {file_teachers} teachers but --teachers is {num_teachers}"
+        )
+    return num_teachers
+
+
+# Files of more queries than this are read a block at a time, never whole.
 STREAM_MIN_ROWS = 1 << 18
 _BLOCK_ROWS = 1 << 16
+_BLOCK_CELLS = 1 << 22  # values per block at most: 32 MB of float64
+
+
+def _block_rows(width: int) -> int:
+    return max(1, min(_BLOCK_ROWS, _BLOCK_CELLS // max(width, 1)))
 
 
 class ChunkedCounts:
@@ -657,10 +684,12 @@ class ChunkedCounts:
     ndim = 2
     dtype = np.dtype(np.float64)
 
-    def __init__(self, path: StrPath, header: _Header, num_rows: int) -> None:
+    def __init__(
+        self, path: StrPath, header: _Header, num_rows: int, width: int | None = None
+    ) -> None:
         self._path = os.fspath(path)
         self._header = header
-        self.shape = (num_rows, int(header.shape[1]))
+        self.shape = (num_rows, int(header.shape[1]) if width is None else width)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -694,10 +723,109 @@ class ChunkedCounts:
             raise InputError(f"{self._path}: the file changed while it was read")
         return out
 
+    def block_starts(self) -> range:
+        """First rows of consecutive blocks of at most ``_BLOCK_CELLS`` values."""
+        return range(0, self.shape[0], _block_rows(self.shape[1]))
+
     def blocks(self) -> Iterator[tuple[int, NDArray[np.float64]]]:
         """(first row, rows) for consecutive blocks of rows."""
-        for start in range(0, self.shape[0], _BLOCK_ROWS):
-            yield start, self[start : start + _BLOCK_ROWS]
+        step = _block_rows(self.shape[1])
+        for start in self.block_starts():
+            yield start, self[start : start + step]
+
+
+class ChunkedLabels(ChunkedCounts):
+    """The (Q, C) counts of a large (M, Q) labels .npy, histogrammed a block of queries at a time.
+
+    Each block reads its columns of every teacher's row (M reads, no memory map) and
+    counts them; the labels were validated by ``_scan_labels`` first.
+    """
+
+    def __init__(self, path: StrPath, header: _Header, num_queries: int, num_classes: int) -> None:
+        super().__init__(path, header, num_queries, num_classes)
+
+    def labels(self, start: int, stop: int) -> np.ndarray:
+        """The file's labels of queries [start, stop): (M, stop - start), in the file's dtype."""
+        header = self._header
+        teachers, file_queries = (int(n) for n in header.shape)
+        itemsize = header.dtype.itemsize
+        raw = np.empty((teachers, (stop - start) * itemsize), dtype=np.uint8)
+        with open(self._path, "rb") as f:
+            for t in range(teachers):
+                f.seek(header.offset + (t * file_queries + start) * itemsize)
+                if f.readinto(memoryview(raw[t])) != raw.shape[1]:
+                    raise InputError(f"{self._path}: the file changed while it was read")
+        return raw.view(header.dtype)
+
+    def _read(self, start: int, stop: int) -> NDArray[np.float64]:
+        out = np.empty((stop - start, self.shape[1]))
+        step = _block_rows(int(self._header.shape[0]))  # M labels per query to read
+        for first in range(start, stop, step):
+            last = min(first + step, stop)
+            out[first - start : last - start] = _counts_from_labels(
+                self.labels(first, last), self.shape[1]
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class _LabelScan:
+    """One pass over a wide (M, Q) file: what detection and label validation need."""
+
+    row_sums: NDArray[np.float64]  # (M,): sums of each teacher's row
+    first_bad: tuple[int, int] | None  # (teacher, query) of the first non-label value
+    largest: int  # the largest label (meaningful when first_bad is None)
+
+
+def _scan_labels(source: ChunkedLabels) -> _LabelScan:
+    teachers = int(source._header.shape[0])
+    sums = np.zeros(teachers)
+    first_bad: tuple[int, int] | None = None
+    largest = 0
+    step = _block_rows(teachers)
+    for start in range(0, source.shape[0], step):
+        block = source.labels(start, min(start + step, source.shape[0]))
+        if block.size == 0:
+            continue
+        sums += _row_sums(block)
+        if first_bad is None:
+            bad = ~_is_whole(block) | (block < 0)
+            if bad.any():
+                t, q = _first(bad)
+                first_bad = (t, start + q)
+            else:
+                largest = max(largest, int(block.max()))
+    return _LabelScan(sums, first_bad, largest)
+
+
+def _stream_labels(
+    source: ChunkedLabels, where: str, scan: _LabelScan, num_classes: int | None
+) -> int:
+    """Validate a streamed labels file from its scan; returns C (see ``_check_labels``)."""
+    limit = f"[0, {num_classes})" if num_classes is not None else "[0, classes)"
+    bad = scan.first_bad
+    if bad is None and num_classes is not None and scan.largest >= num_classes:
+        step = _block_rows(int(source._header.shape[0]))
+        for start in range(0, source.shape[0], step):  # an error: find the first one
+            block = source.labels(start, min(start + step, source.shape[0]))
+            if (block >= num_classes).any():
+                t, q = _first(block >= num_classes)
+                bad = (t, start + q)
+                break
+    if bad is not None:
+        t, q = bad
+        value = source.labels(q, q + 1)[t, 0]
+        raise InputError(
+            f"{where}: label of teacher {t} for query {q} is {_show(value)}; "
+            f"expected integer class labels in {limit}"
+        )
+    classes = scan.largest + 1 if num_classes is None else num_classes
+    if classes > _BLOCK_CELLS:
+        raise InputError(
+            f"{where}: labels imply {classes} classes; expected small class labels "
+            "(or pass --num-classes)"
+        )
+    return classes
 
 
 def _npy_header(path: StrPath) -> _Header | None:
@@ -786,32 +914,50 @@ def load_votes(
             f"{where}: votes array has dtype bool; expected numeric counts, integer "
             "labels or float scores"
         )
-    # A large 2-D .npy is read block by block: never whole, never memory-mapped.
-    header = _npy_header(path) if raw.ndim == 2 and raw.shape[0] >= STREAM_MIN_ROWS else None
-    source = (
-        ChunkedCounts(path, header, raw.shape[0])
-        if header is not None and not header.fortran_order and indices is None
-        else None
-    )
+    # A large 2-D .npy is read block by block: never whole, never memory-mapped. Which
+    # axis is the queries' depends on the format: rows of counts, columns of labels.
+    streamable = raw.ndim == 2 and indices is None and max(raw.shape) >= STREAM_MIN_ROWS
+    header = _npy_header(path) if streamable else None
+    if header is not None and header.fortran_order:
+        header = None
+    source = None
+    if header is not None and raw.shape[0] >= STREAM_MIN_ROWS and fmt in _MAYBE_COUNTS:
+        source = ChunkedCounts(path, header, raw.shape[0])
+    wide = None
+    if header is not None and raw.shape[1] >= STREAM_MIN_ROWS and fmt in _MAYBE_LABELS:
+        wide = ChunkedLabels(path, header, raw.shape[1], 0)
     detected = fmt is VoteFormat.AUTO
     scan = None
+    label_scan = None
+    if raw.size and wide is not None:
+        label_scan = _scan_labels(wide)  # reused below: the file is read once to validate
     if detected:
         if source is not None and raw.size:
-            scan = _scan_counts(source)  # reused below: the file is read once to validate
-        fmt = _detect_format(raw, where, teachers, None if scan is None else scan[0])
+            scan = _scan_counts(source)
+        fmt = _detect_format(
+            raw,
+            where,
+            teachers,
+            None if scan is None else scan[0],
+            label_scan=label_scan,
+        )
     _check_shape(raw, where, fmt, num_classes)
     axis = 0 if fmt is VoteFormat.COUNTS else 1
     num_file_queries = int(raw.shape[axis])
     selection = _selection(where, num_file_queries, queries, indices)
+    num_selected = num_file_queries if selection is None else len(selection)
     notes: list[str] = []
     counts: NDArray[np.float64] | ChunkedCounts
     try:
+        # Only a prefix (--queries) can be selected when streaming: indices disable it.
         if source is not None and header is not None and fmt is VoteFormat.COUNTS:
-            # Only a prefix (--queries) can be selected here: indices disable streaming.
-            counts = ChunkedCounts(
-                path, header, num_file_queries if selection is None else len(selection)
-            )
+            counts = ChunkedCounts(path, header, num_selected)
             num_teachers = _stream_counts(counts, where, teachers, notes, scan)
+        elif label_scan is not None and wide is not None and fmt is VoteFormat.LABELS:
+            assert header is not None
+            classes = _stream_labels(wide, where, label_scan, num_classes)
+            counts = ChunkedLabels(path, header, num_selected, classes)
+            num_teachers = _teachers_of_labels(int(raw.shape[0]), teachers, where, notes)
         else:
             # Select before converting: a memory-mapped file then reads only the queries kept.
             data = np.asarray(raw if selection is None else np.take(raw, selection, axis=axis))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import pate_cli.votes as votes_module
-from tests.conftest import REFERENCE, reference_json, run_cli
+from tests.conftest import MNIST_LABELS, REFERENCE, reference_json, run_cli
 
 CASES = [
     ("mnist_like", ["--threshold", 200, "--sigma1", 150, "--sigma", 40, "--delta", 1e-5]),
@@ -104,3 +104,61 @@ def test_query_terms_and_costs_do_not_depend_on_threads_or_blocks(monkeypatch):
     assert staged[0].tobytes() == staged[1].tobytes()
     assert staged[0][0].tobytes() == direct[0].tobytes()  # integer weights: exact
     np.testing.assert_allclose(staged[0][1], direct[1], rtol=1e-13)
+
+
+LABELS_CASES = [
+    ["--gamma", 0.1, "--delta", 1e-5],
+    ["--threshold", 200, "--sigma1", 150, "--sigma", 40, "--delta", 1e-5],
+]
+
+
+@pytest.mark.parametrize("flags", LABELS_CASES, ids=["lnmax", "confident"])
+def test_streamed_labels_equal_in_memory(flags, monkeypatch):
+    """(M, Q) labels stream by blocks of queries: M reads per block, counted block by block."""
+    path = MNIST_LABELS
+    extra = ["--queries", 5000]
+    in_memory = _outputs_of(path, flags, [])
+    prefix = _outputs_of(path, flags, extra)
+    monkeypatch.setattr(votes_module, "STREAM_MIN_ROWS", 1)
+    monkeypatch.setattr(votes_module, "_BLOCK_ROWS", 97)
+    monkeypatch.setattr(votes_module, "_BLOCK_CELLS", 250 * 41)  # sub-blocks of 41 queries
+    loaded = votes_module.load_votes(path)
+    assert isinstance(loaded.counts, votes_module.ChunkedLabels)
+    assert loaded.format is votes_module.VoteFormat.LABELS and loaded.detected
+    assert json.dumps(_outputs_of(path, flags, []), sort_keys=True) == json.dumps(
+        in_memory, sort_keys=True
+    )
+    assert json.dumps(_outputs_of(path, flags, extra), sort_keys=True) == json.dumps(
+        prefix, sort_keys=True
+    )
+
+
+def _outputs_of(path, flags: list, extra: list) -> dict[str, dict]:
+    return {
+        "analyze": run_cli(["analyze", path, *flags, *extra, "--no-release", "--json"]).json,
+        "inspect": run_cli(["inspect", path, *extra, "--json"]).json,
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "fmt", "num_classes", "message"),
+    [
+        (7, "labels", 5, r"teacher 3 for query 700 is 7; expected integer class labels in \[0, 5\)"),
+        (2.5, "auto", None, r"votes rows sum to different totals .*detected --format counts"),
+        (np.nan, "labels", None, r"teacher 3 for query 700 is nan; expected integer class labels"),
+        (-1, "labels", None, r"teacher 3 for query 700 is -1; expected integer class labels"),
+    ],
+)
+def test_streamed_labels_are_validated(tmp_path, monkeypatch, value, fmt, num_classes, message):
+    labels = np.random.default_rng(3).integers(0, 5, size=(6, 1000)).astype(float)
+    labels[3, 700] = value
+    labels[5, 900] = value  # only the first is named
+    path = tmp_path / "labels.npy"
+    np.save(path, labels)
+    with pytest.raises(votes_module.InputError, match=message) as in_memory:
+        votes_module.load_votes(path, fmt=fmt, num_classes=num_classes)
+    monkeypatch.setattr(votes_module, "STREAM_MIN_ROWS", 10)
+    monkeypatch.setattr(votes_module, "_BLOCK_ROWS", 64)
+    with pytest.raises(votes_module.InputError) as streamed:
+        votes_module.load_votes(path, fmt=fmt, num_classes=num_classes)
+    assert streamed.value.message == in_memory.value.message
