@@ -198,9 +198,11 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
     table.add_column("quantity")
     table.add_column("value", justify="right")
     table.add_row("expected answered", f"{float(release['expected_answered']):.1f}")
+    has_threshold = report.mechanism["name"] != "gnmax"  # plain GNMax has no threshold step
     table.add_row(
         "data-independent steps",
-        ", ".join(k for k, v in steps.items() if v) or "none",
+        ", ".join(k for k, v in steps.items() if v and (has_threshold or k != "threshold"))
+        or "none",
     )
     if "conditions" in release:
         conditions = release["conditions"]

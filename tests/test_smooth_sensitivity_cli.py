@@ -269,3 +269,17 @@ def test_analyze_carries_the_release():
         [*args, "--max-epsilon", 2.5, "--gate-on", "released"], expect=ExitCode.BUDGET_EXCEEDED
     )
     assert "released epsilon" in gated.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "steps"),
+    [
+        (["--sigma", 40], "none"),  # plain GNMax has no threshold step to call data-independent
+        (["--threshold", 200, "--sigma1", 150, "--sigma", 40], "threshold"),
+    ],
+)
+def test_human_report_names_the_data_independent_steps(flags, steps):
+    args = ["smooth-sensitivity", MNIST, *flags, "--queries", 640, "--delta", 1e-5, "--seed", 0]
+    out = run_cli(args).stdout
+    (row,) = [line for line in out.splitlines() if "data-independent steps" in line]
+    assert row.strip("│ ").endswith(steps)

@@ -143,7 +143,12 @@ def _outputs_of(path, flags: list, extra: list) -> dict[str, dict]:
 @pytest.mark.parametrize(
     ("value", "fmt", "num_classes", "message"),
     [
-        (7, "labels", 5, r"teacher 3 for query 700 is 7; expected integer class labels in \[0, 5\)"),
+        (
+            7,
+            "labels",
+            5,
+            r"teacher 3 for query 700 is 7; expected integer class labels in \[0, 5\)",
+        ),
         (2.5, "auto", None, r"votes rows sum to different totals .*detected --format counts"),
         (np.nan, "labels", None, r"teacher 3 for query 700 is nan; expected integer class labels"),
         (-1, "labels", None, r"teacher 3 for query 700 is -1; expected integer class labels"),
