@@ -119,7 +119,8 @@ def _group(
     unique, inverse = np.unique(values, return_inverse=True)
     inverse = inverse.ravel()
     per_value = [np.bincount(inverse, weights=w, minlength=unique.size) for w in weights]
-    return unique, np.stack(per_value).reshape(len(weights), unique.size)
+    stacked = np.stack(per_value).reshape(len(weights), unique.size)
+    return unique, stacked.astype(np.float64, copy=False)  # counts of None weights are ints
 
 
 def _distinct(

@@ -15,6 +15,9 @@ import traceback
 from typing import Annotated, Any
 
 import typer
+
+# typer >= 0.29 (pinned in pyproject.toml) carries its own copy of click.
+from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperGroup
 
 from pate_cli import __version__
@@ -28,11 +31,6 @@ from pate_cli.commands import (
     verify,
 )
 from pate_cli.errors import ExitCode, PateError
-
-try:  # typer >= 0.29 carries its own copy of click
-    from typer._click.exceptions import UsageError as ClickUsageError
-except ImportError:  # pragma: no cover - older typer on top of click
-    from click import UsageError as ClickUsageError
 
 
 class PateGroup(TyperGroup):

@@ -240,7 +240,7 @@ def gnss_release(
         cost = partial(rdp_gnmax, sigma=sigma, orders=orders)
         rdp2 = float(weighted_costs(terms.logq, [weights], cost)[0, 0])
     rdp_at_order = rdp1 + rdp2
-    common = {
+    common: dict[str, Any] = {
         "order": order,
         "data_independent_steps": (ind_threshold, ind_gnmax),
         "expected_answered": float(weights.sum()),

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
-from typing import IO
+from typing import IO, Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -698,7 +698,7 @@ class ChunkedCounts:
         if isinstance(key, slice) and key.step in (None, 1):
             start, stop, _ = key.indices(self.shape[0])
             return self._read(start, max(start, stop))
-        return np.asarray(self)[key]  # type: ignore[index]
+        return np.asarray(self)[cast(Any, key)]
 
     def __array__(self, dtype: object = None, copy: object = None) -> NDArray[np.float64]:
         out = self._read(0, self.shape[0])
@@ -712,7 +712,7 @@ class ChunkedCounts:
             f.seek(header.offset + start * width * itemsize)
             if header.dtype == np.float64:  # native float64: straight into the result
                 out = np.empty((stop - start, width))
-                complete = f.readinto(memoryview(out).cast("B")) == size
+                complete = f.readinto(out.data.cast("B")) == size
             else:
                 data = f.read(size)
                 complete = len(data) == size
