@@ -744,6 +744,11 @@ class ChunkedLabels(ChunkedCounts):
     def __init__(self, path: StrPath, header: _Header, num_queries: int, num_classes: int) -> None:
         super().__init__(path, header, num_queries, num_classes)
 
+    @property
+    def num_file_teachers(self) -> int:
+        """M, the rows of the file."""
+        return int(self._header.shape[0])
+
     def labels(self, start: int, stop: int) -> np.ndarray:
         """The file's labels of queries [start, stop): (M, stop - start), in the file's dtype."""
         header = self._header
@@ -759,7 +764,7 @@ class ChunkedLabels(ChunkedCounts):
 
     def _read(self, start: int, stop: int) -> NDArray[np.float64]:
         out = np.empty((stop - start, self.shape[1]))
-        step = _block_rows(int(self._header.shape[0]))  # M labels per query to read
+        step = _block_rows(self.num_file_teachers)  # M labels per query to read
         for first in range(start, stop, step):
             last = min(first + step, stop)
             out[first - start : last - start] = _counts_from_labels(
@@ -778,7 +783,7 @@ class _LabelScan:
 
 
 def _scan_labels(source: ChunkedLabels) -> _LabelScan:
-    teachers = int(source._header.shape[0])
+    teachers = source.num_file_teachers
     sums = np.zeros(teachers)
     first_bad: tuple[int, int] | None = None
     largest = 0
@@ -805,7 +810,7 @@ def _stream_labels(
     limit = f"[0, {num_classes})" if num_classes is not None else "[0, classes)"
     bad = scan.first_bad
     if bad is None and num_classes is not None and scan.largest >= num_classes:
-        step = _block_rows(int(source._header.shape[0]))
+        step = _block_rows(source.num_file_teachers)
         for start in range(0, source.shape[0], step):  # an error: find the first one
             block = source.labels(start, min(start + step, source.shape[0]))
             if (block >= num_classes).any():
