@@ -804,19 +804,30 @@ def _scan_labels(source: ChunkedLabels) -> _LabelScan:
 
 
 def _stream_labels(
-    source: ChunkedLabels, where: str, scan: _LabelScan, num_classes: int | None
+    source: ChunkedLabels,
+    where: str,
+    scan: _LabelScan,
+    num_classes: int | None,
+    num_selected: int,
 ) -> int:
-    """Validate a streamed labels file from its scan; returns C (see ``_check_labels``)."""
+    """Validate a streamed labels file from its scan; returns C, as ``_to_counts`` does.
+
+    Without ``num_classes`` C comes from the whole file, which must hold labels only;
+    with it, the selected queries (the first ``num_selected``) must lie in [0, C).
+    """
     limit = f"[0, {num_classes})" if num_classes is not None else "[0, classes)"
     bad = scan.first_bad
-    if bad is None and num_classes is not None and scan.largest >= num_classes:
-        step = _block_rows(source.num_file_teachers)
-        for start in range(0, source.shape[0], step):  # an error: find the first one
-            block = source.labels(start, min(start + step, source.shape[0]))
-            if (block >= num_classes).any():
-                t, q = _first(block >= num_classes)
-                bad = (t, start + q)
-                break
+    if num_classes is not None:
+        bad = None
+        if scan.first_bad is not None or scan.largest >= num_classes:  # look closer
+            step = _block_rows(source.num_file_teachers)
+            for start in range(0, num_selected, step):
+                block = source.labels(start, min(start + step, num_selected))
+                wrong = ~_is_whole(block) | (block < 0) | (block >= num_classes)
+                if wrong.any():
+                    t, q = _first(wrong)
+                    bad = (t, start + q)
+                    break
     if bad is not None:
         t, q = bad
         value = source.labels(q, q + 1)[t, 0]
@@ -960,7 +971,7 @@ def load_votes(
             num_teachers = _stream_counts(counts, where, teachers, notes, scan)
         elif label_scan is not None and wide is not None and fmt is VoteFormat.LABELS:
             assert header is not None
-            classes = _stream_labels(wide, where, label_scan, num_classes)
+            classes = _stream_labels(wide, where, label_scan, num_classes, num_selected)
             counts = ChunkedLabels(path, header, num_selected, classes)
             num_teachers = _teachers_of_labels(int(raw.shape[0]), teachers, where, notes)
         else:

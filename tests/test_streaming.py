@@ -167,3 +167,19 @@ def test_streamed_labels_are_validated(tmp_path, monkeypatch, value, fmt, num_cl
     with pytest.raises(votes_module.InputError) as streamed:
         votes_module.load_votes(path, fmt=fmt, num_classes=num_classes)
     assert streamed.value.message == in_memory.value.message
+
+
+def test_streamed_labels_check_num_classes_on_the_selected_queries_only(tmp_path, monkeypatch):
+    """As in memory: --num-classes bounds the queries kept; a label past the prefix is fine."""
+    labels = np.zeros((3, 500), dtype=np.uint8)
+    labels[1, 300] = 4  # outside [0, 2), but past --queries 200
+    path = tmp_path / "labels.npy"
+    np.save(path, labels)
+    expected = votes_module.load_votes(path, fmt="labels", num_classes=2, queries=200)
+    monkeypatch.setattr(votes_module, "STREAM_MIN_ROWS", 10)
+    monkeypatch.setattr(votes_module, "_BLOCK_ROWS", 64)
+    streamed = votes_module.load_votes(path, fmt="labels", num_classes=2, queries=200)
+    assert isinstance(streamed.counts, votes_module.ChunkedLabels)
+    np.testing.assert_array_equal(np.asarray(streamed.counts), expected.counts)
+    with pytest.raises(votes_module.InputError, match="teacher 1 for query 300 is 4"):
+        votes_module.load_votes(path, fmt="labels", num_classes=2)
