@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from pate_cli.accounting import Conversion, account, epsilon_result
 from pate_cli.errors import ExitCode, UsageError
 from pate_cli.mechanisms import Mechanism, MechanismName
-from pate_cli.release import GnssRelease, gnss_release
+from pate_cli.release import GnssRelease, gated_epsilon, gnss_release
 from pate_cli.report import AnalysisReport, InputSummary, dumps
 from pate_cli.votes import VoteFormat, Votes, load_votes
 
@@ -200,12 +200,7 @@ def gate(epsilons: dict[GateOn, float | None], max_epsilon: float | None, which:
 
 def analysis_epsilons(report: AnalysisReport) -> dict[GateOn, float | None]:
     """What an analysis offers to the gate: both bounds, and the release when there is one."""
-    released: float | None = None
-    if report.release is not None:
-        key = (
-            "epsilon_expected_release" if report.release["released"] else "epsilon_data_independent"
-        )
-        released = report.release.get(key)
+    released = None if report.release is None else gated_epsilon(report.release)
     return {
         GateOn.DATA_DEPENDENT: report.data_dependent.epsilon,
         GateOn.DATA_INDEPENDENT: report.data_independent.epsilon,
@@ -317,6 +312,7 @@ def release_for(
             report.delta,
             Conversion(report.conversion),
             epsilon_data_independent=report.data_independent.epsilon,
+            epsilon_worst_case=report.worst_case.epsilon,
             baseline=baseline,
             answered=answered,
             beta=beta,

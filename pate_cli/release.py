@@ -73,6 +73,9 @@ class GnssRelease:
     released: bool
     reason: str | None = None
     epsilon_data_independent: float | None = None
+    epsilon_worst_case: float | None = None
+    """With nothing to release: the data-independent epsilon with every query answered,
+    the one that does not depend on the votes (see ``RdpAccount.worst_case``)."""
     beta: float | None = None
     smooth_sensitivity: float | None = None
     sigma_ss: float | None = None
@@ -106,6 +109,7 @@ class GnssRelease:
         if not self.released:
             out["reason"] = self.reason
             out["epsilon_data_independent"] = self.epsilon_data_independent
+            out["epsilon_worst_case"] = self.epsilon_worst_case
             return out
         out.update(
             beta=self.beta,
@@ -139,6 +143,15 @@ def _beta_for_sigma_ss(ls: FloatArray, rdp: float, order: float, sigma_ss: float
     return best
 
 
+def gated_epsilon(release: dict[str, Any]) -> float | None:
+    """What ``--gate-on released`` checks in a release's JSON: the expected released epsilon,
+    or with nothing to release the worst case (the data-independent epsilon can depend on
+    the votes through the number answered). None when no release was attempted."""
+    key = "epsilon_expected_release" if release["released"] else "epsilon_worst_case"
+    value = release.get(key)
+    return None if value is None else float(value)
+
+
 def gnss_release(
     counts: FloatArray,
     num_teachers: int,
@@ -148,6 +161,7 @@ def gnss_release(
     conversion: Conversion,
     *,
     epsilon_data_independent: float,
+    epsilon_worst_case: float,
     baseline: FloatArray | None = None,
     answered: NDArray[np.bool_] | None = None,
     beta: float | None = None,
@@ -169,6 +183,7 @@ def gnss_release(
         delta: target delta.
         conversion: how RDP becomes epsilon.
         epsilon_data_independent: reported when there is nothing to release.
+        epsilon_worst_case: reported then too, as the epsilon to publish.
         baseline: Interactive-GNMax's baseline (Q, C) on the votes' scale.
         answered: realised run: the answered mask of the queries seen (a prefix).
         beta: fix beta instead of choosing it on the data.
@@ -264,6 +279,7 @@ def gnss_release(
                 )
             ),
             epsilon_data_independent=epsilon_data_independent,
+            epsilon_worst_case=epsilon_worst_case,
             **common,
         )
 

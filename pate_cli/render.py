@@ -214,6 +214,9 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
     table.add_row("data-dependent epsilon", fmt(float(release["epsilon_data_dependent"])))
     if not release["released"]:
         table.add_row("data-independent epsilon", fmt(float(release["epsilon_data_independent"])))
+        table.add_row(
+            "worst case (every query answered)", fmt(float(release["epsilon_worst_case"]))
+        )
         return Group(header, table, Text(f"nothing to release: {release['reason']}", style="bold"))
     table.add_row("beta", fmt(float(release["beta"])))
     table.add_row("smooth sensitivity E[SS_beta]", fmt(float(release["smooth_sensitivity"])))

@@ -7,10 +7,13 @@ eps_with_ss to 1e-6.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from pate_cli.errors import ExitCode
+from pate_cli.orders import DEFAULT_ORDERS
 from tests.conftest import MNIST, REFERENCE, reference_json, run_cli
 
 FILES = sorted(
@@ -91,6 +94,20 @@ def test_smooth_sensitivity_matches_reference(name, case):
     if result["ind_step1"] and result["ind_step2"]:
         assert out["released"] is False and "data-independent" in out["reason"]
         assert out["epsilon_data_independent"] >= out["epsilon_data_dependent"]
+        # The number answered depends on the votes: what can be published is every query
+        # answered, Prop. 8 for both steps (lambda / (2 sigma1^2) + lambda / sigma2^2 each),
+        # at its own best order.
+        params, queries = case["params"], out["input"]["num_queries"]
+        worst = min(
+            queries * (order / (2 * params["sigma1"] ** 2) + order / params["sigma2"] ** 2)
+            + math.log(1 / params["delta"]) / (order - 1)
+            for order in DEFAULT_ORDERS
+        )
+        assert "worst-case" in out["reason"]
+        assert out["epsilon_worst_case"] == pytest.approx(worst, rel=1e-12)
+        assert out["epsilon_worst_case"] > out["epsilon_data_independent"]
+        gate = ["--max-epsilon", (out["epsilon_data_independent"] + worst) / 2]
+        run_cli([*_args(name, case), *gate], expect=ExitCode.BUDGET_EXCEEDED)  # gated on worst
         return
     assert out["conditions"] == {"c5": result["cond5"], "c6": result["cond6"]}
     _check_release(out, result)

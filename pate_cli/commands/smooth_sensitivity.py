@@ -48,6 +48,7 @@ from pate_cli.errors import UsageError
 from pate_cli.mechanisms import LNMax, infer_mechanism
 from pate_cli.orders import parse_orders
 from pate_cli.record import build_record, check_record_path, write_record
+from pate_cli.release import gated_epsilon
 from pate_cli.report import SmoothSensitivityReport
 from pate_cli.votes import VoteFormat, load_answered_mask, load_baseline
 
@@ -169,12 +170,9 @@ def smooth_sensitivity(
                 seed=release.seed,
             ),
         )
-    published = (
-        release.epsilon_expected_release if release.released else release.epsilon_data_independent
-    )
     gate(
         {
-            GateOn.RELEASED: published,
+            GateOn.RELEASED: gated_epsilon(report.release),
             GateOn.DATA_DEPENDENT: release.epsilon_data_dependent,
             GateOn.DATA_INDEPENDENT: analysis.data_independent.epsilon,
             GateOn.WORST_CASE: analysis.worst_case.epsilon,
