@@ -25,7 +25,7 @@ from pate_cli.errors import ExitCode, UsageError
 from pate_cli.mechanisms import Mechanism, MechanismName
 from pate_cli.release import GnssRelease, gated_epsilon, gnss_release
 from pate_cli.report import AnalysisReport, InputSummary, dumps
-from pate_cli.votes import VoteFormat, Votes, load_votes
+from pate_cli.votes import VoteFormat, Votes, load_answered_mask, load_baseline, load_votes
 
 # The command line of the run in progress (after ``pate``), set by the CLI group as it
 # parses it; --record stores it so that verify can replay the run.
@@ -261,6 +261,17 @@ def analysis_report(
         worst_case=worst_case,
         warnings=tuple(warnings),
     )
+
+
+def run_inputs(
+    votes: Votes, baseline_path: str | None, answered_path: str | None
+) -> tuple[NDArray[np.float64] | None, NDArray[np.bool_] | None]:
+    """--baseline and --answered, read and checked against the selected votes."""
+    baseline = load_baseline(baseline_path, votes) if baseline_path is not None else None
+    answered = (
+        load_answered_mask(answered_path, votes.num_queries) if answered_path is not None else None
+    )
+    return baseline, answered
 
 
 def selection_options(

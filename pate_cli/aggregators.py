@@ -184,6 +184,14 @@ def _teacher_branch(answered: NDArray[np.bool_]) -> NDArray[np.int8]:
     return np.where(answered, Branch.TEACHERS, Branch.ABSTAINED).astype(np.int8)
 
 
+def _answer_every_query(
+    labels: NDArray[np.int64], max_answered: int | None, max_queries: int | None
+) -> AggregationResult:
+    """LNMax and GNMax answer every query they see, with the teachers' label."""
+    answered = np.ones(labels.shape[0], dtype=bool)
+    return _finish(labels, answered, _teacher_branch(answered), max_answered, max_queries)
+
+
 def aggregate_lnmax(
     counts: ArrayLike,
     gamma: float,
@@ -215,8 +223,7 @@ def aggregate_lnmax(
     _check_scale("gamma", gamma)
     _check_common(rng, max_answered, max_queries)
     labels = _noisy_argmax(counts, 1.0 / gamma, lambda shape: rng.laplace(0.0, 1.0, shape))
-    answered = np.ones(labels.shape[0], dtype=bool)
-    return _finish(labels, answered, _teacher_branch(answered), max_answered, max_queries)
+    return _answer_every_query(labels, max_answered, max_queries)
 
 
 def aggregate_gnmax(
@@ -250,8 +257,7 @@ def aggregate_gnmax(
     _check_scale("sigma", sigma)
     _check_common(rng, max_answered, max_queries)
     labels = _noisy_argmax(counts, sigma, rng.standard_normal)
-    answered = np.ones(labels.shape[0], dtype=bool)
-    return _finish(labels, answered, _teacher_branch(answered), max_answered, max_queries)
+    return _answer_every_query(labels, max_answered, max_queries)
 
 
 def aggregate_confident_gnmax(

@@ -723,14 +723,10 @@ class ChunkedCounts:
             raise InputError(f"{self._path}: the file changed while it was read")
         return out
 
-    def block_starts(self) -> range:
-        """First rows of consecutive blocks of at most ``_BLOCK_CELLS`` values."""
-        return range(0, self.shape[0], _block_rows(self.shape[1]))
-
     def blocks(self) -> Iterator[tuple[int, NDArray[np.float64]]]:
-        """(first row, rows) for consecutive blocks of rows."""
+        """(first row, rows) for consecutive blocks of at most ``_BLOCK_CELLS`` values."""
         step = _block_rows(self.shape[1])
-        for start in self.block_starts():
+        for start in range(0, self.shape[0], step):
             yield start, self[start : start + step]
 
 
@@ -762,13 +758,17 @@ class ChunkedLabels(ChunkedCounts):
                     raise InputError(f"{self._path}: the file changed while it was read")
         return raw.view(header.dtype)
 
+    def label_blocks(self, start: int, stop: int) -> Iterator[tuple[int, np.ndarray]]:
+        """(first query, labels) for queries [start, stop), M labels a query, in blocks."""
+        step = _block_rows(self.num_file_teachers)
+        for first in range(start, stop, step):
+            yield first, self.labels(first, min(first + step, stop))
+
     def _read(self, start: int, stop: int) -> NDArray[np.float64]:
         out = np.empty((stop - start, self.shape[1]))
-        step = _block_rows(self.num_file_teachers)  # M labels per query to read
-        for first in range(start, stop, step):
-            last = min(first + step, stop)
-            out[first - start : last - start] = _counts_from_labels(
-                self.labels(first, last), self.shape[1]
+        for first, block in self.label_blocks(start, stop):
+            out[first - start : first - start + block.shape[1]] = _counts_from_labels(
+                block, self.shape[1]
             )
         return out
 
@@ -783,13 +783,10 @@ class _LabelScan:
 
 
 def _scan_labels(source: ChunkedLabels) -> _LabelScan:
-    teachers = source.num_file_teachers
-    sums = np.zeros(teachers)
+    sums = np.zeros(source.num_file_teachers)
     first_bad: tuple[int, int] | None = None
     largest = 0
-    step = _block_rows(teachers)
-    for start in range(0, source.shape[0], step):
-        block = source.labels(start, min(start + step, source.shape[0]))
+    for start, block in source.label_blocks(0, source.shape[0]):
         if block.size == 0:
             continue
         sums += _row_sums(block)
@@ -820,9 +817,7 @@ def _stream_labels(
     if num_classes is not None:
         bad = None
         if scan.first_bad is not None or scan.largest >= num_classes:  # look closer
-            step = _block_rows(source.num_file_teachers)
-            for start in range(0, num_selected, step):
-                block = source.labels(start, min(start + step, num_selected))
+            for start, block in source.label_blocks(0, num_selected):
                 wrong = ~_is_whole(block) | (block < 0) | (block >= num_classes)
                 if wrong.any():
                     t, q = _first(wrong)

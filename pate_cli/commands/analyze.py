@@ -44,6 +44,7 @@ from pate_cli._options import (
     emit,
     gate,
     release_for,
+    run_inputs,
     selection_options,
 )
 from pate_cli.accounting import Conversion
@@ -51,7 +52,7 @@ from pate_cli.mechanisms import LNMax, infer_mechanism
 from pate_cli.orders import parse_orders
 from pate_cli.record import build_record, check_record_path, write_record
 from pate_cli.release import ConditionError
-from pate_cli.votes import VoteFormat, load_answered_mask, load_baseline
+from pate_cli.votes import VoteFormat
 
 
 def analyze(
@@ -144,10 +145,7 @@ def analyze(
         plots.check_plot_path(plot_path)
     if ledger_path is not None:
         ledger.check_ledger_path(ledger_path)
-    baseline = load_baseline(baseline_path, votes) if baseline_path is not None else None
-    answered = (
-        load_answered_mask(answered_path, votes.num_queries) if answered_path is not None else None
-    )
+    baseline, answered = run_inputs(votes, baseline_path, answered_path)
     report = analysis_report(
         votes,
         chosen,

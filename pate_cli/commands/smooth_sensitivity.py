@@ -40,6 +40,7 @@ from pate_cli._options import (
     emit,
     gate,
     release_for,
+    run_inputs,
     selection_options,
     summary,
 )
@@ -50,7 +51,7 @@ from pate_cli.orders import parse_orders
 from pate_cli.record import build_record, check_record_path, write_record
 from pate_cli.release import gated_epsilon
 from pate_cli.report import SmoothSensitivityReport
-from pate_cli.votes import VoteFormat, load_answered_mask, load_baseline
+from pate_cli.votes import VoteFormat
 
 
 def smooth_sensitivity(
@@ -113,10 +114,7 @@ def smooth_sensitivity(
     if isinstance(chosen, LNMax):
         raise UsageError("smooth-sensitivity covers gnmax, confident-gnmax and interactive-gnmax")
     orders = parse_orders(orders_text)
-    baseline = load_baseline(baseline_path, votes) if baseline_path is not None else None
-    answered = (
-        load_answered_mask(answered_path, votes.num_queries) if answered_path is not None else None
-    )
+    baseline, answered = run_inputs(votes, baseline_path, answered_path)
     analysis = analysis_report(
         votes,
         chosen,
