@@ -23,12 +23,19 @@ SAMPLE = ROOT / "sample_data"
 MNIST = SAMPLE / "mnist_250_teachers.npy"
 MNIST_INDICES = SAMPLE / "mnist_250_teachers_100_indices_used_by_student.npy"
 MNIST_LABELS = SAMPLE / "mnist_250_teachers_labels.npy"
+# The 2018 paper's MNIST setting (Table 2): Confident-GNMax on the first 640 queries.
+TABLE2 = ["--threshold", 200, "--sigma1", 150, "--sigma", 40, "--queries", 640, "--delta", 1e-5]
 
 
 @cache
 def reference_json(name: str) -> dict[str, Any]:
     """A reference file, parsed once per session ("inf"/"nan" strings left as they are)."""
     return json.loads((REFERENCE / name).read_text())
+
+
+def reference_votes(name: str) -> Path:
+    """The votes of a reference file: the paper's MNIST votes, or the file beside it."""
+    return MNIST if name.startswith("paper_") else REFERENCE / reference_json(name)["votes_file"]
 
 
 def as_float(values: Any) -> np.ndarray:

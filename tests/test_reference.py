@@ -11,7 +11,16 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import MNIST, MNIST_INDICES, MNIST_LABELS, REFERENCE, reference_json, run_cli
+from tests.conftest import (
+    MNIST,
+    MNIST_INDICES,
+    MNIST_LABELS,
+    REFERENCE,
+    TABLE2,
+    reference_json,
+    reference_votes,
+    run_cli,
+)
 
 FILES = sorted(
     p.name for p in REFERENCE.glob("*.expected.json") if not p.name.startswith("labels2017")
@@ -29,8 +38,7 @@ def _cases():
 def _args(name: str, case: dict) -> list[str]:
     data = reference_json(name)
     params = case["params"]
-    votes = MNIST if name.startswith("paper_") else REFERENCE / data["votes_file"]
-    args = ["analyze", votes, "--delta", params["delta"], "--json"]
+    args = ["analyze", reference_votes(name), "--delta", params["delta"], "--json"]
     if "queries" in params:
         args += ["--queries", params["queries"]]
     if case["kind"] == "gnmax":
@@ -77,21 +85,7 @@ def test_analyze_matches_reference(name, case):
 
 def test_paper_mnist_numbers():
     """The 2018 paper's MNIST row: 282.7 answered, epsilon 1.999 at order 14; improved is lower."""
-    args = [
-        "analyze",
-        MNIST,
-        "--threshold",
-        200,
-        "--sigma1",
-        150,
-        "--sigma",
-        40,
-        "--queries",
-        640,
-        "--delta",
-        1e-5,
-        "--json",
-    ]
+    args = ["analyze", MNIST, *TABLE2, "--json"]
     classic = run_cli(args).json
     assert round(classic["expected_answered"], 1) == 282.7
     assert round(classic["data_dependent"]["epsilon"], 3) == 1.999

@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 
 from pate_cli.errors import ExitCode
-from tests.conftest import MNIST, SAMPLE, run_cli
-
-CONFIDENT = ["--threshold", 200, "--sigma1", 150, "--sigma", 40, "--queries", 640, "--delta", 1e-5]
+from tests.conftest import MNIST, SAMPLE, TABLE2, run_cli
 
 
 @pytest.fixture
@@ -25,7 +23,7 @@ def votes(tmp_path):
 
 def _record(tmp_path, command: str, votes, *extra) -> str:
     record = tmp_path / f"{command}.record.json"
-    args = [command, votes, *CONFIDENT, "--json", "--record", record, *extra]
+    args = [command, votes, *TABLE2, "--json", "--record", record, *extra]
     if command == "aggregate":
         args += ["--output", tmp_path / "labels.npy", "--answered-output", tmp_path / "mask.npy"]
     run_cli(args)
@@ -144,7 +142,7 @@ def test_a_crashed_run_leaves_no_record(tmp_path, monkeypatch):
 
     monkeypatch.setattr(analyze_command.render, "analysis", boom)
     record = tmp_path / "run.record.json"
-    run_cli(["analyze", MNIST, *CONFIDENT, "--record", record], expect=ExitCode.INTERNAL)
+    run_cli(["analyze", MNIST, *TABLE2, "--record", record], expect=ExitCode.INTERNAL)
     assert list(tmp_path.iterdir()) == []
 
 
