@@ -83,6 +83,7 @@ from numpy.typing import NDArray
 from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax, rdp_gnmax_data_independent
 from pate_cli.core.threshold import (
     log_pr_answered_threshold,
+    logq_threshold,
     rdp_threshold,
     rdp_threshold_data_independent,
 )
@@ -369,7 +370,7 @@ def loop_confident(votes: NDArray[np.float64], orders: NDArray[np.float64]) -> N
         row = votes[i : i + 1]
         log_pr = log_pr_answered_threshold(row, GLYPH_T, GLYPH_SIGMA1)
         pr = float(np.exp(log_pr[0]))
-        total += rdp_threshold(log_pr, GLYPH_SIGMA1, orders)[0]
+        total += rdp_threshold(logq_threshold(row, GLYPH_T, GLYPH_SIGMA1), GLYPH_SIGMA1, orders)[0]
         total += pr * rdp_gnmax(logq_gnmax(row, GLYPH_SIGMA2), GLYPH_SIGMA2, orders)[0]
         answered += pr
     independent = votes.shape[0] * rdp_threshold_data_independent(GLYPH_SIGMA1, orders)

@@ -191,6 +191,8 @@ class QueryTerms:
 
     log_pr_answered: FloatArray | None
     """log Pr[answered] of the threshold step (Q,); None without one."""
+    logq_threshold: FloatArray | None
+    """log of the threshold step's less likely outcome (Q,), from its own tail; None without one."""
     logq: FloatArray | None
     """log q of the answer step (Q,); None when data-independent bounds are forced."""
     num_seen: int
@@ -218,17 +220,19 @@ def query_terms(
     seen = len(votes) if num_seen is None else num_seen
     is_threshold = isinstance(mechanism, ConfidentGNMax)
     log_pr = np.empty(seen) if is_threshold else None
+    logq_step1 = np.empty(seen) if is_threshold else None
     logq = np.empty(seen) if need_logq else None
 
     def chunk(start: int) -> int:
         stop = min(start + chunk_size, seen)
         counts = np.asarray(votes[start:stop], dtype=np.float64)
         if isinstance(mechanism, ConfidentGNMax):
-            assert log_pr is not None
+            assert log_pr is not None and logq_step1 is not None
             step1 = counts if baseline is None else counts - baseline[start:stop]
-            log_pr[start:stop] = threshold.log_pr_answered_threshold(
+            margins = threshold.threshold_margins(
                 step1, mechanism.threshold, mechanism.sigma1, half_even=half_even
             )
+            log_pr[start:stop], logq_step1[start:stop] = threshold.outcomes_from_margins(margins)
         if logq is not None:
             logq[start:stop] = _logq(counts, mechanism)
         return stop - start
@@ -239,7 +243,7 @@ def query_terms(
         for done in map(chunk, starts) if pool is None else pool.map(chunk, starts):
             if progress is not None:
                 progress(done)
-    return QueryTerms(log_pr, logq, seen)
+    return QueryTerms(log_pr, logq_step1, logq, seen)
 
 
 def _logq(counts: FloatArray, mechanism: Mechanism) -> FloatArray:
@@ -311,11 +315,11 @@ def account(
         dependent = independent.copy()
     else:
         dependent = np.zeros(orders.size)
-        if isinstance(mechanism, ConfidentGNMax) and terms.log_pr_answered is not None:
+        if isinstance(mechanism, ConfidentGNMax) and terms.logq_threshold is not None:
             threshold_cost = partial(
                 threshold.rdp_threshold, sigma1=mechanism.sigma1, orders=orders
             )
-            dependent += weighted_costs(terms.log_pr_answered, [None], threshold_cost)[0]
+            dependent += weighted_costs(terms.logq_threshold, [None], threshold_cost)[0]
         assert terms.logq is not None
         dependent += weighted_costs(terms.logq, [weights], answer_cost(mechanism, orders))[0]
     # Both totals bound the same composition, so their minimum does too; it also absorbs

@@ -204,18 +204,19 @@ def _terms(
     weight = np.ones(num) if mask is None else mask
     first = np.zeros(num)
     if isinstance(mechanism, ConfidentGNMax):
-        log_pr = threshold.log_pr_answered_threshold(
+        margins = threshold.threshold_margins(
             counts if step1 is None else step1,
             mechanism.threshold,
             mechanism.sigma1,
             half_even=half_even,
         )
+        log_pr, logq_step1 = threshold.outcomes_from_margins(margins)
         if mask is None:
             weight = np.exp(log_pr)
         if data_independent:
             first[:] = threshold.rdp_threshold_data_independent(mechanism.sigma1, at)[0]
         else:
-            first = threshold.rdp_threshold(log_pr, mechanism.sigma1, at)[:, 0]
+            first = threshold.rdp_threshold(logq_step1, mechanism.sigma1, at)[:, 0]
     if isinstance(mechanism, (GNMax, ConfidentGNMax)):
         logq = gnmax.logq_gnmax(counts, mechanism.sigma)
         if data_independent:

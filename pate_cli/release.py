@@ -242,9 +242,9 @@ def gnss_release(
         )
         rdp1 = rdp1_independent
         if not ind_threshold:
-            assert terms.log_pr_answered is not None
+            assert terms.logq_threshold is not None
             cost = partial(rdp_threshold, sigma1=threshold_step.sigma1, orders=orders)
-            rdp1 = float(weighted_costs(terms.log_pr_answered, [None], cost)[0, 0])
+            rdp1 = float(weighted_costs(terms.logq_threshold, [None], cost)[0, 0])
     # Prop. 8 per expected answer.
     rdp2_independent = float(
         scaled_cost(weights.sum(), rdp_gnmax_data_independent(sigma, orders))[0]

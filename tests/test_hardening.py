@@ -48,8 +48,7 @@ from pate_cli.aggregators import (
 )
 from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax, rdp_gnmax_data_independent
 from pate_cli.core.lnmax import logq_lnmax, rdp_lnmax
-from pate_cli.core.logmath import log1mexp
-from pate_cli.core.threshold import log_pr_answered_threshold, rdp_threshold
+from pate_cli.core.threshold import logq_threshold, rdp_threshold
 from pate_cli.errors import ExitCode, InputError
 from pate_cli.orders import DEFAULT_ORDERS
 from pate_cli.votes import load_array
@@ -377,8 +376,8 @@ def test_core_accepts_sigma_beyond_the_float_range_of_its_square():
             assert not np.isnan(logq).any()
             rdp = rdp_gnmax(logq, sigma, orders)
             assert np.all(rdp >= 0) and np.all(rdp <= rdp_gnmax_data_independent(sigma, orders))
-            log_pr = log_pr_answered_threshold(counts, -1.7e308, sigma)
-            assert np.all(rdp_threshold(log_pr, sigma, orders) >= 0)
+            logq_step1 = logq_threshold(counts, -1.7e308, sigma)
+            assert np.all(rdp_threshold(logq_step1, sigma, orders) >= 0)
         tiny = rdp_gnmax(logq_gnmax(counts, 1e-200), 1e-200, orders)
         assert np.all(tiny[0] == np.inf) and np.all(tiny[1] == 0)  # tie: inf; clear winner: 0
         assert np.all(rdp_gnmax_data_independent(1e200, orders) == 0)
@@ -546,14 +545,12 @@ def _non_decreasing_rows(rdp: np.ndarray) -> bool:
 def test_rdp_bounds_are_non_decreasing_in_q(sigma, gamma, edge, seed):
     """GNMax (Theorem 6), LNMax (Theorem 3) and the threshold step: more q never costs less.
 
-    The threshold step's q is min(p, 1 - p) for p = Pr[answered], so its cost grows with p
-    below 1/2 and shrinks with p above it. Above q0 the bounds sit on the data-independent
-    plateau, which is the largest value, so the property holds over the whole range of q.
+    The threshold step's q is min(p, 1 - p) for p = Pr[answered], at most 1/2. Above q0
+    the bounds sit on the data-independent plateau, which is the largest value, so the
+    property holds over the whole range of q.
     """
     logq = _with_log_uniform(edge, seed)
     assert _non_decreasing_rows(rdp_gnmax(logq, sigma, ORDERS))
     assert _non_decreasing_rows(rdp_lnmax(logq, gamma, ORDERS))
-    below_half = np.minimum(logq, math.log(0.5))  # p = q <= 1/2
+    below_half = np.minimum(logq, math.log(0.5))  # the less likely outcome: q <= 1/2
     assert _non_decreasing_rows(rdp_threshold(below_half, sigma, ORDERS))
-    above_half = log1mexp(below_half)  # p = 1 - q >= 1/2, falling as q grows down the rows
-    assert _non_decreasing_rows(rdp_threshold(above_half, sigma, ORDERS))

@@ -103,7 +103,8 @@ def _per_query_loop(counts, mechanism, orders, baseline=None):
             log_pr = threshold.log_pr_answered_threshold(
                 step1, mechanism.threshold, mechanism.sigma1
             )
-            total += threshold.rdp_threshold(log_pr, mechanism.sigma1, orders)[0]
+            logq_step1 = threshold.logq_threshold(step1, mechanism.threshold, mechanism.sigma1)
+            total += threshold.rdp_threshold(logq_step1, mechanism.sigma1, orders)[0]
             weight = float(np.exp(log_pr[0]))
         answered += weight
         if isinstance(mechanism, LNMax):

@@ -270,9 +270,9 @@ class _SharedTerms:
                 need_logq=False,
                 chunk_size=self.chunk_size,
             )
-            assert terms.log_pr_answered is not None
+            assert terms.log_pr_answered is not None and terms.logq_threshold is not None
             cost = partial(threshold.rdp_threshold, sigma1=mechanism.sigma1, orders=self.orders)
-            total = weighted_costs(terms.log_pr_answered, [None], cost)[0]
+            total = weighted_costs(terms.logq_threshold, [None], cost)[0]
             self.gate[key] = (terms.log_pr_answered, total)
         return self.gate[key]
 

@@ -60,6 +60,7 @@ from scipy.special import log_ndtr, ndtri_exp
 from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax, rdp_gnmax_data_independent
 from pate_cli.core.threshold import (
     log_pr_answered_threshold,
+    logq_threshold,
     rdp_threshold,
     rdp_threshold_data_independent,
     round_votes,
@@ -781,8 +782,7 @@ def _threshold_ls_table(
     on the votes only through h = max(votes), and a neighbour moves h by 1.
     """
     top = np.arange(num_teachers + 1, dtype=np.float64)[:, None]
-    log_pr = log_pr_answered_threshold(top, threshold, sigma1)
-    rdp = rdp_threshold(log_pr, sigma1, np.array([order]))[:, 0]
+    rdp = rdp_threshold(logq_threshold(top, threshold, sigma1), sigma1, np.array([order]))[:, 0]
     step = np.abs(np.diff(rdp))
     table = np.empty(num_teachers + 1)
     table[0] = step[0]
@@ -1101,9 +1101,7 @@ def is_data_independent_always_opt_threshold(
     sigma1 = _check_positive("sigma1", sigma1)
     order = _check_order(order)
     ends = np.array([[0.0], [float(num_teachers)]])
-    dependent = rdp_threshold(
-        log_pr_answered_threshold(ends, threshold, sigma1), sigma1, np.array([order])
-    )
+    dependent = rdp_threshold(logq_threshold(ends, threshold, sigma1), sigma1, np.array([order]))
     independent = rdp_threshold_data_independent(sigma1, np.array([order]))[0]
     return bool(np.all(np.isclose(dependent[:, 0], independent, atol=0)))
 

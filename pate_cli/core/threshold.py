@@ -13,7 +13,6 @@ from numpy.typing import NDArray
 from scipy.special import log_ndtr
 
 from pate_cli.core.gnmax import rdp_gnmax, rdp_gnmax_data_independent
-from pate_cli.core.logmath import log1mexp
 
 
 def round_votes(values: NDArray[np.float64], *, half_even: bool = False) -> NDArray[np.float64]:
@@ -28,38 +27,87 @@ def round_votes(values: NDArray[np.float64], *, half_even: bool = False) -> NDAr
     return np.round(values) if half_even else np.floor(values + 0.5)
 
 
-def log_pr_answered_threshold(
+def threshold_margins(
     counts: NDArray[np.float64], threshold: float, sigma1: float, *, half_even: bool = False
 ) -> NDArray[np.float64]:
-    """log Pr[max(votes) + N(0, sigma1^2) >= T] per query (Algorithm 1, step 1).
+    """(round(max(votes)) - T) / sigma1 per query: the step-1 statistic in noise units.
 
-    As in the reference, max(votes) is rounded to an integer (see
-    ``round_votes``), which only matters for the fractional votes - baseline of
-    Interactive-GNMax.
+    Pr[answered] = Phi(z) and Pr[not answered] = Phi(-z) (Algorithm 1, step 1). As in the
+    reference, max(votes) is rounded to an integer (see ``round_votes``), which only matters
+    for the fractional votes - baseline of Interactive-GNMax. Beyond the float range z is
+    +-inf, whose tails are the limits 1 and 0.
 
     Shapes: counts (Q, C) -> (Q,).
     """
     if not sigma1 > 0:
         raise ValueError(f"sigma1 must be positive, got {sigma1}")
     top = round_votes(np.asarray(counts, dtype=np.float64).max(axis=1), half_even=half_even)
-    # Pr[N(0, s^2) >= T - top] = Phi((top - T) / s), in log space. Beyond the float range
-    # the ratio is +-inf: answered with probability 1 (log 0) or 0 (-inf), its limits.
     with np.errstate(over="ignore"):
-        return log_ndtr((top - threshold) / sigma1)
+        return (top - threshold) / sigma1
+
+
+def log_pr_answered_threshold(
+    counts: NDArray[np.float64], threshold: float, sigma1: float, *, half_even: bool = False
+) -> NDArray[np.float64]:
+    """log Pr[max(votes) + N(0, sigma1^2) >= T] per query (Algorithm 1, step 1).
+
+    Shapes: counts (Q, C) -> (Q,).
+    """
+    return log_ndtr(threshold_margins(counts, threshold, sigma1, half_even=half_even))
+
+
+def logq_threshold(
+    counts: NDArray[np.float64], threshold: float, sigma1: float, *, half_even: bool = False
+) -> NDArray[np.float64]:
+    """log of the probability of the threshold step's less likely outcome, per query.
+
+    min(Pr[answered], Pr[not answered]) = Phi(-|z|), from its own Gaussian tail: taking
+    log(1 - Pr[answered]) from a rounded log Pr[answered] would give log 0 (a "certain"
+    outcome, RDP 0) as soon as Pr[not answered] < 1e-16.
+
+    Shapes: counts (Q, C) -> (Q,).
+    """
+    return logq_from_margins(threshold_margins(counts, threshold, sigma1, half_even=half_even))
+
+
+def logq_from_margins(margins: NDArray[np.float64]) -> NDArray[np.float64]:
+    """log Phi(-|z|): the less likely outcome of step 1 at margin z. Shapes: (Q,) -> (Q,)."""
+    return log_ndtr(-np.abs(np.asarray(margins, dtype=np.float64)))
+
+
+def outcomes_from_margins(
+    margins: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(log Pr[answered], log q of the less likely outcome) at margins z, each from its own tail.
+
+    Shapes: (Q,) -> (Q,), (Q,).
+    """
+    return log_ndtr(margins), logq_from_margins(margins)
+
+
+# log(1/2) with room for the last bit of log_ndtr(0): the largest log q of a less likely outcome.
+_LOG_HALF = float(np.log(0.5)) + 1e-12
 
 
 def rdp_threshold(
-    log_pr_answered: NDArray[np.float64], sigma1: float, orders: NDArray[np.float64]
+    logq: NDArray[np.float64], sigma1: float, orders: NDArray[np.float64]
 ) -> NDArray[np.float64]:
     """Data-dependent RDP of the threshold step per query and order.
 
-    Theorem 6 applied to the two-outcome Gaussian mechanism of sensitivity 1:
-    q = min(Pr[answered], 1 - Pr[answered]) and sigma -> sqrt(2) sigma1.
+    Theorem 6 applied to the two-outcome Gaussian mechanism of sensitivity 1, with
+    q = min(Pr[answered], Pr[not answered]) (``logq_threshold``) and sigma -> sqrt(2) sigma1.
 
-    Shapes: log_pr_answered (Q,), orders (K,) -> (Q, K).
+    Raises:
+        ValueError: a log q above log(1/2), which is no less likely outcome (a log
+            Pr[answered] passed by mistake).
+
+    Shapes: logq (Q,), orders (K,) -> (Q, K).
     """
-    log_pr_answered = np.asarray(log_pr_answered, dtype=np.float64)
-    logq = np.minimum(log_pr_answered, log1mexp(log_pr_answered))
+    logq = np.asarray(logq, dtype=np.float64)
+    if np.any(logq > _LOG_HALF):
+        raise ValueError(
+            "the threshold step's log q is that of its less likely outcome (<= log 1/2)"
+        )
     return rdp_gnmax(logq, 2**0.5 * sigma1, orders)
 
 

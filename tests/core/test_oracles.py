@@ -26,7 +26,7 @@ from mpmath import mpf
 from pate_cli.core.conversion import eps_curve_classic, eps_curve_improved
 from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax
 from pate_cli.core.lnmax import logq_lnmax, rdp_lnmax
-from pate_cli.core.threshold import log_pr_answered_threshold, rdp_threshold
+from pate_cli.core.threshold import log_pr_answered_threshold, logq_threshold, rdp_threshold
 
 DPS = 50
 
@@ -229,7 +229,9 @@ def test_threshold_step_matches_mpmath(top, threshold, sigma1):
         expected = [float(theorem6_mp(q, mpmath.sqrt(2) * sigma1, mpf(o))) for o in orders]
     log_p = log_pr_answered_threshold(counts, threshold, sigma1)
     assert log_p[0] == pytest.approx(expected_log_p, rel=1e-12)
-    np.testing.assert_allclose(rdp_threshold(log_p, sigma1, orders)[0], expected, rtol=1e-9)
+    logq = logq_threshold(counts, threshold, sigma1)
+    assert logq[0] == pytest.approx(log_q, rel=1e-12)
+    np.testing.assert_allclose(rdp_threshold(logq, sigma1, orders)[0], expected, rtol=1e-9)
 
 
 # -------------------------------------------------------------- mpmath: LNMax, 2017

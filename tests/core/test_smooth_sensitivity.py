@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from pate_cli.core import smooth_sensitivity as ss
 from pate_cli.core.gnmax import logq_gnmax
-from pate_cli.core.threshold import log_pr_answered_threshold, rdp_threshold
+from pate_cli.core.threshold import log_pr_answered_threshold, logq_threshold, rdp_threshold
 from tests.conftest import SAMPLE
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference"
@@ -366,7 +366,7 @@ def naive_ls_threshold(
     rdp = [
         float(
             rdp_threshold(
-                log_pr_answered_threshold(np.array([[float(h)]]), threshold, sigma1),
+                logq_threshold(np.array([[float(h)]]), threshold, sigma1),
                 sigma1,
                 np.array([order]),
             )[0, 0]

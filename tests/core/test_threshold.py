@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.special import log_ndtr, ndtr
 
 from pate_cli.core.gnmax import rdp_gnmax
 from pate_cli.core.threshold import (
     log_pr_answered_threshold,
+    logq_threshold,
     rdp_threshold,
     rdp_threshold_data_independent,
     round_votes,
@@ -26,7 +28,8 @@ def test_threshold_matches_reference(case):
     counts = np.array([[case["max_count"], 0.0]])
     log_pr = log_pr_answered_threshold(counts, case["threshold"], case["sigma1"])
     assert log_pr[0] == pytest.approx(case["logpr_answered"], rel=1e-12)
-    rdp = rdp_threshold(log_pr, case["sigma1"], SUBSET)[0]
+    logq = logq_threshold(counts, case["threshold"], case["sigma1"])
+    rdp = rdp_threshold(logq, case["sigma1"], SUBSET)[0]
     np.testing.assert_allclose(rdp, as_float(case["rdp_threshold_subset"]["value"]), rtol=1e-9)
     np.testing.assert_allclose(
         rdp_threshold_data_independent(case["sigma1"], SUBSET),
@@ -51,18 +54,37 @@ def test_default_rounding_keeps_sensitivity_one():
 
 
 def test_threshold_rdp_is_gnmax_with_sqrt2_sigma_on_the_rarer_outcome():
-    log_pr = np.log(np.array([0.999, 0.5, 1e-6]))
-    rarer = np.log(np.array([0.001, 0.5, 1e-6]))
+    # max(votes) 240, 200 and 140 at T = 200, sigma1 = 40: z = 1, 0, -1.5.
+    counts = np.array([[240.0, 0.0], [200.0, 0.0], [140.0, 10.0]])
+    rarer = np.log([ndtr(-1.0), 0.5, ndtr(-1.5)])
+    logq = logq_threshold(counts, 200.0, 40.0)
+    np.testing.assert_allclose(logq, rarer, rtol=1e-14)
     np.testing.assert_allclose(
-        rdp_threshold(log_pr, 150.0, DEFAULT_ORDERS),
-        rdp_gnmax(rarer, 2**0.5 * 150.0, DEFAULT_ORDERS),
+        rdp_threshold(logq, 40.0, DEFAULT_ORDERS),
+        rdp_gnmax(rarer, 2**0.5 * 40.0, DEFAULT_ORDERS),
         rtol=1e-9,
     )
 
 
+def test_rarer_outcome_keeps_its_own_tail_where_pr_answered_rounds_to_one():
+    # z = 77.5: Pr[not answered] = Phi(-77.5) ~ e^-3008, while log Pr[answered] rounds to 0.
+    counts = np.array([[31.0, 9.0]])
+    assert log_pr_answered_threshold(counts, 0.0, 0.4)[0] == 0.0
+    logq = logq_threshold(counts, 0.0, 0.4)[0]
+    assert logq == pytest.approx(float(log_ndtr(-77.5)), rel=1e-14)
+    assert -3010 < logq < -3000
+    assert rdp_threshold(np.array([logq]), 0.4, np.array([21.0]))[0, 0] > 46.49
+
+
+def test_a_log_pr_answered_is_refused_as_the_rarer_outcome():
+    with pytest.raises(ValueError, match="less likely outcome"):
+        rdp_threshold(np.log([0.9]), 150.0, DEFAULT_ORDERS)
+
+
 def test_threshold_bounds_are_ordered():
-    log_pr = log_pr_answered_threshold(np.arange(0.0, 251.0)[:, None], 200.0, 150.0)
-    rdp = rdp_threshold(log_pr, 150.0, DEFAULT_ORDERS)
+    top = np.arange(0.0, 251.0)[:, None]
+    log_pr = log_pr_answered_threshold(top, 200.0, 150.0)
+    rdp = rdp_threshold(logq_threshold(top, 200.0, 150.0), 150.0, DEFAULT_ORDERS)
     assert np.all(rdp >= 0)
     assert np.all(rdp <= rdp_threshold_data_independent(150.0, DEFAULT_ORDERS))
     assert np.all(np.diff(log_pr) >= 0)  # more votes for the top class: answered more often
