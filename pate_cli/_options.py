@@ -374,10 +374,12 @@ StrictOpt = Annotated[
     bool,
     typer.Option(
         "--strict-local-sensitivity/--reference-local-sensitivity",
-        help="Threshold-step local sensitivity: strict (the default) fills every distance and "
-        "takes the running maximum over distances, as Theorem 24 needs; the 2018 reference "
-        "leaves the largest distance at 0 and does not take the maximum, which can only "
-        "understate the smooth sensitivity.",
+        help="Local-sensitivity bounds: strict (the default) bounds the change of the "
+        "published per-query cost over every histogram within each distance, Pr[answered] "
+        "weight included; --reference-local-sensitivity reproduces the 2018 reference's "
+        "bounds (Algorithms 3-5 on its beta(q), the answer step weighted at the votes, the "
+        "threshold step's largest distances left at 0), which can understate the smooth "
+        "sensitivity.",
     ),
 ]
 

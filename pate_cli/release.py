@@ -189,7 +189,8 @@ def gnss_release(
         beta: fix beta instead of choosing it on the data.
         sigma_ss: fix the GNSS noise multiplier instead of choosing it on the data.
         seed: seed of the sampled release.
-        strict: the strict threshold local sensitivity (the default; see the core module).
+        strict: the sound local sensitivity (the default); False reproduces the reference's
+            bounds, which can be below the truth (see ``core.smooth_sensitivity``).
         skip_conditions: compute even where C5/C6 fail (with a warning).
         half_even: round the threshold statistic as the reference does.
         chunk_size: queries per chunk of the passes over the votes.
@@ -286,7 +287,7 @@ def gnss_release(
     warnings: list[str] = []
     conditions: tuple[bool, bool] | None
     try:
-        conditions = ss_core.check_conditions(sigma, num_classes, order)
+        conditions = ss_core.check_conditions(sigma, num_classes, order, reference=not strict)
     except ss_core.NumericalRangeError as exc:
         if not skip_conditions:
             raise ConditionError(
@@ -295,7 +296,14 @@ def gnss_release(
             ) from exc
         conditions = None
         warnings.append(f"{exc}; computed anyway because of --skip-conditions")
-    if conditions is not None and not all(conditions):
+    if strict and conditions == (True, False):
+        # The sound bounds need only C5 (a non-decreasing per-query bound); without C6
+        # they take a cell-wise bound of the increments instead of Algorithm 3's plateau.
+        warnings.append(
+            f"condition C6 fails at order {order:g} (sigma {sigma:g}, {num_classes} classes): "
+            "the local sensitivity uses a bound that does not need it"
+        )
+    elif conditions is not None and not all(conditions):
         failed = " and ".join(
             name for name, ok in zip(("C5", "C6"), conditions, strict=True) if not ok
         )
@@ -323,10 +331,11 @@ def gnss_release(
             threshold=None if threshold_step is None else threshold_step.threshold,
             sigma1=None if threshold_step is None else threshold_step.sigma1,
             step1_votes=block if baseline is None else block - baseline[start:stop],
-            step2_weights=weights[start:stop],
+            step2_weights=None if answered is None else weights[start:stop],
             data_independent_step1=ind_threshold,
             data_independent_step2=ind_gnmax,
-            strict=strict,
+            reference=not strict,
+            increments_verified=conditions is not None and all(conditions),
             half_even=half_even,
         )
         if progress is not None:

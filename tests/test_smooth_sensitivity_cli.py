@@ -117,30 +117,31 @@ def test_smooth_sensitivity_matches_reference(name, case):
 
 
 @pytest.mark.parametrize(("name", "case"), CASES)
-def test_strict_local_sensitivity_on_reference_cases(name, case):
-    """The strict threshold LS (the default) against the reference's.
+def test_sound_local_sensitivity_on_reference_cases(name, case):
+    """The sound local sensitivity (the default) against the reference's, on its own cases.
 
-    Where the threshold step is data-independent at the release order it has no local
-    sensitivity and the two agree to the last digit. Where it is data-dependent (only the
-    glyph_like case) the strict bound is larger: smooth sensitivity +0.05%, expected released
-    epsilon 0.855233 -> 0.855278, the same to the three digits the 2018 paper reports.
+    The sound bounds cover the change of the published per-query cost, Pr[answered] weight
+    included, so the smooth sensitivity and the released epsilon are never below the
+    reference's: within 5% on the realistic runs, within 30% on the edge cases of contested
+    votes (where Pr[answered] moves most, and C6 fails with the sound q0).
     """
     result = case["result"]
     if result["ind_step1"] and result["ind_step2"]:
         pytest.skip("nothing to release")
     out = run_cli(_args(name, case, "--skip-conditions", "--strict-local-sensitivity")).json
     assert out["strict_local_sensitivity"] is True
-    if result["ind_step1"]:
-        _check_release(out, result)
-        return
-    assert out["smooth_sensitivity"] > result["ss_opt"]
-    assert out["smooth_sensitivity"] == pytest.approx(result["ss_opt"], rel=1e-3)
-    assert out["epsilon_expected_release"] > result["eps_with_ss"]
-    assert round(out["epsilon_expected_release"], 3) == round(result["eps_with_ss"], 3)
+    assert out["rdp_at_order"] == pytest.approx(result["rdp_at_order"], rel=1e-9)
+    assert out["smooth_sensitivity"] >= result["ss_opt"] * (1 - 1e-9)
+    assert out["epsilon_expected_release"] >= result["eps_with_ss"] * (1 - 1e-9)
+    slack = 1.3 if name.startswith("edge_") else 1.05
+    assert out["epsilon_expected_release"] <= slack * result["eps_with_ss"]
 
 
 def test_paper_mnist_release_numbers():
-    """The 2018 MNIST setting: order 14, beta 0.0329, E[SS] 0.0618, sigma_ss 6.23, 2.516 +/- 0.385."""
+    """The 2018 MNIST setting: order 14, beta 0.0329, E[SS] 0.0618, sigma_ss 6.23, 2.516 +/- 0.385.
+
+    Reproduced with the reference's local sensitivity; the sound default is larger.
+    """
     args = [
         "smooth-sensitivity",
         MNIST,
@@ -149,7 +150,7 @@ def test_paper_mnist_release_numbers():
         0,
         "--json",
     ]
-    out = run_cli(args).json
+    out = run_cli([*args, "--reference-local-sensitivity"]).json
     assert out["order"] == 14
     assert round(out["beta"], 4) == 0.0329
     # The paper prints 0.0618; the reference computes 0.061747 on these votes.
@@ -159,6 +160,12 @@ def test_paper_mnist_release_numbers():
     assert round(out["noise_std"], 3) == 0.385
     assert out["parameters_chosen_on_data"] is True
     assert any("not itself differentially private" in w for w in out["warnings"])
+    sound = run_cli(args).json
+    assert sound["strict_local_sensitivity"] is True
+    # The answer step's Pr[answered] weight moves with the votes: SS 0.0617 -> 0.0737.
+    assert sound["smooth_sensitivity"] == pytest.approx(0.07372, rel=1e-4)
+    assert round(sound["epsilon_expected_release"], 3) == 2.577
+    assert sound["rdp_at_order"] == out["rdp_at_order"]
 
 
 def test_released_epsilon_is_reproducible_from_the_seed():
@@ -207,7 +214,7 @@ def test_gate_on_released_epsilon():
     ]
     run_cli([*args, "--max-epsilon", 2.6])
     result = run_cli([*args, "--max-epsilon", 2.5], expect=ExitCode.BUDGET_EXCEEDED)
-    assert "released epsilon 2.5162" in result.stderr
+    assert "released epsilon 2.5765" in result.stderr
 
 
 def test_lnmax_is_a_usage_error():
@@ -228,7 +235,9 @@ def test_analyze_carries_the_release():
     ]
     out = run_cli(args).json
     assert out["release"]["released"] is True
-    assert round(out["release"]["epsilon_expected_release"], 3) == 2.516
+    assert round(out["release"]["epsilon_expected_release"], 3) == 2.577
+    reference = run_cli([*args, "--reference-local-sensitivity"]).json
+    assert round(reference["release"]["epsilon_expected_release"], 3) == 2.516
     assert "release" not in run_cli([*args, "--no-release"]).json
     lnmax = run_cli(
         ["analyze", MNIST, "--gamma", 0.1, "--delta", 1e-5, "--queries", 100, "--json"]

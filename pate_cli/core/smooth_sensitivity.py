@@ -64,6 +64,7 @@ from pate_cli.core.threshold import (
     rdp_threshold,
     rdp_threshold_data_independent,
     round_votes,
+    threshold_margins,
 )
 
 
@@ -295,27 +296,238 @@ def logq1_gnmax(sigma: float, orders: ArrayLike, num_classes: int) -> NDArray[np
 
 @dataclass(frozen=True)
 class _GnmaxSensitivity:
-    """Per-(sigma, order, C) constants of Algorithm 3."""
+    """Per-(sigma, order, C) constants of Algorithm 3, and LS~ at the walks' states.
+
+    Two analyses share the walks. ``reference=True`` is the reference's: LS~ of beta(q)
+    (Theorem 6 below the Brent root log q0, Prop. 8 above), which is not the per-query
+    bound that is published (``rdp_gnmax`` keeps Theorem 6 past a bracket-end q0), and a
+    plateau that B_U(q1) can round below. The default is sound for the published bound
+    phi = ``rdp_gnmax``, on these facts (Prop. 13: a neighbour's log q lies in
+    [log B_L(q), log B_U(q)], capped at Prop. 7's cap; phi is non-decreasing in q, which C5
+    checks below q0 and Prop. 8's cap makes hold above):
+
+    * q0 is a lower bound of inf{q : phi(q) = lambda / sigma^2}, found by bisection on phi
+      itself, and q1 = B_L(q0) rounded down. For q >= q0 every neighbour's cost is at most
+      the data-independent cost and at least phi(B_L(q)): LS <= DI - phi(B_L(q)), which
+      bounds LS~ at every larger q too (the left walk's value).
+    * For q < q1, LS~(q) = max(phi(B_U(q)) - phi(q), phi(q) - phi(B_L(q))), each argument
+      moved a relative 1e-12 towards the larger difference, so no rounding lowers it.
+      Under C6 this is non-decreasing up to q1, so it bounds every histogram of the ball
+      the right walk spans; without C6 verified, the running maximum of a cell-wise
+      bound of the increment is taken as well (``_IncrementBound``).
+    * The plateau, DI - phi(q1) (or the global increment bound without C6), bounds LS~
+      at every q, so it is used on [q1, q0], after the walks, and at the step where a
+      walk reaches or jumps over the plateau.
+    """
 
     sigma: float
     order: float
     num_classes: int
     logq0: float
     logq1: float
-    plateau: float  # LS~(q1) = LS~(q) for every q in [q1, q0]
+    plateau: float  # LS~ on [q1, q0]: its largest value
     log_cap: float  # Prop. 7's cap log(1 - 1/C)
+    reference: bool = True
+    increments: _IncrementBound | None = None  # sound analysis without C6 verified
 
     @classmethod
-    def build(cls, sigma: float, order: float, num_classes: int) -> _GnmaxSensitivity:
-        logq0 = _logq0_scalar(sigma, order)
-        logq1 = float(log_bl_gnmax(np.array([logq0]), sigma, num_classes)[0])
-        partial = cls(sigma, order, num_classes, logq0, logq1, 0.0, math.log(1 - 1 / num_classes))
-        plateau = float(_ls_tilde(np.array([logq1]), partial)[0])
-        return cls(sigma, order, num_classes, logq0, logq1, plateau, partial.log_cap)
+    def build(
+        cls,
+        sigma: float,
+        order: float,
+        num_classes: int,
+        *,
+        reference: bool = False,
+        increments_verified: bool = False,
+    ) -> _GnmaxSensitivity:
+        log_cap = math.log(1 - 1 / num_classes)
+        if reference:
+            logq0 = _logq0_scalar(sigma, order)
+            logq1 = float(log_bl_gnmax(np.array([logq0]), sigma, num_classes)[0])
+            partial = cls(sigma, order, num_classes, logq0, logq1, 0.0, log_cap)
+            plateau = float(_ls_tilde(np.array([logq1]), partial)[0])
+            return cls(sigma, order, num_classes, logq0, logq1, plateau, log_cap)
+        logq0 = _logq0_sound(sigma, order, num_classes)
+        logq1 = float(_nudge(log_bl_gnmax(np.array([logq0]), sigma, num_classes), -1)[0])
+        independent = float(rdp_gnmax_data_independent(sigma, np.array([order]))[0])
+        plateau = float(_excess(independent, _phi(np.array([logq1]), sigma, order)[0]))
+        increments = None
+        if not increments_verified:
+            increments = _IncrementBound.build(sigma, order, num_classes, logq1)
+            plateau = max(plateau, increments.largest)
+        return cls(sigma, order, num_classes, logq0, logq1, plateau, log_cap, False, increments)
+
+    def largest_cost(
+        self, logq: NDArray[np.float64], left: NDArray[np.bool_]
+    ) -> NDArray[np.float64]:
+        """Bound of the published cost over the ball a walk state closes. Shapes: (N,) -> (N,).
+
+        A right-walk state below q1 has the ball's largest q, so phi there (rounded up);
+        elsewhere Prop. 8's bound.
+        """
+        logq = np.asarray(logq, dtype=np.float64)
+        independent = rdp_gnmax_data_independent(self.sigma, np.array([self.order]))[0]
+        out = np.full(logq.shape, independent)
+        right = ~left & (logq < self.logq1)
+        out[right] = _phi(np.minimum(_nudge(logq[right], 1), self.log_cap), self.sigma, self.order)
+        return out
+
+    def ls(self, logq: NDArray[np.float64], left: NDArray[np.bool_]) -> NDArray[np.float64]:
+        """LS bound at walk states of log q (left walk where ``left``). Shapes: (N,) -> (N,)."""
+        logq = np.asarray(logq, dtype=np.float64)
+        if self.reference:
+            return _ls_tilde(logq, self)
+        out = np.full(logq.shape, self.plateau)
+        # The right walk below q1; the left walk above q0. A walk's last state, on or past
+        # the plateau, keeps the plateau: the ball it closes spans the plateau.
+        right = ~left & (logq < self.logq1)
+        out[right] = _ls_tilde_sound(logq[right], self)
+        up = left & (logq > self.logq0)
+        if np.any(up):
+            low = _nudge(log_bl_gnmax(logq[up], self.sigma, self.num_classes), -1)
+            independent = rdp_gnmax_data_independent(self.sigma, np.array([self.order]))[0]
+            out[up] = _excess(independent, _phi(low, self.sigma, self.order))
+        return out
+
+
+def _nudge(logq: NDArray[np.float64], direction: int) -> NDArray[np.float64]:
+    """log q moved a relative 1e-12 up (direction 1) or down (-1); infinities stay."""
+    logq = np.asarray(logq, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        moved = logq + direction * (1e-12 * np.abs(logq) + 1e-300)
+    return np.where(np.isfinite(logq), moved, logq)
+
+
+def _excess(larger: ArrayLike, smaller: ArrayLike) -> NDArray[np.float64]:
+    """larger - smaller rounded up: plus four ulps of the larger magnitude (the rounding of
+    the subtraction and of each operand), never negative."""
+    a = np.asarray(larger, dtype=np.float64)
+    b = np.asarray(smaller, dtype=np.float64)
+    slack = 4 * np.finfo(np.float64).eps * np.maximum(np.abs(a), np.abs(b))
+    return np.maximum(a - b + slack, 0.0)
+
+
+def _phi(logq: NDArray[np.float64], sigma: float, order: float) -> NDArray[np.float64]:
+    """The published per-query GNMax bound (``rdp_gnmax``) at one order. Shapes: (N,) -> (N,)."""
+    return rdp_gnmax(np.minimum(logq, 0.0), sigma, np.array([order]))[:, 0]
+
+
+@functools.lru_cache(maxsize=1024)
+def _logq0_sound(sigma: float, order: float, num_classes: int) -> float:
+    """A lower bound of inf{log q : rdp_gnmax(log q) = lambda / sigma^2}, by bisection.
+
+    rdp_gnmax is non-decreasing in q and equals Prop. 8's bound from there on; the
+    returned point is the largest one found where it is still below, so the infimum is
+    never below it. When it never reaches Prop. 8 below the cap, the cap is returned.
+    """
+    if not _SIGMA_RANGE[0] <= sigma <= _SIGMA_RANGE[1]:
+        raise NumericalRangeError(
+            f"log q0 is not computable in double precision for sigma {sigma:g} "
+            f"(outside [{_SIGMA_RANGE[0]:g}, {_SIGMA_RANGE[1]:g}])"
+        )
+    independent = float(rdp_gnmax_data_independent(sigma, np.array([order]))[0])
+    log_cap = math.log(1 - 1 / num_classes)
+
+    def reached(logq: float) -> bool:
+        return bool(_phi(np.array([logq]), sigma, order)[0] >= independent)
+
+    if not reached(log_cap):
+        return log_cap
+    low = -1.0
+    while reached(low):
+        low *= 2
+        if low < -1e300:
+            return low  # Prop. 8 everywhere: any point below every histogram's log q
+    high = log_cap
+    if low > high:
+        low = 2 * high
+    while True:
+        middle = 0.5 * (low + high)
+        if not low < middle < high:
+            return low
+        if reached(middle):
+            high = middle
+        else:
+            low = middle
+
+
+@dataclass(frozen=True)
+class _IncrementBound:
+    """A bound of LS~ below q1 that needs no C6: running maximum over cells in z.
+
+    With z = Phi^-1(q / (C-1)), B_U shifts z by delta = sqrt(2)/sigma (Prop. 13), so
+    LS~(q) <= max over z' <= z of psi(z') with psi(z) = phi(S(z + delta)) - phi(S(z)),
+    S(z) = log((C-1) Phi(z)) capped (the down step phi(q) - phi(B_L(q)) is psi at
+    z - delta). phi and S are non-decreasing, so on a cell [z_i, z_i+1] psi is at most
+    phi(S(z_i+1 + delta)) - phi(S(z_i)); below the first cell at most phi(S(z_0 + delta)).
+    """
+
+    start: float
+    width: float
+    running: NDArray[np.float64]  # running maximum of the cell bounds, (N + 1,)
+    largest: float
+
+    @classmethod
+    def build(cls, sigma: float, order: float, num_classes: int, logq1: float) -> _IncrementBound:
+        log_c1 = math.log(num_classes - 1)
+        log_cap = math.log(1 - 1 / num_classes)
+        delta = math.sqrt(2) / sigma
+        end = float(ndtri_exp(np.array([min(logq1 - log_c1, 0.0)]))[0]) if logq1 > -np.inf else 0.0
+        start = min(end, 0.0) - 40.0
+        cells = _INCREMENT_CELLS
+        width = max((end - start) / cells, 1e-300)
+        edges = start + width * np.arange(cells + 1)
+
+        def at(z: ArrayLike) -> NDArray[np.float64]:
+            return np.minimum(log_c1 + log_ndtr(z), log_cap)
+
+        low = _nudge(at(edges[:-1]), -1)
+        high = _nudge(at(edges[1:] + delta), 1)
+        phi = _phi(np.concatenate([low, high, _nudge(at(edges[:1] + delta), 1)]), sigma, order)
+        bounds = np.empty(cells + 1)
+        bounds[0] = phi[-1]  # every z below the first edge
+        bounds[1:] = _excess(phi[cells : 2 * cells], phi[:cells])
+        running = np.maximum.accumulate(bounds)
+        return cls(start, width, running, float(running[-1]))
+
+    def bound(self, logq: NDArray[np.float64], num_classes: int) -> NDArray[np.float64]:
+        """Bound of LS~ at every log q' <= log q, for log q below q1. Shapes: (N,) -> (N,)."""
+        z, _ = _log_erfcinv_argument(logq, num_classes)
+        with np.errstate(invalid="ignore", over="ignore"):
+            cell = np.floor((z - self.start) / self.width) + 1  # 0: below the first edge
+        cell = np.nan_to_num(cell, nan=0.0, neginf=0.0, posinf=self.running.size - 1)
+        index = np.clip(cell, 0, self.running.size - 1).astype(np.intp)
+        return self.running[index]
+
+
+# Cells of the C6-free increment bound: its looseness is about one cell's change of phi.
+_INCREMENT_CELLS = 1 << 15
+
+
+def _ls_tilde_sound(logq: NDArray[np.float64], params: _GnmaxSensitivity) -> NDArray[np.float64]:
+    """LS~(q) of the published bound below q1, arguments rounded against the user.
+
+    max(phi(B_U(q)) - phi(q), phi(q) - phi(B_L(q))) (Prop. 13), with the cap of Prop. 7
+    on B_U; without C6 verified, also the running increment bound. Shapes: (N,) -> (N,).
+    """
+    if logq.size == 0:
+        return np.zeros(0)
+    sigma, order, num_classes = params.sigma, params.order, params.num_classes
+    up = np.minimum(_nudge(log_bu_gnmax(logq, sigma, num_classes), 1), params.log_cap)
+    low = _nudge(log_bl_gnmax(logq, sigma, num_classes), -1)
+    above = np.minimum(_nudge(logq, 1), params.log_cap)
+    below = _nudge(logq, -1)
+    phi_up, phi_above, phi_below, phi_low = np.split(
+        _phi(np.concatenate([up, above, below, low]), sigma, order), 4
+    )
+    ls = np.maximum(_excess(phi_up, phi_below), _excess(phi_above, phi_low))
+    if params.increments is not None:
+        ls = np.maximum(ls, params.increments.bound(logq, num_classes))
+    return ls
 
 
 def _ls_tilde(logq: NDArray[np.float64], params: _GnmaxSensitivity) -> NDArray[np.float64]:
-    """Algorithm 3 (Prop. 13, Papernot et al. 2018): LS~(q), flat on [q1, q0].
+    """Algorithm 3 (Prop. 13, Papernot et al. 2018) as the reference: LS~(q) of beta.
 
     LS~(q) = max(beta(B_U(q)) - beta(q), beta(q) - beta(B_L(q))), with q moved to
     q1 when it lies in [q1, q0]. Shapes: logq (N,) -> (N,).
@@ -487,13 +699,18 @@ class _WalkEvaluator:
         # down to exp(-1350); deeper entries underflow to 0, negligible against a head
         # term above that (see relative_sum).
         self.linear_tail = np.exp(self.log_tail + _LINEAR_SHIFT)
-        self._pure_table: NDArray[np.float64] | None = None
+        self._pure_table: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
 
-    def pure_table(self) -> NDArray[np.float64]:
-        """LS~ per integer gap g when the runner-up term alone makes up q."""
+    def pure_table(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """(LS~, largest cost) per integer gap g of a right-walk state whose q is the
+        runner-up term alone."""
         if self._pure_table is None:
             logq = np.minimum(self.log_tail, self.params.log_cap)
-            self._pure_table = _ls_tilde(logq, self.params)
+            right = np.zeros(logq.size, dtype=bool)
+            self._pure_table = (
+                self.params.ls(logq, right),
+                self.params.largest_cost(logq, right),
+            )
         return self._pure_table
 
     def _reach(self, head_gap: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -679,20 +896,26 @@ def _plan_walks(
 
 def _walk_chunks(
     plan: _WalkPlan,
-) -> Iterator[tuple[NDArray[np.intp], NDArray[np.int64], NDArray[np.float64]]]:
-    """Yield (canonical row, distance, LS~) for every filled distance of every walk."""
+) -> Iterator[tuple[NDArray[np.intp], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]]:
+    """Yield (canonical row, distance, LS~, largest cost) for every filled distance of
+    every walk; the largest cost bounds the published cost over the ball (Prop. 8's bound
+    where the walk does not give a better one)."""
     evaluator = plan.evaluator
-    table = evaluator.pure_table()
+    params = evaluator.params
+    table, cost_table = evaluator.pure_table()
     for row, step, left in plan.evaluated.chunks():
         state = evaluator.state(row, step, left)
         ls = np.empty(row.size)
+        cost = np.empty(row.size)
         pure = state.is_pure
         ls[pure] = table[state.head_gap[pure]]
-        ls[~pure] = _ls_tilde(state.logq[~pure], evaluator.params)
-        yield row, step, ls
+        cost[pure] = cost_table[state.head_gap[pure]]
+        ls[~pure] = params.ls(state.logq[~pure], left[~pure])
+        cost[~pure] = params.largest_cost(state.logq[~pure], left[~pure])
+        yield row, step, ls, cost
     for row, step, _ in plan.pure.chunks():
         gap = evaluator.leader[row] - evaluator.runner_up[row] - 2 * step
-        yield row, step, table[gap]
+        yield row, step, table[gap], cost_table[gap]
 
 
 def _canonical_rows(votes: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.intp]]:
@@ -703,23 +926,35 @@ def _canonical_rows(votes: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArra
 
 
 def local_sensitivity_gnmax(
-    counts: ArrayLike, num_teachers: int, sigma: float, order: float
+    counts: ArrayLike,
+    num_teachers: int,
+    sigma: float,
+    order: float,
+    *,
+    reference: bool = False,
+    increments_verified: bool = False,
 ) -> NDArray[np.float64]:
     """Upper bounds on GNMax's local sensitivity at distance d, per query.
 
-    Algorithms 3-5 (Props. 13, 14, 19, Theorem 20), Papernot et al. 2018, as the
-    reference's ``compute_local_sensitivity_bounds_gnmax``: entry d is LS~ of the
-    histogram reached after d steps of the walk (towards q1 from below, towards
-    q0 from above); after the walk stops, and for q in [q1, q0], it is the
-    plateau LS~(q1). Like the reference, the step that leaves (q0, 1] keeps its
-    own LS~ even when it jumps below q1 (Algorithm 4 would report LS~(q0)).
-    With a single class the outcome is fixed and every entry is 0.
+    Algorithms 3-5 (Props. 13, 14, 19, Theorem 20), Papernot et al. 2018: entry d
+    bounds the local sensitivity of the published per-query bound (``rdp_gnmax``) over
+    every histogram within distance d, from the histogram reached after d steps of the
+    walk (towards q1 from below, towards q0 from above, each the extreme q at that
+    distance); after the walk, and for q in [q1, q0], it is the plateau. The argument is
+    in ``_GnmaxSensitivity``. With a single class the outcome is fixed: every entry is 0.
+
+    ``reference=True`` is the reference's ``compute_local_sensitivity_bounds_gnmax``
+    (LS~ of beta(q), the step that leaves (q0, 1] keeping its own LS~), which can be
+    below the true local sensitivity at small sigma.
 
     Args:
         counts: integer vote counts.
         num_teachers: M, the number of distances (d = 0 .. M-1).
         sigma: GNMax noise standard deviation.
         order: Renyi order.
+        reference: the reference's bounds instead of the sound ones.
+        increments_verified: C6 holds at this order (``check_conditions``); without it
+            the sound bounds add a cell-wise bound that needs no C6.
 
     Returns:
         Local-sensitivity bounds per query and distance.
@@ -736,36 +971,168 @@ def local_sensitivity_gnmax(
     num_queries, num_classes = votes.shape
     if num_classes == 1 or num_queries == 0:
         return np.zeros((num_queries, num_teachers))
-    params = _GnmaxSensitivity.build(sigma, order, num_classes)
+    params = _GnmaxSensitivity.build(
+        sigma, order, num_classes, reference=reference, increments_verified=increments_verified
+    )
     unique, inverse = _canonical_rows(votes)
     table = np.full((unique.shape[0], num_teachers), params.plateau)
     plan = _plan_walks(unique, num_teachers, params)
-    for row, step, ls in _walk_chunks(plan):
+    for row, step, ls, _ in _walk_chunks(plan):
         table[row, step] = ls
     return table[inverse]
 
 
+@dataclass(frozen=True)
+class _AnswerWeights:
+    """What multiplies a query's GNMax local sensitivity at distance d.
+
+    ``pr_answered`` is None for a constant weight per query (plain GNMax: 1; a realised
+    run: its 0/1 mask). In expectation the cost is thr(n) + P(n) g(n) with P = Pr[answered],
+    a non-decreasing function of the rounded top vote h of step 1 (h moves by at most 1 a
+    step), so over a histogram n'' within distance d and its neighbour n':
+    |P(n') g(n') - P(n'') g(n'')| <= P(n') |g(n') - g(n'')| + |P(n') - P(n'')| g(n''),
+    at most P(min(h + d + 1, M)) LS_g[d] + max_{|h'' - h| <= d} |dP(h'')| G[d], with G[d]
+    the largest cost over the ball (the right walk's state, else Prop. 8's DI_g).
+    """
+
+    weights: NDArray[np.float64]  # per query (Q,)
+    tops: NDArray[np.int64] | None = None  # h per query (Q,), with pr_answered
+    pr_answered: NDArray[np.float64] | None = None  # P(h) for h = 0 .. M
+    change: _ChangeWindow | None = None  # max |dP| within distance d of h, with pr_answered
+    independent: float = 0.0  # Prop. 8's bound of the answer step's cost, with change
+
+
 def _gnmax_total(
     votes: NDArray[np.int64],
-    weights: NDArray[np.float64],
+    answer: _AnswerWeights,
     num_teachers: int,
     params: _GnmaxSensitivity,
 ) -> NDArray[np.float64]:
-    """sum_q w_q LS_gnmax(q)[d] without a (Q, M) array. Shapes: (Q, C), (Q,) -> (M,)."""
-    live = weights != 0
+    """sum_q w_q(d) LS_gnmax(q)[d] without a (Q, M) array. Shapes: (Q, C) -> (M,).
+
+    Queries are grouped by (canonical row, h); the walks run once per canonical row.
+    """
+    live = answer.weights != 0
     if not np.any(live):
         return np.zeros(num_teachers)
     unique, inverse = _canonical_rows(votes[live])
-    row_weight = np.bincount(inverse, weights=weights[live], minlength=unique.shape[0])
+    num_rows = unique.shape[0]
+    tops = np.zeros(inverse.size, dtype=np.int64) if answer.tops is None else answer.tops[live]
+    key, pair_of_query = np.unique(inverse * (num_teachers + 1) + tops, return_inverse=True)
+    pair_row, pair_top = np.divmod(key, num_teachers + 1)
+    pair_weight = np.asarray(
+        np.bincount(pair_of_query.reshape(-1), weights=answer.weights[live]), dtype=np.float64
+    )
+    pair_start = np.searchsorted(pair_row, np.arange(num_rows))
+    pair_count = np.diff(np.append(pair_start, pair_row.size))
+    pr = answer.pr_answered
+
+    def weight_at(pair: NDArray[np.intp], step: NDArray[np.int64]) -> NDArray[np.float64]:
+        if pr is None:
+            return pair_weight[pair]
+        return pair_weight[pair] * pr[np.minimum(pair_top[pair] + step + 1, num_teachers)]
+
     plan = _plan_walks(unique, num_teachers, params)
     total = np.zeros(num_teachers)
-    for row, step, ls in _walk_chunks(plan):
-        total += np.bincount(step, weights=row_weight[row] * ls, minlength=num_teachers)
+    for row, step, ls, cost in _walk_chunks(plan):
+        counts = pair_count[row]
+        owner = np.repeat(np.arange(row.size), counts)
+        pair = (
+            pair_start[row][owner]
+            + np.arange(owner.size)
+            - np.repeat(np.cumsum(counts) - counts, counts)
+        )
+        at = step[owner]
+        terms = weight_at(pair, at) * ls[owner]
+        if answer.change is not None:
+            terms += pair_weight[pair] * answer.change.at(pair_top[pair], at) * cost[owner]
+        total += np.bincount(at, weights=terms, minlength=num_teachers)
     # Rows off their walk (or on the plateau throughout) contribute the plateau.
-    done_from = np.zeros(unique.shape[0], dtype=np.int64)
+    done_from = np.zeros(num_rows, dtype=np.int64)
     done_from[plan.walking] = plan.last_step + 1
-    finished = np.cumsum(np.bincount(done_from, weights=row_weight, minlength=num_teachers + 1))
-    return total + params.plateau * finished[:num_teachers]
+    pair_done = done_from[pair_row]
+    if pr is None:
+        finished = np.cumsum(
+            np.bincount(pair_done, weights=pair_weight, minlength=num_teachers + 1)
+        )
+        return total + params.plateau * finished[:num_teachers]
+    distance = np.arange(num_teachers)
+    distinct, top_index = np.unique(pair_top, return_inverse=True)
+    for start in range(0, distinct.size, _THRESHOLD_ROW_CHUNK):
+        block = slice(start, start + _THRESHOLD_ROW_CHUNK)
+        rows = distinct[block]
+        mine = (top_index >= start) & (top_index < start + rows.size)
+        cells = (top_index[mine] - start) * (num_teachers + 1) + pair_done[mine]
+        done = np.bincount(
+            cells, weights=pair_weight[mine], minlength=rows.size * (num_teachers + 1)
+        )
+        finished = np.cumsum(done.reshape(rows.size, num_teachers + 1), axis=1)[:, :num_teachers]
+        weight = params.plateau * pr[np.minimum(rows[:, None] + distance + 1, num_teachers)]
+        if answer.change is not None:
+            weight += answer.independent * answer.change.at(rows[:, None], distance)
+        total += np.sum(finished * weight, axis=0)
+    return total
+
+
+def _pr_answered_table(
+    num_teachers: int, threshold: float, sigma1: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(P(h), |P(h+1) - P(h)|) for h = 0 .. M (the change has M entries), P = Pr[answered].
+
+    Each change is a difference of the nearer tails, rounded up by four ulps of the larger.
+    """
+    margins = threshold_margins(
+        np.arange(num_teachers + 1, dtype=np.float64)[:, None], threshold, sigma1
+    )
+    pr = special.ndtr(margins)
+    upper = special.ndtr(-margins)  # Pr[not answered], from its own tail
+    change = np.where(margins[:-1] >= 0, upper[:-1] - upper[1:], pr[1:] - pr[:-1])
+    change = np.abs(change) + 4 * np.finfo(np.float64).eps * np.maximum(pr[1:], upper[:-1])
+    return pr, change
+
+
+@dataclass(frozen=True)
+class _ChangeWindow:
+    """max over tops h'' within distance d of h of the change of P next to h''.
+
+    From running maxima of the changes next to each top: a window that ends left of the
+    peak reads the prefix maximum at its right end, one that starts right of it the suffix
+    maximum at its left end, and one that holds the peak the peak.
+    """
+
+    near: NDArray[np.float64]  # max(|dP(h)|, |dP(h-1)|) for h = 0 .. M
+    prefix: NDArray[np.float64]
+    suffix: NDArray[np.float64]
+    peak: int
+
+    @classmethod
+    def build(cls, change: NDArray[np.float64]) -> _ChangeWindow:
+        near = np.zeros(change.size + 1)
+        near[:-1] = change
+        near[1:] = np.maximum(near[1:], change)
+        prefix = np.maximum.accumulate(near)
+        suffix = np.maximum.accumulate(near[::-1])[::-1]
+        return cls(near, prefix, suffix, int(np.argmax(near)))
+
+    def at(self, top: NDArray[np.int64], distance: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The window maximum, elementwise over broadcast (top, distance)."""
+        low = np.maximum(top - distance, 0)
+        high = np.minimum(top + distance, self.near.size - 1)
+        return np.where(
+            high < self.peak,
+            self.prefix[high],
+            np.where(low > self.peak, self.suffix[low], self.near[self.peak]),
+        )
+
+    def total(self, tops: NDArray[np.int64], num_teachers: int) -> NDArray[np.float64]:
+        """sum over queries of the window maximum per distance. Shapes: (Q,) -> (M,)."""
+        distinct, multiplicity = np.unique(tops, return_counts=True)
+        distance = np.arange(num_teachers)
+        total = np.zeros(num_teachers)
+        for start in range(0, distinct.size, _THRESHOLD_ROW_CHUNK):
+            rows = distinct[start : start + _THRESHOLD_ROW_CHUNK, None]
+            total += multiplicity[start : start + rows.shape[0]] @ self.at(rows, distance)
+        return total
 
 
 # --------------------------------------------------------------------------
@@ -774,16 +1141,20 @@ def _gnmax_total(
 
 
 def _threshold_ls_table(
-    num_teachers: int, threshold: float, sigma1: float, order: float
+    num_teachers: int, threshold: float, sigma1: float, order: float, *, rounded_up: bool
 ) -> NDArray[np.float64]:
     """ThreshLS(h) for h = 0 .. M (Algorithm 5's helper). Shapes: -> (M+1,).
 
     The threshold step's RDP (Theorem 6 with sigma -> sqrt(2) sigma1) depends
     on the votes only through h = max(votes), and a neighbour moves h by 1.
+    ``rounded_up`` rounds each difference up (the reference subtracts plainly).
     """
     top = np.arange(num_teachers + 1, dtype=np.float64)[:, None]
     rdp = rdp_threshold(logq_threshold(top, threshold, sigma1), sigma1, np.array([order]))[:, 0]
-    step = np.abs(np.diff(rdp))
+    if rounded_up:
+        step = _excess(np.maximum(rdp[1:], rdp[:-1]), np.minimum(rdp[1:], rdp[:-1]))
+    else:
+        step = np.abs(np.diff(rdp))
     table = np.empty(num_teachers + 1)
     table[0] = step[0]
     table[-1] = step[-1]
@@ -867,7 +1238,7 @@ def local_sensitivity_threshold(
     sigma1 = _check_positive("sigma1", sigma1)
     order = _check_order(order)
     tops = _threshold_tops(step1, num_teachers, half_even)
-    table = _threshold_ls_table(num_teachers, float(threshold), sigma1, order)
+    table = _threshold_ls_table(num_teachers, float(threshold), sigma1, order, rounded_up=strict)
     unique, inverse = np.unique(tops, return_inverse=True)
     return _threshold_ls_rows(unique, table, strict)[inverse.reshape(-1)]
 
@@ -902,16 +1273,26 @@ def local_sensitivity_total(
     step2_weights: ArrayLike | None = None,
     data_independent_step1: bool = False,
     data_independent_step2: bool = False,
-    strict: bool = False,
+    reference: bool = False,
+    increments_verified: bool = False,
     half_even: bool = False,
 ) -> NDArray[np.float64]:
     """Local-sensitivity bound of the total RDP at each distance d (Theorem 24).
 
-    sum_q LS_step1(q)[d] + w_q LS_step2(q)[d], as the reference's
-    ``_find_optimal_smooth_sensitivity_parameters`` accumulates it. A
-    data-independent step contributes 0 (its RDP does not depend on the data).
-    Never materialises a (Q, M) array: GNMax walks run on distinct sorted rows
-    in chunks, and the threshold step is grouped by round(max(step1 votes)).
+    The sum over queries of a bound on the change of each query's published cost,
+    thr(n) + w(n) g(n), over every histogram within distance d and its neighbours:
+    the threshold step's (strict: a running maximum, every distance filled) plus the
+    answer step's, whose weight w is Pr[answered] in expectation and so moves with the
+    votes too (``_AnswerWeights``), or a fixed 0/1 mask for a realised run. A
+    data-independent step has no sensitivity of its own, but in expectation its cost
+    still moves with Pr[answered]. Never materialises a (Q, M) array: GNMax walks run on
+    distinct sorted rows in chunks, and the threshold step is grouped by round(max(step1
+    votes)).
+
+    ``reference=True`` accumulates as the reference's
+    ``_find_optimal_smooth_sensitivity_parameters``: its GNMax bounds, its threshold
+    bounds (distances past max(h, M-h) left at 0, no running maximum), and each
+    answer step weighted by Pr[answered] at the votes themselves.
 
     Args:
         votes: integer teacher vote counts (step 2, GNMax).
@@ -923,12 +1304,13 @@ def local_sensitivity_total(
         sigma1: threshold-step noise standard deviation (required with threshold).
         step1_votes: what step 1 thresholds; votes - baseline for Interactive
             GNMax. Defaults to ``votes``.
-        step2_weights: weight of each query's GNMax sensitivity. Defaults to
-            Pr[answered] = exp(log_pr_answered) (the expectation the reference
-            uses), or 1 without a threshold; a 0/1 mask gives the realised run.
+        step2_weights: a realised run's 0/1 answered mask (or any fixed weights).
+            Defaults to Pr[answered] (the expectation the reference uses), or 1
+            without a threshold.
         data_independent_step1: step 1 uses Prop. 8's bound (no sensitivity).
         data_independent_step2: step 2 uses Prop. 8's bound (no sensitivity).
-        strict: see :func:`local_sensitivity_threshold`.
+        reference: the reference's bounds, which can be below the truth.
+        increments_verified: C6 holds at this order (see ``local_sensitivity_gnmax``).
         half_even: round the threshold statistic half to even, as the reference.
 
     Returns:
@@ -945,9 +1327,11 @@ def local_sensitivity_total(
     order = _check_order(order)
     sigma = _check_positive("sigma", sigma)
     total = np.zeros(num_teachers)
+    answer = _AnswerWeights(np.ones(num_queries))
 
     if threshold is None:
-        weights = np.ones(num_queries)
+        if step2_weights is not None:
+            answer = _AnswerWeights(_fixed_weights(step2_weights, num_queries))
     else:
         if sigma1 is None:
             raise ValueError("sigma1 is required together with threshold")
@@ -955,25 +1339,47 @@ def local_sensitivity_total(
         step1 = counts if step1_votes is None else _as_counts(step1_votes, "step1_votes")
         if step1.shape != counts.shape:
             raise ValueError(f"step1_votes has shape {step1.shape}, votes {counts.shape}")
-        weights = np.exp(
-            log_pr_answered_threshold(step1, float(threshold), sigma1, half_even=half_even)
-        )
+        tops = _threshold_tops(step1, num_teachers, half_even)
         if not data_independent_step1:
-            tops = _threshold_tops(step1, num_teachers, half_even)
-            table = _threshold_ls_table(num_teachers, float(threshold), sigma1, order)
-            total += _threshold_total(tops, table, strict)
-
-    if step2_weights is not None:
-        weights = np.asarray(step2_weights, dtype=np.float64)
-        if weights.shape != (num_queries,):
-            raise ValueError(f"step2_weights must have shape ({num_queries},), got {weights.shape}")
-        if not np.all(np.isfinite(weights)) or np.any(weights < 0):
-            raise ValueError("step2_weights must be finite and non-negative")
+            table = _threshold_ls_table(
+                num_teachers, float(threshold), sigma1, order, rounded_up=not reference
+            )
+            total += _threshold_total(tops, table, strict=not reference)
+        if step2_weights is not None:
+            answer = _AnswerWeights(_fixed_weights(step2_weights, num_queries))
+        elif reference:
+            pr = np.exp(
+                log_pr_answered_threshold(step1, float(threshold), sigma1, half_even=half_even)
+            )
+            answer = _AnswerWeights(pr)
+        else:
+            pr, change = _pr_answered_table(num_teachers, float(threshold), sigma1)
+            window = _ChangeWindow.build(change)
+            # The answer step's cost is at most Prop. 8's, whether or not it is data-dependent.
+            independent = float(rdp_gnmax_data_independent(sigma, np.array([order]))[0])
+            answer = _AnswerWeights(np.ones(num_queries), tops, pr, window, independent)
+            if data_independent_step2 or num_classes == 1:
+                total += independent * window.total(tops, num_teachers)
 
     if not data_independent_step2 and num_classes > 1 and num_queries > 0:
-        params = _GnmaxSensitivity.build(sigma, order, num_classes)
-        total += _gnmax_total(_as_integer_votes(counts), weights, num_teachers, params)
+        params = _GnmaxSensitivity.build(
+            sigma,
+            order,
+            num_classes,
+            reference=reference,
+            increments_verified=increments_verified,
+        )
+        total += _gnmax_total(_as_integer_votes(counts), answer, num_teachers, params)
     return total
+
+
+def _fixed_weights(weights: ArrayLike, num_queries: int) -> NDArray[np.float64]:
+    out = np.asarray(weights, dtype=np.float64)
+    if out.shape != (num_queries,):
+        raise ValueError(f"step2_weights must have shape ({num_queries},), got {out.shape}")
+    if not np.all(np.isfinite(out)) or np.any(out < 0):
+        raise ValueError("step2_weights must be finite and non-negative")
+    return out
 
 
 def smooth_sensitivity(ls_total: ArrayLike, beta: float) -> float:
@@ -1111,45 +1517,60 @@ def _theorem6_derivative(q: float, sigma: float, order: float) -> float:
 
     With L = -log q: mu2 = sigma sqrt(L), mu1 = mu2 + 1, eps_i = mu_i / sigma^2,
     log A = log(1-q) - log(1 - P), P = (q e^eps2)^(1-1/mu2), log B = eps1 - log(q)/(mu1-1),
-    beta = log((1-q) A^(l-1) + q B^(l-1)) / (l-1).
+    beta = log((1-q) A^(l-1) + q B^(l-1)) / (l-1). Evaluated in float64 arithmetic whose
+    overflow gives +-inf; NaN (inf - inf) where the value is not representable.
     """
-    log_q = math.log(q)
-    root = math.sqrt(-log_q)
-    mu2 = sigma * root
-    mu1 = mu2 + 1
-    eps2 = mu2 / sigma**2
-    eps1 = mu1 / sigma**2
-    d_mu2 = -sigma / (2 * q * root)
-    d_eps2 = d_mu2 / sigma**2
-    exponent = (1 - 1 / mu2) * (log_q + eps2)
-    d_exponent = d_mu2 / mu2**2 * (log_q + eps2) + (1 - 1 / mu2) * (1 / q + d_eps2)
-    power = math.exp(exponent)
-    log_a = math.log1p(-q) - math.log1p(-power)
-    d_log_a = -1 / (1 - q) + power / (1 - power) * d_exponent
-    log_b = eps1 - log_q / (mu1 - 1)
-    d_log_b = d_eps2 - 1 / (q * (mu1 - 1)) + log_q / (mu1 - 1) ** 2 * d_mu2
-    first = math.log1p(-q) + (order - 1) * log_a
-    second = log_q + (order - 1) * log_b
-    log_s = float(np.logaddexp(first, second))
-    # d log S / dq with the weights of the two terms; q B^(l-1) / q kept in log space.
-    derivative = (
-        math.exp(first - log_s) * (-1 / (1 - q) + (order - 1) * d_log_a)
-        + math.exp((order - 1) * log_b - log_s)
-        + math.exp(second - log_s) * (order - 1) * d_log_b
-    )
-    return derivative / (order - 1)
+    with np.errstate(all="ignore"):
+        q_ = np.float64(q)
+        log_q = np.log(q_)
+        root = np.sqrt(-log_q)
+        mu2 = sigma * root
+        mu1 = mu2 + 1
+        variance = np.float64(sigma) ** 2
+        eps2 = mu2 / variance
+        eps1 = mu1 / variance
+        d_mu2 = -sigma / (2 * q_ * root)
+        d_eps2 = d_mu2 / variance
+        exponent = (1 - 1 / mu2) * (log_q + eps2)
+        d_exponent = d_mu2 / mu2**2 * (log_q + eps2) + (1 - 1 / mu2) * (1 / q_ + d_eps2)
+        power = np.exp(exponent)
+        log_a = np.log1p(-q_) - np.log1p(-power)
+        d_log_a = -1 / (1 - q_) + power / (1 - power) * d_exponent
+        log_b = eps1 - log_q / (mu1 - 1)
+        d_log_b = d_eps2 - 1 / (q_ * (mu1 - 1)) + log_q / (mu1 - 1) ** 2 * d_mu2
+        first = np.log1p(-q_) + (order - 1) * log_a
+        second = log_q + (order - 1) * log_b
+        log_s = np.logaddexp(first, second)
+        # d log S / dq with the weights of the two terms; q B^(l-1) / q kept in log space.
+        derivative = (
+            np.exp(first - log_s) * (-1 / (1 - q_) + (order - 1) * d_log_a)
+            + np.exp((order - 1) * log_b - log_s)
+            + np.exp(second - log_s) * (order - 1) * d_log_b
+        )
+        return float(derivative / (order - 1))
 
 
 def _minimum_of(fn: Callable[[float], float], upper: float) -> float:
     from scipy import optimize
 
-    result = optimize.minimize_scalar(fn, bounds=(0, upper), method="bounded")
+    def checked(q: float) -> float:
+        value = fn(q)
+        if math.isnan(value):
+            raise NumericalRangeError(
+                f"C5/C6 cannot be checked numerically: the derivative is not representable "
+                f"at q = {q:.6g}"
+            )
+        return value
+
+    result = optimize.minimize_scalar(checked, bounds=(0, upper), method="bounded")
     if not result.success:
         raise RuntimeError("the bounded minimiser did not converge while checking C5/C6")
     return float(result.fun)
 
 
-def check_conditions(sigma: float, num_classes: int, order: float) -> tuple[bool, bool]:
+def check_conditions(
+    sigma: float, num_classes: int, order: float, *, reference: bool = False
+) -> tuple[bool, bool]:
     """Conditions C5 and C6 (Appendix B.4.2, Papernot et al. 2018) at one order.
 
     C5: beta(q) is non-decreasing on [0, q0]. C6: Delta beta(q) =
@@ -1157,7 +1578,9 @@ def check_conditions(sigma: float, num_classes: int, order: float) -> tuple[bool
     reference, a condition holds when the minimum of the derivative found by
     ``scipy.optimize.minimize_scalar(method="bounded")`` is >= 0 (a numerical
     check, not a proof); the derivative is analytic here instead of symbolic
-    (sympy), and C6 is only checked when C5 holds.
+    (sympy), and C6 is only checked when C5 holds. q0 and q1 are those of the
+    sound analysis (where the published bound reaches Prop. 8's), or with
+    ``reference`` the reference's (the Brent root of Theorem 6 = Prop. 8).
 
     Returns:
         (C5, C6).
@@ -1172,7 +1595,7 @@ def check_conditions(sigma: float, num_classes: int, order: float) -> tuple[bool
     sigma = _check_positive("sigma", sigma)
     num_classes = _check_num_classes(num_classes)
     order = _check_order(order)
-    logq0 = _logq0_scalar(sigma, order)
+    logq0 = _logq0_scalar(sigma, order) if reference else _logq0_sound(sigma, order, num_classes)
     q0 = math.exp(logq0)
     if q0 == 0.0:
         raise NumericalRangeError(
@@ -1193,9 +1616,12 @@ def check_conditions(sigma: float, num_classes: int, order: float) -> tuple[bool
         z = float(special.erfcinv(q / half_classes))
         upper = half_classes * float(special.erfc(z - 1 / sigma))  # B_U without the cap
         # dB_U/dq = exp(2 z / sigma - 1 / sigma^2) from d erfc and d erfcinv.
-        return _theorem6_derivative(upper, sigma, order) * math.exp(
-            2 * z / sigma - 1 / sigma**2
-        ) - _theorem6_derivative(q, sigma, order)
+        with np.errstate(all="ignore"):
+            slope = np.exp(2 * z / sigma - 1 / np.float64(sigma) ** 2)
+            return float(
+                _theorem6_derivative(upper, sigma, order) * slope
+                - _theorem6_derivative(q, sigma, order)
+            )
 
     cond6 = _minimum_of(delta_derivative, q1) >= 0
     return True, bool(cond6)
