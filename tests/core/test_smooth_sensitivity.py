@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.stats
 from numpy.typing import NDArray
 
 from pate_cli.core import smooth_sensitivity as ss
-from pate_cli.core.gnmax import logq_gnmax
+from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax
 from pate_cli.core.threshold import (
     log_pr_answered_threshold,
     logq_threshold,
@@ -581,3 +582,66 @@ def test_local_sensitivity_gnmax_is_order_invariant_within_a_row() -> None:
 def test_contract_violations_raise_value_error(call: Any, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# ---------------------------------------------------------------------------
+# The sound analysis: its pieces against direct computations
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sigma", "order", "num_classes"),
+    [(0.8647, 2.0, 3), (1.0, 2.0, 4), (0.6627539642921852, 1.634, 2), (40.0, 14.0, 10)],
+)
+def test_sound_logq0_is_where_the_published_bound_reaches_prop8(
+    sigma: float, order: float, num_classes: int
+) -> None:
+    # Below log q0 rdp_gnmax is under lambda / sigma^2; a hair above it, it has reached it.
+    logq0 = ss._logq0_sound(sigma, order, num_classes)
+    independent = order / sigma**2
+    at = rdp_gnmax(np.array([logq0, logq0 * (1 - 1e-9)]), sigma, np.array([order]))[:, 0]
+    assert at[0] < independent
+    assert at[1] == pytest.approx(independent, rel=1e-12)
+
+
+def test_sound_logq0_can_lie_past_the_reference_bracket() -> None:
+    # sigma 0.8647, order 2: the reference's q0 is its bracket end -(1 + 1/sigma)^2, where
+    # Theorem 6 is still below lambda / sigma^2; the published bound keeps rising past it.
+    reference = ss._logq0_scalar(0.8647, 2.0)
+    assert reference == pytest.approx(-((1 + 1 / 0.8647) ** 2), rel=1e-12)
+    assert ss._logq0_sound(0.8647, 2.0, 3) > reference + 1
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_change_window_is_the_maximum_over_the_window(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    num_teachers = int(rng.integers(1, 60))
+    threshold, sigma1 = float(rng.uniform(-5, num_teachers + 5)), float(rng.uniform(0.3, 20))
+    pr, change = ss._pr_answered_table(num_teachers, threshold, sigma1)
+    exact = np.diff(scipy.stats.norm.cdf((np.arange(num_teachers + 1) - threshold) / sigma1))
+    assert np.all(change >= np.abs(exact)) and np.all(change <= np.abs(exact) + 1e-15)
+    near = np.zeros(num_teachers + 1)
+    near[:-1] = change
+    near[1:] = np.maximum(near[1:], change)
+    window = ss._ChangeWindow.build(change)
+    for top in range(num_teachers + 1):
+        for d in range(num_teachers):
+            expected = near[max(top - d, 0) : min(top + d, num_teachers) + 1].max()
+            assert window.at(np.array(top), np.array(d)) == expected
+
+
+def test_pr_answered_weight_makes_the_answer_step_sensitive_when_data_independent() -> None:
+    # Row (10, 2, 3, 3) of the soundness report: the answer step is data-independent at
+    # order 1.712, yet its expected cost Pr[answered] lambda / sigma^2 moves with the votes.
+    # The true smooth sensitivity (all 4-class histograms of 18 votes) is 2.200e-3.
+    args = {"threshold": 12.222150299716327, "sigma1": 5.975880119984785}
+    sigma, order, beta = 7.055760832106127, 1.712, 0.17683829846944138
+    assert ss.is_data_independent_always_opt_gnmax(18, 4, sigma, order)
+    ls = ss.local_sensitivity_total(
+        [[10, 2, 3, 3]], 18, order, sigma, data_independent_step2=True, **args
+    )
+    assert ss.smooth_sensitivity(ls, beta) >= 2.200e-3
+    reference = ss.local_sensitivity_total(
+        [[10, 2, 3, 3]], 18, order, sigma, data_independent_step2=True, reference=True, **args
+    )
+    assert ss.smooth_sensitivity(reference, beta) < 2e-4  # 17x under the truth
