@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 
+from pate_cli.orders import DEFAULT_ORDERS, parse_orders
 from tests.conftest import (
     MNIST,
     MNIST_INDICES,
@@ -62,8 +63,12 @@ def _args(name: str, case: dict) -> list[str]:
 
 
 def _check(ours: dict, expected: dict) -> None:
-    assert ours["order"] == expected["order_opt"]
+    # The order is the shipped literal at the reference's index, exactly. The reference's own
+    # value is met to 1e-12: its logspace orders have a last bit that depends on the CPU's SIMD
+    # path (test_default_orders_are_the_reference_list_bit_for_bit pins the literals).
     assert ours["order_index"] == expected["order_opt_index"]
+    assert ours["order"] == DEFAULT_ORDERS[expected["order_opt_index"]]
+    assert ours["order"] == pytest.approx(expected["order_opt"], rel=1e-12, abs=0)
     assert ours["epsilon"] == pytest.approx(expected["eps"], rel=1e-9)
     if "rdp_cum" in expected:
         np.testing.assert_allclose(ours["rdp"], expected["rdp_cum"], rtol=1e-9, atol=1e-12)
@@ -147,3 +152,12 @@ def test_2017_paper_mnist_lnmax_on_labels_sample():
     default = run_cli(base).json["data_dependent"]
     assert round(default["epsilon"], 3) == 1.408 and default["order"] == 23
     assert json.dumps(default)  # plain JSON values only
+
+
+def test_default_orders_are_the_reference_list_bit_for_bit():
+    """The shipped literals, not a recomputation: np.logspace differs in the last bit by CPU."""
+    expected = np.array(reference_json("orders.json")["default"], dtype=np.float64)
+    assert DEFAULT_ORDERS.dtype == np.float64 and DEFAULT_ORDERS.shape == (298,)
+    assert DEFAULT_ORDERS.tobytes() == expected.tobytes()
+    assert not DEFAULT_ORDERS.flags.writeable
+    assert parse_orders(None).flags.writeable  # callers get their own copy

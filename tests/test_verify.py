@@ -77,7 +77,7 @@ def test_changing_one_parameter_is_caught(tmp_path, votes):
 
 @pytest.mark.parametrize("digit", [3, -1], ids=["4th-digit", "last-digit"])
 def test_changing_one_digit_of_an_epsilon_is_caught(tmp_path, votes, digit):
-    """Same software: every digit must reproduce (the computation is deterministic)."""
+    """--rtol 0 catches every digit; the default (1e-12, same software) and 1e-9 the 4th only."""
     record_path = _record(tmp_path, "smooth-sensitivity", votes)
     record = json.loads(Path(record_path).read_text())
     text = repr(record["report"]["epsilon_expected_release"])
@@ -86,15 +86,38 @@ def test_changing_one_digit_of_an_epsilon_is_caught(tmp_path, votes, digit):
     assert float(changed) != float(text)
     record["report"]["epsilon_expected_release"] = float(changed)
     Path(record_path).write_text(json.dumps(record))
-    out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
+    out = _verify(record_path, "--rtol", 0, expect=ExitCode.BUDGET_EXCEEDED)
     failed = [c for c in out["checks"] if not c["ok"]]
     assert [c["name"] for c in failed] == ["epsilon_expected_release"]
-    # Under a tolerance (as between software versions) the last digit passes, the 4th does not.
-    loose = run_cli(
-        ["verify", record_path, "--rtol", 1e-9],
-        expect=ExitCode.OK if digit < 0 else ExitCode.BUDGET_EXCEEDED,
-    )
-    assert loose.exit_code in (0, 1)
+    # Under a tolerance (the last bit can depend on the CPU) the last digit passes, the 4th not.
+    for tolerance in ([], ["--rtol", 1e-9]):
+        run_cli(
+            ["verify", record_path, *tolerance],
+            expect=ExitCode.OK if digit < 0 else ExitCode.BUDGET_EXCEEDED,
+        )
+
+
+@pytest.mark.parametrize(("relative", "holds"), [(1e-13, True), (1e-10, False)])
+def test_same_versions_verify_to_1e_12_relative(tmp_path, votes, relative, holds):
+    """Same software: 1e-12 relative, stated in the check; other versions: 1e-9."""
+    record_path = _record(tmp_path, "analyze", votes)
+    record = json.loads(Path(record_path).read_text())
+    rdp = record["report"]["data_dependent"]["rdp"]
+    assert rdp[-1] > 10  # large enough that the absolute floor of 1e-12 decides nothing
+    rdp[-1] *= 1 + relative
+    Path(record_path).write_text(json.dumps(record))
+    out = _verify(record_path, expect=ExitCode.OK if holds else ExitCode.BUDGET_EXCEEDED)
+    (other,) = [c for c in out["checks"] if c["name"] == "every other recorded number"]
+    assert [c["name"] for c in out["checks"] if not c["ok"]] == ([] if holds else [other["name"]])
+    if holds:
+        assert other["detail"] == "reproduced within rtol 1e-12, atol 1e-12"
+    else:
+        assert other["detail"].startswith("1 differ: data_dependent.rdp[297]: recorded ")
+    # The same record made with other versions of the software is held to 1e-9.
+    record["versions"]["numpy"] = "0.0"
+    Path(record_path).write_text(json.dumps(record))
+    (other,) = [c for c in _verify(record_path)["checks"] if c["name"] == other["name"]]
+    assert other["detail"] == "reproduced within rtol 1e-09, atol 1e-12"
 
 
 def test_a_changed_label_file_is_caught(tmp_path, votes):

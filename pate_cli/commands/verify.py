@@ -72,8 +72,8 @@ def verify(
         float | None,
         typer.Option(
             "--rtol",
-            help="Relative tolerance for recomputed numbers (default: bit for bit when the "
-            "record was made with the same versions, else 1e-9).",
+            help="Relative tolerance for recomputed numbers (default: 1e-12 when the record "
+            "was made with the same versions, else 1e-9; 0 asks for exact equality).",
         ),
     ] = None,
     as_json: JsonOpt = False,
