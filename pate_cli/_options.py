@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from pate_cli.accounting import Conversion, account, epsilon_result
+from pate_cli.accounting import Conversion, account_terms, epsilon_result, query_terms
 from pate_cli.errors import ExitCode, UsageError
 from pate_cli.mechanisms import Mechanism, MechanismName
 from pate_cli.release import GnssRelease, gated_epsilon, gnss_release
@@ -227,16 +227,22 @@ def analysis_report(
     with progress_bar(
         "accounting", votes.num_queries, enabled=show_progress(as_json, work)
     ) as advance:
-        result = account(
+        terms = query_terms(
             votes.counts,
             mechanism,
-            orders,
+            num_seen=None if answered is None else len(answered),
             baseline=baseline,
-            answered=answered,
-            data_independent=data_independent,
             half_even=half_even,
             progress=advance,
         )
+    result = account_terms(
+        mechanism,
+        terms,
+        orders,
+        num_queries=votes.num_queries,
+        answered=answered,
+        data_independent=data_independent,
+    )
     dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
     independent = epsilon_result(orders, result.data_independent, delta, conversion)
     worst_case = epsilon_result(orders, result.worst_case, delta, conversion)
@@ -260,6 +266,8 @@ def analysis_report(
         data_independent=independent,
         worst_case=worst_case,
         warnings=tuple(warnings),
+        account=result,
+        terms=terms,
     )
 
 
@@ -332,6 +340,11 @@ def release_for(
             strict=strict,
             skip_conditions=skip_conditions,
             half_even=half_even,
+            terms=report.terms
+            if report.terms is not None and report.terms.logq is not None
+            else None,
+            steps=None if order is not None or report.account is None else report.account.steps,
+            order_index=report.data_dependent.order_index,
             progress=advance,
         )
 

@@ -102,6 +102,54 @@ class RdpAccount:
     and the number of queries alone, so publishable as it is. It equals ``data_independent``
     for GNMax and LNMax on a full run; for Confident/Interactive-GNMax that one weights the
     answer step by Pr[answered] or the mask, which depend on the votes."""
+    steps: StepCosts | None = None
+    """Each step's total, as ``compose`` gave them (the release reads them at its order)."""
+
+
+@dataclass(frozen=True)
+class StepCosts:
+    """Each step's cost of a run, data-dependent and data-independent: ``compose``'s result.
+
+    Arrays are totals per order (K,), or per query and order (Q, K) for a ledger. A
+    mechanism without a threshold step has zeros there.
+    """
+
+    threshold: FloatArray
+    """The threshold step on every query seen (its data-independent cost where forced)."""
+    answer: FloatArray
+    """The answer step weighted by Pr[answered] or the mask (data-independent where forced)."""
+    threshold_independent: FloatArray
+    """Prop. 8's cost of the threshold step, lambda / (2 sigma1^2) per query seen."""
+    answer_independent: FloatArray
+    """The data-independent cost of the answer step, with the same weights."""
+
+    @property
+    def data_independent(self) -> FloatArray:
+        total: FloatArray = self.threshold_independent + self.answer_independent
+        return total
+
+    @property
+    def data_dependent(self) -> FloatArray:
+        """threshold + answer, never above the data-independent total.
+
+        Both bound the same composition, so their minimum does too; it also absorbs
+        last-ulp differences between summing per query and multiplying by a count.
+        """
+        return np.minimum(self.threshold + self.answer, self.data_independent)
+
+    def at(self, index: int, *, data_independent: tuple[bool, bool]) -> StepCosts:
+        """The costs at one order (index into the orders), with the steps flagged in
+        ``data_independent`` (threshold, answer) accounted at their data-independent cost."""
+
+        def pick(dependent: FloatArray, independent: FloatArray, forced: bool) -> FloatArray:
+            return (independent if forced else dependent)[..., index : index + 1]
+
+        return StepCosts(
+            pick(self.threshold, self.threshold_independent, data_independent[0]),
+            pick(self.answer, self.answer_independent, data_independent[1]),
+            self.threshold_independent[..., index : index + 1],
+            self.answer_independent[..., index : index + 1],
+        )
 
 
 # Distinct values evaluated per block: (block, K) temporaries of a few MB at most.
@@ -264,6 +312,135 @@ def answer_cost(mechanism: Mechanism, orders: FloatArray) -> Callable[[FloatArra
     assert_never(mechanism)
 
 
+CostKey = tuple[object, ...]
+"""Names a per-query cost function (its step and parameters), for callers that cache."""
+
+Total = Callable[
+    [FloatArray, FloatArray | None, CostKey, Callable[[FloatArray], FloatArray]], FloatArray
+]
+"""total(values, weights, key, cost): a step's cost over the queries from its per-query
+scalars; ``sum_over_queries`` (the run's total) or ``per_query`` (one row per query)."""
+
+
+def sum_over_queries(
+    values: FloatArray,
+    weights: FloatArray | None,
+    key: CostKey,
+    cost: Callable[[FloatArray], FloatArray],
+) -> FloatArray:
+    """sum_q w[q] cost(values)[q], each distinct value costed once. Shapes: -> (K,)."""
+    return weighted_costs(values, [weights], cost)[0]
+
+
+def per_query(
+    values: FloatArray,
+    weights: FloatArray | None,
+    key: CostKey,
+    cost: Callable[[FloatArray], FloatArray],
+) -> FloatArray:
+    """w[q] cost(values)[q] for every query. Shapes: -> (Q, K)."""
+    out = cost(np.asarray(values, dtype=np.float64))
+    return out if weights is None else weights[:, None] * out
+
+
+def answer_weights(
+    terms: QueryTerms, answered: NDArray[np.bool_] | None = None
+) -> FloatArray | None:
+    """The weight of each query's answer step: the realised mask, Pr[answered] in
+    expectation (the 2018 reference's accounting), or None when every query is answered."""
+    if answered is not None:
+        return answered.astype(np.float64)
+    if terms.log_pr_answered is not None:
+        return np.exp(terms.log_pr_answered)
+    return None
+
+
+def compose(
+    mechanism: Mechanism,
+    terms: QueryTerms,
+    orders: FloatArray,
+    *,
+    weights: FloatArray | None,
+    data_independent: tuple[bool, bool] = (False, False),
+    total: Total = sum_over_queries,
+) -> StepCosts:
+    """The composition rule of a run's cost, for every caller (analyze, compare, the
+    ledger and the release).
+
+    Confident/Interactive-GNMax pay the threshold step on every query seen (Theorem 6 on
+    the less likely outcome, with sigma -> sqrt(2) sigma1) and the answer step (Theorem 6
+    with Prop. 7's q for GNMax; Theorem 3 with Lemma 4's q for LNMax, 2017) weighted by
+    ``weights``: Pr[answered] in expectation, the mask for a realised run, 1 without a
+    threshold. A step flagged in ``data_independent`` (threshold, answer) is accounted at
+    its data-independent cost (Prop. 8 per query; min(eps^2 lambda / 2, eps) for LNMax).
+    ``StepCosts.data_dependent`` adds the steps and takes the minimum with the
+    data-independent total.
+
+    Args:
+        mechanism: the aggregator and its parameters.
+        terms: the per-query scalars (``query_terms``), computed once by the caller.
+        orders: Renyi orders (K,).
+        weights: the answer step's weight per query, or None for 1.
+        data_independent: account the (threshold, answer) step at its data-independent cost.
+        total: how a step's per-query costs are reduced: ``sum_over_queries`` (totals per
+            order) or ``per_query`` (one row per query).
+
+    Shapes: terms (Q,), weights (Q,), orders (K,) -> StepCosts of (K,) or (Q, K) arrays.
+    """
+    orders = np.asarray(orders, dtype=np.float64)
+    num = terms.num_seen
+    per_answer = _data_independent_answer(mechanism, orders)
+    rows = total is per_query
+    if rows:
+        answer_independent = (np.ones(num) if weights is None else weights)[:, None] * per_answer
+    else:
+        answered = float(num if weights is None else weights.sum())
+        answer_independent = scaled_cost(answered, per_answer)
+    if isinstance(mechanism, ConfidentGNMax):
+        per_query_seen = threshold.rdp_threshold_data_independent(mechanism.sigma1, orders)
+        threshold_independent = (
+            np.broadcast_to(per_query_seen, (num, orders.size)).copy()
+            if rows
+            else scaled_cost(num, per_query_seen)
+        )
+        if data_independent[0]:
+            threshold_total = threshold_independent
+        else:
+            assert terms.logq_threshold is not None
+            key = ("threshold", mechanism.sigma1)
+            cost = partial(threshold.rdp_threshold, sigma1=mechanism.sigma1, orders=orders)
+            threshold_total = total(terms.logq_threshold, None, key, cost)
+    else:
+        threshold_independent = np.zeros_like(answer_independent)
+        threshold_total = threshold_independent
+    if data_independent[1]:
+        answer_total = answer_independent
+    else:
+        assert terms.logq is not None
+        answer_total = total(
+            terms.logq, weights, answer_key(mechanism), answer_cost(mechanism, orders)
+        )
+    return StepCosts(threshold_total, answer_total, threshold_independent, answer_independent)
+
+
+def answer_key(mechanism: Mechanism) -> CostKey:
+    """What the answer step's per-query cost depends on besides log q."""
+    if isinstance(mechanism, (GNMax, ConfidentGNMax)):
+        return ("gnmax", mechanism.sigma)
+    if isinstance(mechanism, LNMax):
+        return ("lnmax", mechanism.gamma)
+    assert_never(mechanism)
+
+
+def _data_independent_answer(mechanism: Mechanism, orders: FloatArray) -> FloatArray:
+    """One answer's data-independent RDP: Prop. 8, or the pure-DP bound of 2017 (LNMax)."""
+    if isinstance(mechanism, (GNMax, ConfidentGNMax)):
+        return gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders)
+    if isinstance(mechanism, LNMax):
+        return lnmax.rdp_lnmax_data_independent(mechanism.gamma, orders)
+    assert_never(mechanism)
+
+
 def account(
     votes: FloatArray,
     mechanism: Mechanism,
@@ -304,34 +481,42 @@ def account(
         chunk_size=chunk_size,
         progress=progress,
     )
-    weights: FloatArray | None = None
-    if answered is not None:
-        weights = answered.astype(np.float64)
-    elif terms.log_pr_answered is not None:
-        weights = np.exp(terms.log_pr_answered)
-    answered_total = float(terms.num_seen if weights is None else weights.sum())
-    independent = data_independent_rdp(mechanism, orders, terms.num_seen, answered_total)
-    if data_independent:
-        dependent = independent.copy()
-    else:
-        dependent = np.zeros(orders.size)
-        if isinstance(mechanism, ConfidentGNMax) and terms.logq_threshold is not None:
-            threshold_cost = partial(
-                threshold.rdp_threshold, sigma1=mechanism.sigma1, orders=orders
-            )
-            dependent += weighted_costs(terms.logq_threshold, [None], threshold_cost)[0]
-        assert terms.logq is not None
-        dependent += weighted_costs(terms.logq, [weights], answer_cost(mechanism, orders))[0]
-    # Both totals bound the same composition, so their minimum does too; it also absorbs
-    # last-ulp differences between summing per query and multiplying by the query count.
-    dependent = np.minimum(dependent, independent)
+    return account_terms(
+        mechanism,
+        terms,
+        orders,
+        num_queries=len(votes),
+        answered=answered,
+        data_independent=data_independent,
+    )
+
+
+def account_terms(
+    mechanism: Mechanism,
+    terms: QueryTerms,
+    orders: FloatArray,
+    *,
+    num_queries: int,
+    answered: NDArray[np.bool_] | None = None,
+    data_independent: bool = False,
+) -> RdpAccount:
+    """``account`` from per-query terms already computed. Shapes: orders (K,)."""
+    weights = answer_weights(terms, answered)
+    steps = compose(
+        mechanism,
+        terms,
+        orders,
+        weights=weights,
+        data_independent=(data_independent, data_independent),
+    )
     return RdpAccount(
-        data_dependent=dependent,
-        data_independent=independent,
-        expected_answered=answered_total,
+        data_dependent=steps.data_dependent,
+        data_independent=steps.data_independent,
+        expected_answered=float(terms.num_seen if weights is None else weights.sum()),
         num_queries_seen=terms.num_seen,
         realized=answered is not None,
-        worst_case=data_independent_rdp(mechanism, orders, len(votes), len(votes)),
+        worst_case=data_independent_rdp(mechanism, orders, num_queries, num_queries),
+        steps=steps,
     )
 
 
@@ -344,12 +529,8 @@ def data_independent_rdp(
     mechanism: Mechanism, orders: FloatArray, num_seen: int, num_answered: float
 ) -> FloatArray:
     """Data-independent totals: Prop. 8 per answer, plus the threshold step per query seen."""
+    answers = scaled_cost(num_answered, _data_independent_answer(mechanism, orders))
     if isinstance(mechanism, ConfidentGNMax):
-        return scaled_cost(
-            num_seen, threshold.rdp_threshold_data_independent(mechanism.sigma1, orders)
-        ) + scaled_cost(num_answered, gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders))
-    if isinstance(mechanism, GNMax):
-        return scaled_cost(num_answered, gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders))
-    if isinstance(mechanism, LNMax):
-        return scaled_cost(num_answered, lnmax.rdp_lnmax_data_independent(mechanism.gamma, orders))
-    assert_never(mechanism)
+        per_query_seen = threshold.rdp_threshold_data_independent(mechanism.sigma1, orders)
+        return scaled_cost(num_seen, per_query_seen) + answers
+    return answers

@@ -44,9 +44,16 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from pate_cli.accounting import Conversion, eps_curve
-from pate_cli.core import gnmax, lnmax, threshold
-from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism, assert_never
+from pate_cli.accounting import (
+    Conversion,
+    QueryTerms,
+    answer_weights,
+    compose,
+    eps_curve,
+    per_query,
+    query_terms,
+)
+from pate_cli.mechanisms import Mechanism
 from pate_cli.report import AnalysisReport, dumps
 from pate_cli.votes import Votes, check_output_path, write_atomic
 
@@ -185,53 +192,25 @@ def _running_epsilon(rdp: FloatArray, order: float, delta: float, conversion: st
     return np.maximum(eps_curve(Conversion(conversion), orders, cumulative, delta), 0.0)
 
 
-def _terms(
-    counts: FloatArray,
+def _per_query_rdp(
     mechanism: Mechanism,
+    terms: QueryTerms,
     order: float,
-    step1: FloatArray | None,
-    mask: FloatArray | None,
+    weights: FloatArray | None,
     *,
     data_independent: bool,
-    half_even: bool,
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """(logq, weight, rdp) per query at one order, as ``accounting.account`` composes them.
-
-    Shapes: counts (L, C), step1 (L, C) -> (L,), (L,), (L,).
-    """
-    at = np.array([order])
-    num = counts.shape[0]
-    weight = np.ones(num) if mask is None else mask
-    first = np.zeros(num)
-    if isinstance(mechanism, ConfidentGNMax):
-        margins = threshold.threshold_margins(
-            counts if step1 is None else step1,
-            mechanism.threshold,
-            mechanism.sigma1,
-            half_even=half_even,
-        )
-        log_pr, logq_step1 = threshold.outcomes_from_margins(margins)
-        if mask is None:
-            weight = np.exp(log_pr)
-        if data_independent:
-            first[:] = threshold.rdp_threshold_data_independent(mechanism.sigma1, at)[0]
-        else:
-            first = threshold.rdp_threshold(logq_step1, mechanism.sigma1, at)[:, 0]
-    if isinstance(mechanism, (GNMax, ConfidentGNMax)):
-        logq = gnmax.logq_gnmax(counts, mechanism.sigma)
-        if data_independent:
-            answer = np.full(num, gnmax.rdp_gnmax_data_independent(mechanism.sigma, at)[0])
-        else:
-            answer = gnmax.rdp_gnmax(logq, mechanism.sigma, at)[:, 0]
-    elif isinstance(mechanism, LNMax):
-        logq = lnmax.logq_lnmax(counts, mechanism.gamma)
-        if data_independent:
-            answer = np.full(num, lnmax.rdp_lnmax_data_independent(mechanism.gamma, at)[0])
-        else:
-            answer = lnmax.rdp_lnmax(logq, mechanism.gamma, at)[:, 0]
-    else:
-        assert_never(mechanism)
-    return logq, weight, first + weight * answer
+) -> FloatArray:
+    """Each query's RDP at one order, by ``accounting.compose``'s rule. Shapes: -> (L,)."""
+    steps = compose(
+        mechanism,
+        terms,
+        np.array([order]),
+        weights=weights,
+        data_independent=(data_independent, data_independent),
+        total=per_query,
+    )
+    rdp: FloatArray = steps.data_dependent[:, 0]
+    return rdp
 
 
 def build_ledger(
@@ -242,6 +221,7 @@ def build_ledger(
     baseline: FloatArray | None = None,
     answered: NDArray[np.bool_] | None = None,
     half_even: bool = False,
+    terms: QueryTerms | None = None,
 ) -> Ledger:
     """Split the report's data-dependent cost into per-query terms at its best order.
 
@@ -252,6 +232,7 @@ def build_ledger(
         baseline: Interactive-GNMax baseline (Q, C), on the votes' scale, as given to the report.
         answered: The realised run's answered mask (L,), L <= Q, as given to the report.
         half_even: As given to the report (threshold rounding).
+        terms: The report's per-query terms (with log q), when the caller has them.
 
     Returns:
         The ledger, one row per query accounted (L rows for a realised run).
@@ -260,28 +241,25 @@ def build_ledger(
     """
     num = votes.num_queries if answered is None else int(answered.size)
     counts = np.asarray(votes.counts[:num], dtype=np.float64)
-    step1 = None if baseline is None else counts - baseline[:num]
-    mask = None if answered is None else answered[:num].astype(np.float64)
+    if terms is None:
+        terms = query_terms(
+            counts,
+            mechanism,
+            baseline=None if baseline is None else baseline[:num],
+            half_even=half_even,
+        )
+    assert terms.logq is not None
+    weights = answer_weights(terms, None if answered is None else answered[:num])
     order = report.data_dependent.order
-    logq, weight, rdp = _terms(
-        counts,
-        mechanism,
-        order,
-        step1,
-        mask,
-        data_independent=report.forced_data_independent,
-        half_even=half_even,
+    rdp = _per_query_rdp(
+        mechanism, terms, order, weights, data_independent=report.forced_data_independent
     )
     independent_order = report.data_independent.order
-    _, _, independent = _terms(
-        counts,
-        mechanism,
-        independent_order,
-        step1,
-        mask,
-        data_independent=True,
-        half_even=half_even,
+    independent = _per_query_rdp(
+        mechanism, terms, independent_order, weights, data_independent=True
     )
+    logq = terms.logq
+    weight = np.ones(num) if weights is None else weights
     top, gap = top_two(counts)
     selection = votes.selection
     index = (

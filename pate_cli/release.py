@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -32,14 +31,14 @@ from numpy.typing import NDArray
 from pate_cli.accounting import (
     DEFAULT_CHUNK_SIZE,
     Conversion,
+    QueryTerms,
+    StepCosts,
+    answer_weights,
+    compose,
     eps_curve,
     query_terms,
-    scaled_cost,
-    weighted_costs,
 )
 from pate_cli.core import smooth_sensitivity as ss_core
-from pate_cli.core.gnmax import rdp_gnmax, rdp_gnmax_data_independent
-from pate_cli.core.threshold import rdp_threshold, rdp_threshold_data_independent
 from pate_cli.errors import PateError, UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism
 
@@ -170,6 +169,9 @@ def gnss_release(
     strict: bool = True,
     skip_conditions: bool = False,
     half_even: bool = False,
+    terms: QueryTerms | None = None,
+    steps: StepCosts | None = None,
+    order_index: int | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: Callable[[int], None] | None = None,
 ) -> GnssRelease:
@@ -193,6 +195,10 @@ def gnss_release(
             bounds, which can be below the truth (see ``core.smooth_sensitivity``).
         skip_conditions: compute even where C5/C6 fail (with a warning).
         half_even: round the threshold statistic as the reference does.
+        terms: the analysis's per-query terms (with log q), so they are not computed again.
+        steps: the analysis's step costs at every order, with ``order_index`` the index of
+            ``order`` among those orders: the release then reads its cost there, the same
+            numbers the analysis reports.
         chunk_size: queries per chunk of the passes over the votes.
         progress: called with the number of queries done after each sensitivity chunk.
 
@@ -218,52 +224,35 @@ def gnss_release(
     ind_threshold = threshold_step is None or ss_core.is_data_independent_always_opt_threshold(
         num_teachers, threshold_step.threshold, threshold_step.sigma1, order
     )
-    # One pass over the votes for the per-query scalars; a second for the sensitivities.
-    terms = query_terms(
-        counts,
-        mechanism,
-        num_seen=num_seen,
-        baseline=baseline,
-        half_even=half_even,
-        need_logq=not ind_gnmax,
-        chunk_size=chunk_size,
-    )
-    if answered is not None:
-        weights = answered.astype(np.float64)
-    elif terms.log_pr_answered is not None:
-        weights = np.exp(terms.log_pr_answered)
-    else:
-        weights = np.ones(num_seen)
-    # As the reference: a data-independent step is accounted at Prop. 8's bound.
-    rdp1_independent = 0.0
-    rdp1 = 0.0
-    if threshold_step is not None:
-        rdp1_independent = float(  # Prop. 8 with sensitivity 1
-            scaled_cost(num_seen, rdp_threshold_data_independent(threshold_step.sigma1, orders))[0]
+    # The per-query scalars once (the analysis passes its own); a second pass for the
+    # sensitivities.
+    if terms is None:
+        terms = query_terms(
+            counts,
+            mechanism,
+            num_seen=num_seen,
+            baseline=baseline,
+            half_even=half_even,
+            need_logq=not ind_gnmax,
+            chunk_size=chunk_size,
         )
-        rdp1 = rdp1_independent
-        if not ind_threshold:
-            assert terms.logq_threshold is not None
-            cost = partial(rdp_threshold, sigma1=threshold_step.sigma1, orders=orders)
-            rdp1 = float(weighted_costs(terms.logq_threshold, [None], cost)[0, 0])
-    # Prop. 8 per expected answer.
-    rdp2_independent = float(
-        scaled_cost(weights.sum(), rdp_gnmax_data_independent(sigma, orders))[0]
-    )
-    rdp2 = rdp2_independent
-    if not ind_gnmax:
-        assert terms.logq is not None
-        cost = partial(rdp_gnmax, sigma=sigma, orders=orders)
-        rdp2 = float(weighted_costs(terms.logq, [weights], cost)[0, 0])
-    rdp_at_order = rdp1 + rdp2
+    weights = answer_weights(terms, answered)
+    # As the reference: a data-independent step is accounted at Prop. 8's bound.
+    forced = (ind_threshold, ind_gnmax)
+    if steps is not None and order_index is not None:
+        at_order = steps.at(order_index, data_independent=forced)
+    else:
+        at_order = compose(mechanism, terms, orders, weights=weights, data_independent=forced)
+    rdp_at_order = float(at_order.data_dependent[0])
+    expected_answered = float(num_seen if weights is None else weights.sum())
     common: dict[str, Any] = {
         "order": order,
         "data_independent_steps": (ind_threshold, ind_gnmax),
-        "expected_answered": float(weights.sum()),
+        "expected_answered": expected_answered,
         "rdp_at_order": rdp_at_order,
         "epsilon_data_dependent": _epsilon_at(conversion, order, rdp_at_order, delta),
         "epsilon_data_independent_at_order": _epsilon_at(
-            conversion, order, rdp1_independent + rdp2_independent, delta
+            conversion, order, float(at_order.data_independent[0]), delta
         ),
     }
     if ind_threshold and ind_gnmax:
@@ -331,7 +320,7 @@ def gnss_release(
             threshold=None if threshold_step is None else threshold_step.threshold,
             sigma1=None if threshold_step is None else threshold_step.sigma1,
             step1_votes=block if baseline is None else block - baseline[start:stop],
-            step2_weights=None if answered is None else weights[start:stop],
+            step2_weights=None if answered is None or weights is None else weights[start:stop],
             data_independent_step1=ind_threshold,
             data_independent_step2=ind_gnmax,
             reference=not strict,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pate_cli.accounting import EpsilonResult
+from pate_cli.accounting import EpsilonResult, QueryTerms, RdpAccount
 
 
 def _plain(value: Any) -> Any:
@@ -104,6 +104,10 @@ class AnalysisReport:
     """Data-independent with every query answered: the bound to publish without GNSS."""
     release: dict[str, Any] | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    account: RdpAccount | None = field(default=None, repr=False, compare=False)
+    """The totals behind the numbers, step by step (not part of the JSON)."""
+    terms: QueryTerms | None = field(default=None, repr=False, compare=False)
+    """The per-query terms they were composed from, for the release and the ledger."""
 
     def to_json_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

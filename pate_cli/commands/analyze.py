@@ -188,7 +188,13 @@ def analyze(
     renderable = render.analysis(report, all_orders=all_orders)
     if ledger_path is not None or plot_path is not None or breakdown:
         per_query = ledger.build_ledger(
-            votes, chosen, report, baseline=baseline, answered=answered, half_even=half_even
+            votes,
+            chosen,
+            report,
+            baseline=baseline,
+            answered=answered,
+            half_even=half_even,
+            terms=report.terms,
         )
         payload["breakdown"] = ledger.ledger_summary(per_query)
         if breakdown:

@@ -32,7 +32,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import partial
 from itertools import product
 from typing import Annotated, Any
 
@@ -70,14 +69,15 @@ from pate_cli._options import (
 from pate_cli.accounting import (
     DEFAULT_CHUNK_SIZE,
     Conversion,
+    CostKey,
     EpsilonResult,
-    answer_cost,
-    data_independent_rdp,
+    QueryTerms,
+    answer_key,
+    answer_weights,
+    compose,
     epsilon_result,
     query_terms,
-    weighted_costs,
 )
-from pate_cli.core import threshold
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import (
     ConfidentGNMax,
@@ -225,8 +225,9 @@ class _SharedTerms:
     """Per-query terms of one grid, each computed once and reused by every row that needs it.
 
     Lives for one ``compare_rows`` call (no module-level cache): log q per answer-step
-    setting, and log Pr[answered] with the threshold step's total RDP per threshold setting.
-    The sums are the ones ``accounting.account`` forms, so every row equals ``analyze``.
+    setting, log Pr[answered] and the threshold step's log q per threshold setting, and
+    each distinct value's cost per cost function. Every row is then ``compose``'s rule,
+    the one ``analyze`` applies, so every row equals ``analyze``.
     """
 
     counts: FloatArray
@@ -234,35 +235,32 @@ class _SharedTerms:
     baseline: FloatArray | None
     half_even: bool
     chunk_size: int
-    logq: dict[tuple[str, float], FloatArray] = field(default_factory=dict)
-    gate: dict[tuple[float, float, bool], tuple[FloatArray, FloatArray]] = field(
-        default_factory=dict
-    )
-
-    @staticmethod
-    def answer_key(mechanism: Mechanism) -> tuple[str, float]:
-        if isinstance(mechanism, (GNMax, ConfidentGNMax)):
-            return ("gnmax", mechanism.sigma)
-        if isinstance(mechanism, LNMax):
-            return ("lnmax", mechanism.gamma)
-        assert_never(mechanism)
+    logq: dict[CostKey, FloatArray] = field(default_factory=dict)
+    gate: dict[tuple[float, float, bool], QueryTerms] = field(default_factory=dict)
+    grouped: dict[int, tuple[FloatArray, NDArray[np.intp]]] = field(default_factory=dict)
+    costs: dict[tuple[int, CostKey], FloatArray] = field(default_factory=dict)
 
     def answer_logq(self, mechanism: Mechanism) -> FloatArray:
         """log q per query of the answer step (GNMax sigma or LNMax gamma)."""
-        kind, scale = key = self.answer_key(mechanism)
+        key = answer_key(mechanism)
         if key not in self.logq:
-            step: Mechanism = GNMax(scale) if kind == "gnmax" else LNMax(scale)
+            step = (
+                LNMax(mechanism.gamma) if isinstance(mechanism, LNMax) else GNMax(mechanism.sigma)
+            )
             terms = query_terms(self.counts, step, chunk_size=self.chunk_size)
             assert terms.logq is not None
             self.logq[key] = terms.logq
         return self.logq[key]
 
-    def threshold_step(self, mechanism: ConfidentGNMax) -> tuple[FloatArray, FloatArray]:
-        """(log Pr[answered] per query, the threshold step's total RDP per order)."""
+    def terms(self, mechanism: Mechanism) -> QueryTerms:
+        """The per-query terms of one setting, shared with the rows that have the same."""
+        logq = self.answer_logq(mechanism)
+        if not isinstance(mechanism, ConfidentGNMax):
+            return QueryTerms(None, None, logq, logq.size)
         interactive = isinstance(mechanism, InteractiveGNMax)
         key = (mechanism.threshold, mechanism.sigma1, interactive)
         if key not in self.gate:
-            terms = query_terms(
+            self.gate[key] = query_terms(
                 self.counts,
                 mechanism,
                 baseline=self.baseline if interactive else None,
@@ -270,11 +268,25 @@ class _SharedTerms:
                 need_logq=False,
                 chunk_size=self.chunk_size,
             )
-            assert terms.log_pr_answered is not None and terms.logq_threshold is not None
-            cost = partial(threshold.rdp_threshold, sigma1=mechanism.sigma1, orders=self.orders)
-            total = weighted_costs(terms.logq_threshold, [None], cost)[0]
-            self.gate[key] = (terms.log_pr_answered, total)
-        return self.gate[key]
+        gate = self.gate[key]
+        return QueryTerms(gate.log_pr_answered, gate.logq_threshold, logq, logq.size)
+
+    def total(
+        self,
+        values: FloatArray,
+        weights: FloatArray | None,
+        key: CostKey,
+        cost: Callable[[FloatArray], FloatArray],
+    ) -> FloatArray:
+        """``sum_over_queries``, with the distinct values and their costs kept for later rows."""
+        if id(values) not in self.grouped:
+            unique, inverse = np.unique(values, return_inverse=True)
+            self.grouped[id(values)] = (unique, inverse.ravel())
+        unique, inverse = self.grouped[id(values)]
+        if (id(values), key) not in self.costs:
+            self.costs[id(values), key] = cost(unique)
+        per_value = np.bincount(inverse, weights=weights, minlength=unique.size)
+        return np.asarray(per_value, dtype=np.float64) @ self.costs[id(values), key]
 
 
 @dataclass(frozen=True)
@@ -307,34 +319,26 @@ class CompareRow:
 
 
 def _row(
-    terms: _SharedTerms,
+    shared: _SharedTerms,
     mechanism: Mechanism,
-    answer_total: FloatArray,
     delta: float,
     conversion: Conversion,
 ) -> CompareRow:
-    """One row, composed as ``accounting.account`` composes the expected cost."""
-    orders = terms.orders
-    num = terms.counts.shape[0]
-    dependent = np.zeros(orders.size)
-    weights: FloatArray | None = None
-    if isinstance(mechanism, ConfidentGNMax):
-        log_pr, threshold_total = terms.threshold_step(mechanism)
-        weights = np.exp(log_pr)
-        dependent += threshold_total
-    dependent += answer_total
+    """One row: the setting's cost by ``compose``, as ``analyze`` composes it."""
+    orders = shared.orders
+    terms = shared.terms(mechanism)
+    weights = answer_weights(terms)
+    steps = compose(mechanism, terms, orders, weights=weights, total=shared.total)
+    num = terms.num_seen
     answered = float(num if weights is None else weights.sum())
-    independent = data_independent_rdp(mechanism, orders, num, answered)
-    # As account: both totals bound the same composition, so their minimum does too.
-    dependent = np.minimum(dependent, independent)
-    right = -np.expm1(terms.answer_logq(mechanism))  # 1 - q, accurate for small q
+    right = -np.expm1(shared.answer_logq(mechanism))  # 1 - q, accurate for small q
     agreement = float(np.mean(right) if weights is None else np.sum(weights * right) / num)
     return CompareRow(
         mechanism=mechanism,
         expected_answered=answered,
         num_queries=num,
-        data_dependent=epsilon_result(orders, dependent, delta, conversion),
-        data_independent=epsilon_result(orders, independent, delta, conversion),
+        data_dependent=epsilon_result(orders, steps.data_dependent, delta, conversion),
+        data_independent=epsilon_result(orders, steps.data_independent, delta, conversion),
         agreement=agreement,
     )
 
@@ -369,32 +373,14 @@ def compare_rows(
     """
     if baseline is None and any(isinstance(m, InteractiveGNMax) for m in mechanisms):
         raise ValueError("interactive-gnmax rows need a baseline")
-    terms = _SharedTerms(
+    shared = _SharedTerms(
         counts,  # an array or a file read block by block: only ever sliced by rows
         np.asarray(orders, dtype=np.float64),
         baseline,
         half_even,
         chunk_size,
     )
-    # Rows that share an answer step share its cost evaluation: one pass over the distinct
-    # log q values with one weight vector per row.
-    groups: dict[tuple[str, float], list[int]] = {}
-    for i, mechanism in enumerate(mechanisms):
-        groups.setdefault(terms.answer_key(mechanism), []).append(i)
-    answer_totals: dict[int, FloatArray] = {}
-    for members in groups.values():
-        first = mechanisms[members[0]]
-        weights = [
-            np.exp(terms.threshold_step(m)[0]) if isinstance(m, ConfidentGNMax) else None
-            for m in (mechanisms[i] for i in members)
-        ]
-        cost = answer_cost(first, terms.orders)
-        totals = weighted_costs(terms.answer_logq(first), weights, cost)
-        answer_totals.update(zip(members, totals, strict=True))
-    return [
-        _row(terms, mechanism, answer_totals[i], delta, conversion)
-        for i, mechanism in enumerate(mechanisms)
-    ]
+    return [_row(shared, mechanism, delta, conversion) for mechanism in mechanisms]
 
 
 _SORT_KEYS: dict[SortColumn, Callable[[CompareRow], float]] = {
