@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from enum import Enum
 from typing import Annotated, Any
@@ -18,14 +18,21 @@ import numpy as np
 import typer
 from numpy.typing import NDArray
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+from rich.progress import Progress as RichProgress
 
-from pate_cli.accounting import Conversion, account_terms, epsilon_result, query_terms
+from pate_cli import api
+from pate_cli.accounting import Conversion
+from pate_cli.api import Progress
+from pate_cli.api import check_delta as check_delta  # re-exported for the commands
+from pate_cli.api import fresh_seed as fresh_seed
+from pate_cli.api import run_inputs as run_inputs
+from pate_cli.api import summary as summary
 from pate_cli.errors import ExitCode, UsageError
 from pate_cli.mechanisms import Mechanism, MechanismName
-from pate_cli.release import GnssRelease, gated_epsilon, gnss_release
-from pate_cli.report import AnalysisReport, InputSummary, dumps
-from pate_cli.votes import VoteFormat, Votes, load_answered_mask, load_baseline, load_votes
+from pate_cli.release import gated_epsilon
+from pate_cli.report import AnalysisReport, dumps
+from pate_cli.votes import VoteFormat, Votes, load_votes
 
 # The command line of the run in progress (after ``pate``), set by the CLI group as it
 # parses it; --record stores it so that verify can replay the run.
@@ -153,24 +160,6 @@ JsonOpt = Annotated[
 ]
 
 
-def check_delta(delta: float) -> None:
-    if not 0 < delta < 1:
-        raise UsageError(f"--delta {delta}: expected a number strictly between 0 and 1")
-
-
-def summary(votes: Votes) -> InputSummary:
-    return InputSummary(
-        path=votes.path,
-        sha256=votes.sha256,
-        format=votes.format.value,
-        detected=votes.detected,
-        num_queries=votes.num_queries,
-        num_teachers=votes.num_teachers,
-        num_classes=votes.num_classes,
-        num_file_queries=votes.num_file_queries,
-    )
-
-
 def emit(
     payload: dict[str, Any], renderable: Any, warnings: tuple[str, ...], as_json: bool
 ) -> None:
@@ -209,6 +198,20 @@ def analysis_epsilons(report: AnalysisReport) -> dict[GateOn, float | None]:
     }
 
 
+def cli_progress(votes: Votes, as_json: bool) -> Progress:
+    """Progress for the library's long passes: a Rich bar on stderr, for people only."""
+
+    def factory(description: str, total: int) -> AbstractContextManager[Any]:
+        width = (
+            votes.num_classes
+            if description == "accounting"
+            else max(votes.num_teachers, votes.num_classes)
+        )
+        return progress_bar(description, total, enabled=show_progress(as_json, total * width))
+
+    return factory
+
+
 def analysis_report(
     votes: Votes,
     mechanism: Mechanism,
@@ -222,64 +225,19 @@ def analysis_report(
     half_even: bool = False,
     as_json: bool = True,
 ) -> AnalysisReport:
-    """Account a run and convert it: the report behind ``analyze`` and ``aggregate``."""
-    work = votes.num_queries * votes.num_classes
-    with progress_bar(
-        "accounting", votes.num_queries, enabled=show_progress(as_json, work)
-    ) as advance:
-        terms = query_terms(
-            votes.counts,
-            mechanism,
-            num_seen=None if answered is None else len(answered),
-            baseline=baseline,
-            half_even=half_even,
-            progress=advance,
-        )
-    result = account_terms(
+    """``api.analysis_report`` with a progress bar for people."""
+    return api.analysis_report(
+        votes,
         mechanism,
-        terms,
         orders,
-        num_queries=votes.num_queries,
+        delta,
+        conversion,
+        baseline=baseline,
         answered=answered,
         data_independent=data_independent,
+        half_even=half_even,
+        progress=cli_progress(votes, as_json),
     )
-    dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
-    independent = epsilon_result(orders, result.data_independent, delta, conversion)
-    worst_case = epsilon_result(orders, result.worst_case, delta, conversion)
-    warnings = list(votes.warnings)
-    if dependent.at_grid_edge:
-        warnings.append(
-            f"the best order {dependent.order:g} is at the edge of the order grid; "
-            "extend --orders to be sure the minimum is inside it"
-        )
-    return AnalysisReport(
-        input=summary(votes),
-        mechanism=mechanism.to_json_dict(),
-        delta=delta,
-        conversion=conversion.value,
-        orders=orders,
-        realized=result.realized,
-        forced_data_independent=data_independent,
-        expected_answered=result.expected_answered,
-        num_queries_seen=result.num_queries_seen,
-        data_dependent=dependent,
-        data_independent=independent,
-        worst_case=worst_case,
-        warnings=tuple(warnings),
-        account=result,
-        terms=terms,
-    )
-
-
-def run_inputs(
-    votes: Votes, baseline_path: str | None, answered_path: str | None
-) -> tuple[NDArray[np.float64] | None, NDArray[np.bool_] | None]:
-    """--baseline and --answered, read and checked against the selected votes."""
-    baseline = load_baseline(baseline_path, votes) if baseline_path is not None else None
-    answered = (
-        load_answered_mask(answered_path, votes.num_queries) if answered_path is not None else None
-    )
-    return baseline, answered
 
 
 def selection_options(
@@ -299,59 +257,6 @@ def selection_options(
         queries=queries,
         indices=indices,
     )
-
-
-def release_for(
-    votes: Votes,
-    mechanism: Mechanism,
-    report: AnalysisReport,
-    *,
-    order: float | None = None,
-    baseline: NDArray[np.float64] | None = None,
-    answered: NDArray[np.bool_] | None = None,
-    beta: float | None = None,
-    sigma_ss: float | None = None,
-    seed: int | None = None,
-    strict: bool = True,
-    skip_conditions: bool = False,
-    half_even: bool = False,
-    as_json: bool = True,
-) -> GnssRelease:
-    """The GNSS release at the analysis' best data-dependent order (or ``order``)."""
-    if order is not None and not (np.isfinite(order) and order > 1):
-        raise UsageError(f"--order {order}: expected a finite Renyi order greater than 1")
-    work = votes.num_queries * max(votes.num_teachers, votes.num_classes)
-    enabled = show_progress(as_json, work)
-    with progress_bar("smooth sensitivity", votes.num_queries, enabled=enabled) as advance:
-        return gnss_release(
-            votes.counts,
-            votes.num_teachers,
-            mechanism,
-            report.data_dependent.order if order is None else order,
-            report.delta,
-            Conversion(report.conversion),
-            epsilon_data_independent=report.data_independent.epsilon,
-            epsilon_worst_case=report.worst_case.epsilon,
-            baseline=baseline,
-            answered=answered,
-            beta=beta,
-            sigma_ss=sigma_ss,
-            seed=fresh_seed() if seed is None else seed,
-            strict=strict,
-            skip_conditions=skip_conditions,
-            half_even=half_even,
-            terms=report.terms
-            if report.terms is not None and report.terms.logq is not None
-            else None,
-            steps=None if order is not None or report.account is None else report.account.steps,
-            order_index=report.data_dependent.order_index,
-            progress=advance,
-        )
-
-
-def fresh_seed() -> int:
-    """A seed drawn from the operating system's entropy, reported so a run can be repeated."""
-    return int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
 
 
 BetaOpt = Annotated[
@@ -432,6 +337,6 @@ def progress_bar(
         TimeRemainingColumn(),
     )
     target = console if console is not None else Console(stderr=True)
-    with Progress(*columns, console=target, transient=True) as bar:
+    with RichProgress(*columns, console=target, transient=True) as bar:
         task = bar.add_task(description, total=total)
         yield lambda done: bar.advance(task, done)

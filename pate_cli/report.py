@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from pate_cli.accounting import EpsilonResult, QueryTerms, RdpAccount
 
@@ -108,6 +109,12 @@ class AnalysisReport:
     """The totals behind the numbers, step by step (not part of the JSON)."""
     terms: QueryTerms | None = field(default=None, repr=False, compare=False)
     """The per-query terms they were composed from, for the release and the ledger."""
+    answered_mask: NDArray[np.bool_] | None = field(default=None, repr=False, compare=False)
+    """A realised run's answered mask (the queries it saw), as it was accounted."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Exactly what ``pate analyze --json`` prints."""
+        return self.to_json_dict()
 
     def to_json_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -193,6 +200,14 @@ class SmoothSensitivityReport:
     release: dict[str, Any]
     """The release block (``GnssRelease.to_json_dict()``)."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    analysis: AnalysisReport | None = field(default=None, repr=False, compare=False)
+    """The analysis the release was taken from (its data-independent figures)."""
+    gnss: Any = field(default=None, repr=False, compare=False)
+    """The release as a typed object (``pate_cli.release.GnssRelease``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Exactly what ``pate smooth-sensitivity --json`` prints."""
+        return self.to_json_dict()
 
     def to_json_dict(self) -> dict[str, Any]:
         return {

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from pate_cli import comparison
 from pate_cli._options import analysis_report
 from pate_cli.accounting import Conversion
 from pate_cli.commands import compare
@@ -42,19 +43,19 @@ def mnist():
 
 
 def test_parse_list():
-    assert compare.parse_list("--sigma", "20, 40,80") == (20.0, 40.0, 80.0)
-    assert compare.parse_list("--sigma", "40,40,1e1") == (40.0, 10.0)
-    assert compare.parse_list("--sigma", None) == ()
+    assert comparison.parse_list("--sigma", "20, 40,80") == (20.0, 40.0, 80.0)
+    assert comparison.parse_list("--sigma", "40,40,1e1") == (40.0, 10.0)
+    assert comparison.parse_list("--sigma", None) == ()
 
 
 @pytest.mark.parametrize("text", ["20,,x", "", "20,", "abc", "inf", "nan", "20;40"])
 def test_parse_list_rejects(text):
     with pytest.raises(UsageError, match="--sigma .*expected a comma list of numbers"):
-        compare.parse_list("--sigma", text)
+        comparison.parse_list("--sigma", text)
 
 
 def test_grid_infers_every_mechanism_whose_flags_are_given():
-    grid = compare.mechanism_grid(
+    grid = comparison.mechanism_grid(
         None, sigmas=(20.0, 40.0), thresholds=(200.0,), sigma1s=(100.0, 150.0), gammas=(0.1,)
     )
     assert grid == [
@@ -66,11 +67,11 @@ def test_grid_infers_every_mechanism_whose_flags_are_given():
         ConfidentGNMax(200.0, 150.0, 40.0),
         LNMax(0.1),
     ]
-    restricted = compare.mechanism_grid(
+    restricted = comparison.mechanism_grid(
         MechanismName.CONFIDENT_GNMAX, sigmas=(20.0,), thresholds=(200.0,), sigma1s=(100.0,)
     )
     assert restricted == [ConfidentGNMax(200.0, 100.0, 20.0)]
-    interactive = compare.mechanism_grid(
+    interactive = comparison.mechanism_grid(
         None, sigmas=(20.0,), thresholds=(200.0,), sigma1s=(100.0,), has_baseline=True
     )
     assert [m.name.value for m in interactive] == [
@@ -99,13 +100,13 @@ def test_grid_infers_every_mechanism_whose_flags_are_given():
 )
 def test_grid_rejects(name, flags, words):
     with pytest.raises(UsageError, match=words):
-        compare.mechanism_grid(name, **flags)
+        comparison.mechanism_grid(name, **flags)
 
 
 def test_grid_size_is_capped():
     values = tuple(float(v) for v in range(1, 30))
     with pytest.raises(UsageError, match="more than"):
-        compare.mechanism_grid(None, sigmas=values, thresholds=values, sigma1s=values)
+        comparison.mechanism_grid(None, sigmas=values, thresholds=values, sigma1s=values)
 
 
 # ---------------------------------------------------------------------------
@@ -124,14 +125,14 @@ def _assert_row_is_analysis(row, report, rtol=1e-12):
 @pytest.mark.parametrize("conversion", list(Conversion))
 @pytest.mark.parametrize("chunk_size", [65536, 1000])
 def test_rows_equal_the_analysis_on_real_mnist(mnist, conversion, chunk_size):
-    grid = compare.mechanism_grid(
+    grid = comparison.mechanism_grid(
         None,
         sigmas=(20.0, 40.0),
         thresholds=(150.0, 250.0),
         sigma1s=(100.0, 200.0),
         gammas=(0.05, 0.5),
     )
-    rows = compare.compare_rows(
+    rows = comparison.compare_rows(
         mnist.counts, grid, ORDERS, DELTA, conversion, chunk_size=chunk_size
     )
     assert len(rows) == len(grid) == 2 + 8 + 2
@@ -147,7 +148,7 @@ def test_rows_equal_the_analysis_beyond_one_accounting_chunk(write_npy):
     votes = load_votes(write_npy(counts))
     grid = [GNMax(5.0), ConfidentGNMax(30.0, 10.0, 5.0), LNMax(0.5)]
     orders = parse_orders("2:64:2")
-    rows = compare.compare_rows(votes.counts, grid, orders, DELTA, Conversion.CLASSIC)
+    rows = comparison.compare_rows(votes.counts, grid, orders, DELTA, Conversion.CLASSIC)
     for mechanism, row in zip(grid, rows, strict=True):
         report = analysis_report(votes, mechanism, orders, DELTA, Conversion.CLASSIC)
         _assert_row_is_analysis(row, report)
@@ -158,14 +159,14 @@ def test_interactive_rows_equal_the_analysis(half_even):
     votes = load_votes(MNIST, indices=MNIST_INDICES)
     # A fractional baseline, so that exact halves (and the rounding rule) can matter.
     baseline = np.round(np.random.default_rng(1).dirichlet(np.ones(10), size=100) * 250) / 2
-    grid = compare.mechanism_grid(
+    grid = comparison.mechanism_grid(
         MechanismName.INTERACTIVE_GNMAX,
         sigmas=(20.0, 40.0),
         thresholds=(100.0, 150.0),
         sigma1s=(50.0,),
         has_baseline=True,
     )
-    rows = compare.compare_rows(
+    rows = comparison.compare_rows(
         votes.counts,
         grid,
         ORDERS,
@@ -229,7 +230,7 @@ def test_each_row_of_a_2x2x2_grid_is_what_analyze_prints():
 
 def test_agreement_is_the_expected_agreement_with_the_plurality(mnist):
     counts = mnist.counts
-    rows = compare.compare_rows(
+    rows = comparison.compare_rows(
         counts,
         [GNMax(40.0), ConfidentGNMax(200.0, 150.0, 40.0), LNMax(0.05)],
         ORDERS,
@@ -251,42 +252,42 @@ def test_agreement_is_the_expected_agreement_with_the_plurality(mnist):
 
 @pytest.fixture(scope="module")
 def rows(mnist):
-    grid = compare.mechanism_grid(
+    grid = comparison.mechanism_grid(
         None, sigmas=(20.0, 40.0, 80.0), thresholds=(150.0, 250.0), sigma1s=(100.0,), gammas=(0.05,)
     )
-    return compare.compare_rows(mnist.counts[:2000], grid, ORDERS, DELTA, Conversion.CLASSIC)
+    return comparison.compare_rows(mnist.counts[:2000], grid, ORDERS, DELTA, Conversion.CLASSIC)
 
 
 @pytest.mark.parametrize(
     ("column", "key", "reverse"),
     [
-        (compare.SortColumn.EPSILON, lambda r: r.data_dependent.epsilon, False),
-        (compare.SortColumn.DATA_INDEPENDENT, lambda r: r.data_independent.epsilon, False),
-        (compare.SortColumn.ANSWERED, lambda r: r.expected_answered, True),
-        (compare.SortColumn.AGREEMENT, lambda r: r.agreement, True),
+        (comparison.SortColumn.EPSILON, lambda r: r.data_dependent.epsilon, False),
+        (comparison.SortColumn.DATA_INDEPENDENT, lambda r: r.data_independent.epsilon, False),
+        (comparison.SortColumn.ANSWERED, lambda r: r.expected_answered, True),
+        (comparison.SortColumn.AGREEMENT, lambda r: r.agreement, True),
     ],
 )
 def test_sort_puts_the_best_first(rows, column, key, reverse):
-    ordered = compare.sort_rows(rows, column)
+    ordered = comparison.sort_rows(rows, column)
     values = [key(r) for r in ordered]
     assert values == sorted(values, reverse=reverse)
     assert sorted(map(repr, ordered)) == sorted(map(repr, rows))
 
 
 def test_every_sort_column_has_a_key():
-    assert set(compare._SORT_KEYS) == set(compare.SortColumn)
+    assert set(comparison._SORT_KEYS) == set(comparison.SortColumn)
 
 
 def test_table_highlights_the_best_of_each_column(rows, mnist):
     from pate_cli._options import summary
 
-    report = compare.CompareReport(
+    report = comparison.CompareReport(
         input=summary(mnist),
         delta=DELTA,
         conversion="classic",
         orders=ORDERS,
-        sort=compare.SortColumn.EPSILON,
-        rows=tuple(compare.sort_rows(rows, compare.SortColumn.EPSILON)),
+        sort=comparison.SortColumn.EPSILON,
+        rows=tuple(comparison.sort_rows(rows, comparison.SortColumn.EPSILON)),
     )
     console = Console(record=True, width=100, force_terminal=True, color_system="standard")
     console.print(compare.render_compare(report))

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated
 
 import typer
 from rich.console import Group
 
-from pate_cli import ledger, plots, render
+from pate_cli import api, ledger, plots, render
 from pate_cli._options import (
     AnsweredOpt,
     BaselineOpt,
@@ -38,20 +37,17 @@ from pate_cli._options import (
     ThresholdOpt,
     VotesArg,
     analysis_epsilons,
-    analysis_report,
     check_delta,
+    cli_progress,
     current_argv,
     emit,
     gate,
-    release_for,
-    run_inputs,
     selection_options,
 )
 from pate_cli.accounting import Conversion
-from pate_cli.mechanisms import LNMax, infer_mechanism
+from pate_cli.mechanisms import infer_mechanism
 from pate_cli.orders import parse_orders
 from pate_cli.record import build_record, check_record_path, write_record
-from pate_cli.release import ConditionError
 from pate_cli.votes import VoteFormat
 
 
@@ -145,45 +141,23 @@ def analyze(
         plots.check_plot_path(plot_path)
     if ledger_path is not None:
         ledger.check_ledger_path(ledger_path)
-    baseline, answered = run_inputs(votes, baseline_path, answered_path)
-    report = analysis_report(
+    report = api.analyze(
         votes,
         chosen,
-        orders,
-        delta,
-        conversion,
-        baseline=baseline,
-        answered=answered,
+        delta=delta,
+        orders=orders,
+        conversion=conversion,
+        baseline=baseline_path,
+        answered=answered_path,
         data_independent=data_independent,
+        release=not no_release,
+        seed=seed,
+        beta=beta,
+        sigma_ss=sigma_ss,
+        reference_local_sensitivity=not strict,
         half_even=half_even,
-        as_json=as_json,
+        progress=cli_progress(votes, as_json),
     )
-    if not no_release:
-        notes: tuple[str, ...] = ()
-        if isinstance(chosen, LNMax):
-            release = {"released": False, "reason": "smooth sensitivity covers the GNMax family"}
-        elif data_independent:
-            release = {"released": False, "reason": "data-independent bounds were forced"}
-        else:
-            try:
-                gnss = release_for(
-                    votes,
-                    chosen,
-                    report,
-                    baseline=baseline,
-                    answered=answered,
-                    beta=beta,
-                    sigma_ss=sigma_ss,
-                    seed=seed,
-                    strict=strict,
-                    half_even=half_even,
-                    as_json=as_json,
-                )
-                release = gnss.to_json_dict()
-                notes = gnss.warnings
-            except ConditionError as error:
-                release = {"released": False, "reason": error.message}
-        report = replace(report, release=release, warnings=report.warnings + notes)
     payload = report.to_json_dict()
     renderable = render.analysis(report, all_orders=all_orders)
     if ledger_path is not None or plot_path is not None or breakdown:
@@ -191,8 +165,7 @@ def analyze(
             votes,
             chosen,
             report,
-            baseline=baseline,
-            answered=answered,
+            answered=report.answered_mask,
             half_even=half_even,
             terms=report.terms,
         )

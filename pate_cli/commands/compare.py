@@ -1,43 +1,11 @@
-"""``pate compare``: many mechanism settings on the same votes, one row each.
-
-Every combination of the listed parameters becomes a row: ``--sigma`` alone
-gives GNMax rows; ``--threshold``, ``--sigma1`` and ``--sigma`` give
-Confident-GNMax rows (and Interactive-GNMax rows with ``--baseline``) for each
-(T, sigma1, sigma); ``--gamma`` gives LNMax rows. Without ``--mechanism`` every
-mechanism whose flags are all given is compared (so ``--sigma`` with a
-threshold also shows plain GNMax, what the threshold buys); ``--mechanism``
-keeps one.
-
-Each row is exactly what ``pate analyze`` reports for that setting (expected
-accounting; tested row by row). A grid repeats work across rows, so the rows
-are computed here on the core functions with shared terms rather than by one
-``account`` call per row: log q and its distinct values' RDP curves once per
-sigma (or gamma), log Pr[answered] and the threshold step's RDP once per
-(T, sigma1). A row is then a weighted sum over distinct log q values, the same
-sum ``accounting.account`` forms, in the same order, so the numbers agree with
-``analyze`` to the last few ulps (the tests ask for rtol 1e-12).
-
-Agreement is the expected agreement of the released labels with the plurality
-vote, counted over all queries: 1 - mean q (GNMax, LNMax) and
-sum_q Pr[answered_q] (1 - q_q) / Q (threshold mechanisms). q is the Prop. 7
-(Lemma 4 for LNMax) upper bound, so this is a lower bound on the agreement.
-
-Choosing a setting by its data-dependent cost on the private votes is itself
-a use of the private data, which no row accounts for; every output says so.
-"""
+"""``pate compare``: the command and its renderings (the engine is ``pate_cli.comparison``)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
-from itertools import product
-from typing import Annotated, Any
+from typing import Annotated
 
-import numpy as np
 import typer
-from numpy.typing import NDArray
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -66,375 +34,23 @@ from pate_cli._options import (
     selection_options,
     summary,
 )
-from pate_cli.accounting import (
-    DEFAULT_CHUNK_SIZE,
-    Conversion,
-    CostKey,
-    EpsilonResult,
-    QueryTerms,
-    answer_key,
-    answer_weights,
-    compose,
-    epsilon_result,
-    query_terms,
+from pate_cli.accounting import Conversion
+from pate_cli.comparison import (
+    NOTE,
+    CompareReport,
+    SortColumn,
+    compare_rows,
+    edge_warning,
+    mechanism_grid,
+    parse_list,
+    sort_rows,
 )
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import (
-    ConfidentGNMax,
-    GNMax,
-    InteractiveGNMax,
-    LNMax,
-    Mechanism,
     MechanismName,
-    assert_never,
 )
 from pate_cli.orders import parse_orders
-from pate_cli.report import InputSummary
 from pate_cli.votes import VoteFormat, check_output_path, load_baseline, write_atomic
-
-FloatArray = NDArray[np.float64]
-
-#: More rows than this is almost certainly a typo in a list; say so rather than run for minutes.
-MAX_ROWS = 10_000
-
-NOTE = (
-    "choosing parameters by their data-dependent cost on these votes is itself a use of the "
-    "private data, which no row accounts for; the data-independent columns are safe to tune on"
-)
-
-
-class SortColumn(str, Enum):
-    """Columns ``--sort`` accepts; rows come best first."""
-
-    EPSILON = "epsilon"
-    DATA_INDEPENDENT = "data-independent"
-    ANSWERED = "answered"
-    AGREEMENT = "agreement"
-
-
-# ---------------------------------------------------------------------------
-# Flags -> the grid of mechanisms.
-
-
-def parse_list(flag: str, text: str | None) -> tuple[float, ...]:
-    """Parse a comma list of numbers (``20,40,80``); repeated values are kept once.
-
-    Raises:
-        UsageError: An empty item or a value that is not a finite number.
-    """
-    if text is None:
-        return ()
-    items = [item.strip() for item in text.split(",")]
-    values: list[float] = []
-    for item in items:
-        try:
-            value = float(item)
-        except ValueError:
-            value = math.nan
-        if not item or not math.isfinite(value):
-            raise UsageError(
-                f"{flag} {text!r}: {item!r} is not a finite number; expected a comma list "
-                "of numbers such as 20,40,80"
-            )
-        if value not in values:
-            values.append(value)
-    return tuple(values)
-
-
-_NEEDS = {
-    MechanismName.GNMAX: ("--sigma",),
-    MechanismName.CONFIDENT_GNMAX: ("--threshold", "--sigma1", "--sigma"),
-    MechanismName.INTERACTIVE_GNMAX: ("--threshold", "--sigma1", "--sigma", "--baseline"),
-    MechanismName.LNMAX: ("--gamma",),
-}
-
-
-def _chosen_mechanisms(name: MechanismName | None, given: dict[str, bool]) -> list[MechanismName]:
-    """Which mechanisms the flags ask for; see the module docstring."""
-    if name is not None:
-        needed = _NEEDS[name]
-        extra = [flag for flag, on in given.items() if on and flag not in needed]
-        missing = [flag for flag in needed if not given[flag]]
-        if extra:
-            raise UsageError(
-                f"{', '.join(extra)} cannot be used with --mechanism {name.value} "
-                f"(it takes {' '.join(needed)})"
-            )
-        if missing:
-            raise UsageError(f"--mechanism {name.value} needs {', '.join(missing)}")
-        return [name]
-    if not any(given.values()):
-        raise UsageError(
-            "nothing to compare: give --sigma (gnmax), --threshold --sigma1 --sigma "
-            "(confident-gnmax, interactive-gnmax with --baseline) or --gamma (lnmax), "
-            "each a comma list"
-        )
-    threshold_flags = ("--threshold", "--sigma1")
-    if any(given[f] for f in threshold_flags) or given["--baseline"]:
-        missing = [f for f in (*threshold_flags, "--sigma") if not given[f]]
-        if missing:
-            wanted = "interactive-gnmax" if given["--baseline"] else "confident-gnmax"
-            raise UsageError(f"{wanted} needs {', '.join(missing)}")
-    return [n for n in MechanismName if all(given[flag] for flag in _NEEDS[n])]
-
-
-def mechanism_grid(
-    name: MechanismName | None,
-    *,
-    sigmas: Sequence[float] = (),
-    thresholds: Sequence[float] = (),
-    sigma1s: Sequence[float] = (),
-    gammas: Sequence[float] = (),
-    has_baseline: bool = False,
-) -> list[Mechanism]:
-    """Every setting to compare, in a fixed order: by mechanism, then the lists' product.
-
-    Raises:
-        UsageError: Missing or conflicting flags, a value outside its domain, too many rows.
-    """
-    given = {
-        "--sigma": bool(sigmas),
-        "--threshold": bool(thresholds),
-        "--sigma1": bool(sigma1s),
-        "--gamma": bool(gammas),
-        "--baseline": has_baseline,
-    }
-    rows: list[Mechanism] = []
-    for chosen in _chosen_mechanisms(name, given):
-        if chosen is MechanismName.GNMAX:
-            rows.extend(GNMax(s) for s in sigmas)
-        elif chosen is MechanismName.CONFIDENT_GNMAX:
-            rows.extend(ConfidentGNMax(*p) for p in product(thresholds, sigma1s, sigmas))
-        elif chosen is MechanismName.INTERACTIVE_GNMAX:
-            rows.extend(InteractiveGNMax(*p) for p in product(thresholds, sigma1s, sigmas))
-        elif chosen is MechanismName.LNMAX:
-            rows.extend(LNMax(g) for g in gammas)
-        else:
-            assert_never(chosen)
-        if len(rows) > MAX_ROWS:
-            raise UsageError(f"the lists make more than {MAX_ROWS} settings; shorten them")
-    return rows
-
-
-# ---------------------------------------------------------------------------
-# The rows: shared per-query terms, then one weighted sum per row.
-
-
-@dataclass
-class _SharedTerms:
-    """Per-query terms of one grid, each computed once and reused by every row that needs it.
-
-    Lives for one ``compare_rows`` call (no module-level cache): log q per answer-step
-    setting, log Pr[answered] and the threshold step's log q per threshold setting, and
-    each distinct value's cost per cost function. Every row is then ``compose``'s rule,
-    the one ``analyze`` applies, so every row equals ``analyze``.
-    """
-
-    counts: FloatArray
-    orders: FloatArray
-    baseline: FloatArray | None
-    half_even: bool
-    chunk_size: int
-    logq: dict[CostKey, FloatArray] = field(default_factory=dict)
-    gate: dict[tuple[float, float, bool], QueryTerms] = field(default_factory=dict)
-    grouped: dict[int, tuple[FloatArray, NDArray[np.intp]]] = field(default_factory=dict)
-    costs: dict[tuple[int, CostKey], FloatArray] = field(default_factory=dict)
-
-    def answer_logq(self, mechanism: Mechanism) -> FloatArray:
-        """log q per query of the answer step (GNMax sigma or LNMax gamma)."""
-        key = answer_key(mechanism)
-        if key not in self.logq:
-            step = (
-                LNMax(mechanism.gamma) if isinstance(mechanism, LNMax) else GNMax(mechanism.sigma)
-            )
-            terms = query_terms(self.counts, step, chunk_size=self.chunk_size)
-            assert terms.logq is not None
-            self.logq[key] = terms.logq
-        return self.logq[key]
-
-    def terms(self, mechanism: Mechanism) -> QueryTerms:
-        """The per-query terms of one setting, shared with the rows that have the same."""
-        logq = self.answer_logq(mechanism)
-        if not isinstance(mechanism, ConfidentGNMax):
-            return QueryTerms(None, None, logq, logq.size)
-        interactive = isinstance(mechanism, InteractiveGNMax)
-        key = (mechanism.threshold, mechanism.sigma1, interactive)
-        if key not in self.gate:
-            self.gate[key] = query_terms(
-                self.counts,
-                mechanism,
-                baseline=self.baseline if interactive else None,
-                half_even=self.half_even,
-                need_logq=False,
-                chunk_size=self.chunk_size,
-            )
-        gate = self.gate[key]
-        return QueryTerms(gate.log_pr_answered, gate.logq_threshold, logq, logq.size)
-
-    def total(
-        self,
-        values: FloatArray,
-        weights: FloatArray | None,
-        key: CostKey,
-        cost: Callable[[FloatArray], FloatArray],
-    ) -> FloatArray:
-        """``sum_over_queries``, with the distinct values and their costs kept for later rows."""
-        if id(values) not in self.grouped:
-            unique, inverse = np.unique(values, return_inverse=True)
-            self.grouped[id(values)] = (unique, inverse.ravel())
-        unique, inverse = self.grouped[id(values)]
-        if (id(values), key) not in self.costs:
-            self.costs[id(values), key] = cost(unique)
-        per_value = np.bincount(inverse, weights=weights, minlength=unique.size)
-        return np.asarray(per_value, dtype=np.float64) @ self.costs[id(values), key]
-
-
-@dataclass(frozen=True)
-class CompareRow:
-    """One setting: what ``pate analyze`` reports for it, and its expected agreement."""
-
-    mechanism: Mechanism
-    expected_answered: float
-    num_queries: int
-    data_dependent: EpsilonResult
-    data_independent: EpsilonResult
-    agreement: float
-    """Expected agreement of the released labels with the plurality vote (a lower bound)."""
-
-    def to_json_dict(self) -> dict[str, Any]:
-        def block(result: EpsilonResult) -> dict[str, Any]:
-            return {
-                "epsilon": result.epsilon,
-                "order": result.order,
-                "at_grid_edge": result.at_grid_edge,
-            }
-
-        return {
-            "mechanism": self.mechanism.to_json_dict(),
-            "expected_answered": self.expected_answered,
-            "data_dependent": block(self.data_dependent),
-            "data_independent": block(self.data_independent),
-            "agreement": self.agreement,
-        }
-
-
-def _row(
-    shared: _SharedTerms,
-    mechanism: Mechanism,
-    delta: float,
-    conversion: Conversion,
-) -> CompareRow:
-    """One row: the setting's cost by ``compose``, as ``analyze`` composes it."""
-    orders = shared.orders
-    terms = shared.terms(mechanism)
-    weights = answer_weights(terms)
-    steps = compose(mechanism, terms, orders, weights=weights, total=shared.total)
-    num = terms.num_seen
-    answered = float(num if weights is None else weights.sum())
-    right = -np.expm1(shared.answer_logq(mechanism))  # 1 - q, accurate for small q
-    agreement = float(np.mean(right) if weights is None else np.sum(weights * right) / num)
-    return CompareRow(
-        mechanism=mechanism,
-        expected_answered=answered,
-        num_queries=num,
-        data_dependent=epsilon_result(orders, steps.data_dependent, delta, conversion),
-        data_independent=epsilon_result(orders, steps.data_independent, delta, conversion),
-        agreement=agreement,
-    )
-
-
-def compare_rows(
-    counts: FloatArray,
-    mechanisms: Sequence[Mechanism],
-    orders: FloatArray,
-    delta: float,
-    conversion: Conversion,
-    *,
-    baseline: FloatArray | None = None,
-    half_even: bool = False,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-) -> list[CompareRow]:
-    """The expected cost of each setting, in the order given.
-
-    Args:
-        counts: Vote counts (Q, C).
-        mechanisms: The settings.
-        orders: Renyi orders (K,).
-        delta: Target delta.
-        conversion: RDP to (epsilon, delta) conversion.
-        baseline: Interactive-GNMax baseline (Q, C), on the votes' scale.
-        half_even: Round the threshold statistic half to even (as the reference).
-        chunk_size: Queries per chunk for the per-query terms.
-
-    Returns:
-        One row per mechanism, each equal to ``analysis_report`` for that setting.
-
-    Shapes: counts (Q, C), orders (K,).
-    """
-    if baseline is None and any(isinstance(m, InteractiveGNMax) for m in mechanisms):
-        raise ValueError("interactive-gnmax rows need a baseline")
-    shared = _SharedTerms(
-        counts,  # an array or a file read block by block: only ever sliced by rows
-        np.asarray(orders, dtype=np.float64),
-        baseline,
-        half_even,
-        chunk_size,
-    )
-    return [_row(shared, mechanism, delta, conversion) for mechanism in mechanisms]
-
-
-_SORT_KEYS: dict[SortColumn, Callable[[CompareRow], float]] = {
-    SortColumn.EPSILON: lambda row: row.data_dependent.epsilon,
-    SortColumn.DATA_INDEPENDENT: lambda row: row.data_independent.epsilon,
-    SortColumn.ANSWERED: lambda row: -row.expected_answered,
-    SortColumn.AGREEMENT: lambda row: -row.agreement,
-}
-
-
-def sort_rows(rows: Sequence[CompareRow], column: SortColumn) -> list[CompareRow]:
-    """Best first by ``column`` (smallest epsilon, most answered, highest agreement); stable."""
-    return sorted(rows, key=_SORT_KEYS[column])
-
-
-# ---------------------------------------------------------------------------
-# Report, renderings, files.
-
-
-@dataclass(frozen=True)
-class CompareReport:
-    """``pate compare``: the rows, sorted, and the setting they share."""
-
-    input: InputSummary
-    delta: float
-    conversion: str
-    orders: FloatArray
-    sort: SortColumn
-    rows: tuple[CompareRow, ...]
-    max_epsilon: float | None = None
-    warnings: tuple[str, ...] = ()
-
-    def to_json_dict(self) -> dict[str, Any]:
-        rows = []
-        for row in self.rows:
-            item = row.to_json_dict()
-            if self.max_epsilon is not None:
-                item["within_budget"] = row.data_dependent.epsilon <= self.max_epsilon
-            rows.append(item)
-        out: dict[str, Any] = {
-            "command": "compare",
-            "input": self.input.to_json_dict(),
-            "delta": self.delta,
-            "conversion": self.conversion,
-            "accounting": "expected",
-            "orders": self.orders,
-            "sort": self.sort.value,
-            "rows": rows,
-            "note": NOTE,
-            "warnings": list(self.warnings),
-        }
-        if self.max_epsilon is not None:
-            out["max_epsilon"] = self.max_epsilon
-        return out
 
 
 def _number(value: float) -> str:
@@ -566,17 +182,6 @@ def compare_csv(report: CompareReport) -> str:
         ]
         lines.append(",".join(values))
     return "\n".join(lines) + "\n"
-
-
-def _edge_warning(rows: Sequence[CompareRow]) -> list[str]:
-    edge = [i for i, r in enumerate(rows, start=1) if r.data_dependent.at_grid_edge]
-    if not edge:
-        return []
-    shown = ", ".join(map(str, edge[:10])) + (", ..." if len(edge) > 10 else "")
-    return [
-        f"{len(edge)} of {len(rows)} settings (rows {shown}) have their best order at the edge "
-        "of the order grid; extend --orders to be sure the minimum is inside it"
-    ]
 
 
 # ---------------------------------------------------------------------------
@@ -714,7 +319,7 @@ def compare(
         sort=sort,
         rows=tuple(rows),
         max_epsilon=max_epsilon,
-        warnings=(*votes.warnings, *_edge_warning(rows)),
+        warnings=(*votes.warnings, *edge_warning(rows)),
     )
     payload = report.to_json_dict()
     if csv_path is not None:

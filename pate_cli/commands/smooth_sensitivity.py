@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from pate_cli import render
+from pate_cli import api, render
 from pate_cli._options import (
     AnsweredOpt,
     BaselineOpt,
@@ -34,23 +34,18 @@ from pate_cli._options import (
     TeachersOpt,
     ThresholdOpt,
     VotesArg,
-    analysis_report,
     check_delta,
+    cli_progress,
     current_argv,
     emit,
     gate,
-    release_for,
-    run_inputs,
     selection_options,
-    summary,
 )
 from pate_cli.accounting import Conversion
-from pate_cli.errors import UsageError
-from pate_cli.mechanisms import LNMax, infer_mechanism
+from pate_cli.mechanisms import infer_mechanism
 from pate_cli.orders import parse_orders
 from pate_cli.record import build_record, check_record_path, write_record
 from pate_cli.release import gated_epsilon
-from pate_cli.report import SmoothSensitivityReport
 from pate_cli.votes import VoteFormat
 
 
@@ -111,45 +106,25 @@ def smooth_sensitivity(
         sigma1=sigma1,
         has_baseline=baseline_path is not None,
     )
-    if isinstance(chosen, LNMax):
-        raise UsageError("smooth-sensitivity covers gnmax, confident-gnmax and interactive-gnmax")
-    orders = parse_orders(orders_text)
-    baseline, answered = run_inputs(votes, baseline_path, answered_path)
-    analysis = analysis_report(
+    report = api.smooth_sensitivity(
         votes,
         chosen,
-        orders,
-        delta,
-        conversion,
-        baseline=baseline,
-        answered=answered,
-        half_even=half_even,
-        as_json=as_json,
-    )
-    release = release_for(
-        votes,
-        chosen,
-        analysis,
+        delta=delta,
         order=order,
-        baseline=baseline,
-        answered=answered,
+        orders=parse_orders(orders_text),
+        conversion=conversion,
+        baseline=baseline_path,
+        answered=answered_path,
         beta=beta,
         sigma_ss=sigma_ss,
         seed=seed,
-        strict=strict,
         skip_conditions=skip_conditions,
+        reference_local_sensitivity=not strict,
         half_even=half_even,
-        as_json=as_json,
+        progress=cli_progress(votes, as_json),
     )
-    report = SmoothSensitivityReport(
-        input=summary(votes),
-        mechanism=chosen.to_json_dict(),
-        delta=delta,
-        conversion=conversion.value,
-        realized=answered is not None,
-        release=release.to_json_dict(),
-        warnings=votes.warnings + release.warnings,
-    )
+    assert report.analysis is not None and report.gnss is not None
+    analysis, release = report.analysis, report.gnss
     emit(report.to_json_dict(), render.smooth_sensitivity(report), report.warnings, as_json)
     if record_path is not None:
         write_record(
