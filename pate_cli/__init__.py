@@ -1,3 +1,87 @@
-"""pate: privacy analysis for PATE (Private Aggregation of Teacher Ensembles)."""
+"""pate: privacy analysis for PATE (Private Aggregation of Teacher Ensembles).
+
+The Python API (``import pate_cli as pate``): read votes, describe a mechanism, and get the
+report that the matching command prints::
+
+    import pate_cli as pate
+    votes = pate.load_votes("sample_data/mnist_250_teachers.npy", queries=640)
+    report = pate.analyze(votes, pate.ConfidentGNMax(threshold=200, sigma1=150, sigma=40),
+                          delta=1e-5, release=False)
+    report.data_dependent.epsilon, report.data_dependent.order   # 1.9988..., 14.0
+
+Names are imported on first use (PEP 562), so that ``pate --version`` and ``pate --help``
+do not pay for numpy and scipy. Nothing here imports typer, rich or matplotlib.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# Public name -> the module that defines it.
+_WHERE = {
+    "load_votes": "pate_cli.api",
+    "analyze": "pate_cli.api",
+    "smooth_sensitivity": "pate_cli.api",
+    "compare": "pate_cli.api",
+    "GNMax": "pate_cli.mechanisms",
+    "ConfidentGNMax": "pate_cli.mechanisms",
+    "InteractiveGNMax": "pate_cli.mechanisms",
+    "LNMax": "pate_cli.mechanisms",
+    "DEFAULT_ORDERS": "pate_cli.orders",
+    "Votes": "pate_cli.votes",
+    "AnalysisReport": "pate_cli.report",
+    "SmoothSensitivityReport": "pate_cli.report",
+    "CompareReport": "pate_cli.comparison",
+    "PateError": "pate_cli.errors",
+    "InputError": "pate_cli.errors",
+    "UsageError": "pate_cli.errors",
+    "ConditionError": "pate_cli.release",
+}
+
+__all__ = [
+    "__version__",
+    "load_votes",
+    "analyze",
+    "smooth_sensitivity",
+    "compare",
+    "GNMax",
+    "ConfidentGNMax",
+    "InteractiveGNMax",
+    "LNMax",
+    "DEFAULT_ORDERS",
+    "Votes",
+    "AnalysisReport",
+    "SmoothSensitivityReport",
+    "CompareReport",
+    "PateError",
+    "InputError",
+    "UsageError",
+    "ConditionError",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pate_cli' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
+    from pate_cli.api import analyze, compare, load_votes, smooth_sensitivity
+    from pate_cli.comparison import CompareReport
+    from pate_cli.errors import InputError, PateError, UsageError
+    from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
+    from pate_cli.orders import DEFAULT_ORDERS
+    from pate_cli.release import ConditionError
+    from pate_cli.report import AnalysisReport, SmoothSensitivityReport
+    from pate_cli.votes import Votes

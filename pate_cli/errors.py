@@ -20,8 +20,12 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130  # Ctrl-C
 
 
-class PateError(Exception):
-    """Base class of the errors a user can cause; carries a one-line message."""
+class PateError(ValueError):
+    """Base class of the errors a user can cause; carries a one-line message.
+
+    A ``ValueError``: a library caller can catch bad input and bad parameters the way
+    numpy's and scipy's are caught.
+    """
 
     exit_code: ExitCode = ExitCode.BAD_INPUT
 

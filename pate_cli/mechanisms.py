@@ -30,7 +30,19 @@ def assert_never(value: NoReturn) -> NoReturn:
     raise AssertionError(f"unhandled value: {value!r}")
 
 
-def _positive(flag: str, value: float) -> None:
+def _as_float(owner: object, field: str, flag: str) -> float:
+    """The field as a float (so that 40 and 40.0 are one setting, in JSON too), set back."""
+    value = getattr(owner, field)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{flag} {value!r}: expected a number") from None
+    object.__setattr__(owner, field, number)  # frozen: only __post_init__ normalises
+    return number
+
+
+def _positive(owner: object, field: str, flag: str) -> None:
+    value = _as_float(owner, field, flag)
     if not (math.isfinite(value) and value > 0):
         raise UsageError(f"{flag} {value}: expected a finite number greater than 0")
 
@@ -42,7 +54,7 @@ class GNMax:
     sigma: float
 
     def __post_init__(self) -> None:
-        _positive("--sigma", self.sigma)
+        _positive(self, "sigma", "--sigma")
 
     @property
     def name(self) -> MechanismName:
@@ -61,10 +73,10 @@ class ConfidentGNMax:
     sigma: float
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.threshold):
+        if not math.isfinite(_as_float(self, "threshold", "--threshold")):
             raise UsageError(f"--threshold {self.threshold}: expected a finite number")
-        _positive("--sigma1", self.sigma1)
-        _positive("--sigma", self.sigma)
+        _positive(self, "sigma1", "--sigma1")
+        _positive(self, "sigma", "--sigma")
 
     @property
     def name(self) -> MechanismName:
@@ -95,7 +107,7 @@ class LNMax:
     gamma: float
 
     def __post_init__(self) -> None:
-        _positive("--gamma", self.gamma)
+        _positive(self, "gamma", "--gamma")
 
     @property
     def name(self) -> MechanismName:

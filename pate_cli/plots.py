@@ -1,6 +1,6 @@
 """Figures for ``analyze --plot`` and ``compare --plot``, drawn only when asked.
 
-matplotlib is an optional extra (``pip install 'pate[plot]'``). It is imported
+matplotlib is an optional extra (``pip install 'pate-cli[plot]'``). It is imported
 inside the functions, never when this module is imported, so ``pate`` starts
 as fast without it and works without it until a figure is requested; then
 :func:`check_plot_path`, called before any work, turns its absence into a
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib stays optional
     from matplotlib.figure import Figure
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
-MISSING = "matplotlib is not installed; pip install 'pate[plot]'"
+MISSING = "matplotlib is not installed; pip install 'pate-cli[plot]'"
 _METADATA: dict[str, dict[str, Any]] = {
     ".png": {},
     ".svg": {"Date": None},

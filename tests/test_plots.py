@@ -137,7 +137,7 @@ def test_missing_matplotlib_is_a_usage_error(monkeypatch, tmp_path):
     # A None entry makes `import matplotlib` raise ImportError, as when it is not installed.
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(
-        UsageError, match=r"matplotlib is not installed; pip install 'pate\[plot\]'"
+        UsageError, match=r"matplotlib is not installed; pip install 'pate-cli\[plot\]'"
     ):
         plots.check_plot_path(str(tmp_path / "fig.png"))
 
@@ -149,7 +149,7 @@ def test_missing_matplotlib_is_exit_2_with_one_line(monkeypatch, tmp_path, comma
         [*command, "--plot", tmp_path / "fig.png", "--json"], expect=ExitCode.BAD_INPUT
     )
     lines = result.stderr.strip().splitlines()
-    assert lines == ["pate: error: matplotlib is not installed; pip install 'pate[plot]'"]
+    assert lines == ["pate: error: matplotlib is not installed; pip install 'pate-cli[plot]'"]
     assert result.stdout == "" and os.listdir(tmp_path) == []
 
 
