@@ -26,6 +26,7 @@ from numpy.typing import ArrayLike, NDArray
 from pate_cli.accounting import Conversion, account_terms, epsilon_result, query_terms
 from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_warning, sort_rows
 from pate_cli.errors import UsageError
+from pate_cli.ledger import build_ledger
 from pate_cli.mechanisms import LNMax, Mechanism
 from pate_cli.orders import parse_orders
 from pate_cli.release import ConditionError, GnssRelease, gnss_release
@@ -270,6 +271,7 @@ def analyze(
     sigma_ss: float | None = None,
     reference_local_sensitivity: bool = False,
     half_even: bool = False,
+    breakdown: bool = False,
     progress: Progress | None = None,
 ) -> AnalysisReport:
     """What ``pate analyze`` computes: the cost per order, at the best order, and the release.
@@ -291,6 +293,8 @@ def analyze(
         reference_local_sensitivity: the 2018 reference's local sensitivity, which can be
             below the truth (to reproduce its numbers).
         half_even: round the threshold statistic half to even, as the reference.
+        breakdown: add the per-query ledger (``report.ledger``) and its summary by teacher
+            agreement (``breakdown`` in the JSON), as ``--breakdown``.
         progress: see the module docstring.
 
     Returns:
@@ -313,8 +317,50 @@ def analyze(
         half_even=half_even,
         progress=progress,
     )
-    if not release:
-        return report
+    if release:
+        report = _with_release(
+            votes,
+            mechanism,
+            report,
+            baseline=baseline_array,
+            answered=answered_mask,
+            data_independent=data_independent,
+            seed=seed,
+            beta=beta,
+            sigma_ss=sigma_ss,
+            reference_local_sensitivity=reference_local_sensitivity,
+            half_even=half_even,
+            progress=progress,
+        )
+    if breakdown:
+        per_query = build_ledger(
+            votes,
+            mechanism,
+            report,
+            answered=answered_mask,
+            half_even=half_even,
+            terms=report.terms,
+        )
+        report = replace(report, ledger=per_query)
+    return report
+
+
+def _with_release(
+    votes: Votes,
+    mechanism: Mechanism,
+    report: AnalysisReport,
+    *,
+    baseline: FloatArray | None,
+    answered: NDArray[np.bool_] | None,
+    data_independent: bool,
+    seed: int | None,
+    beta: float | None,
+    sigma_ss: float | None,
+    reference_local_sensitivity: bool,
+    half_even: bool,
+    progress: Progress | None,
+) -> AnalysisReport:
+    """The analysis with its ``release`` block: the GNSS release, or why there is none."""
     notes: tuple[str, ...] = ()
     outcome: dict[str, Any]
     if isinstance(mechanism, LNMax):
@@ -327,8 +373,8 @@ def analyze(
                 votes,
                 mechanism,
                 report,
-                baseline=baseline_array,
-                answered=answered_mask,
+                baseline=baseline,
+                answered=answered,
                 beta=beta,
                 sigma_ss=sigma_ss,
                 seed=seed,

@@ -39,10 +39,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from rich.console import Group, RenderableType
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from pate_cli.accounting import (
     Conversion,
@@ -369,72 +365,6 @@ def ledger_summary(ledger: Ledger) -> dict[str, Any]:
             for b in buckets(ledger)
         ],
     }
-
-
-def _fmt(value: float) -> str:
-    if np.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
-        return f"{value:.3e}"
-    return f"{value:.4f}"
-
-
-def _order(value: float) -> str:
-    return f"{value:g}" if float(value).is_integer() else f"{value:.2f}"
-
-
-def render_ledger(ledger: Ledger) -> RenderableType:
-    """The most expensive queries and the cost by teacher agreement, as Rich tables."""
-    answered = "answered" if ledger.realized else escape("Pr[answered]")
-    top = Table(
-        title=f"Most expensive queries (RDP at order {_order(ledger.order)})",
-        title_justify="left",
-        header_style="bold",
-    )
-    for column in ("query", "top votes", "gap", "log q", answered, "RDP", "share", "running eps"):
-        top.add_column(column, justify="right")
-    share = ledger.share
-    for i in most_expensive(ledger):
-        top.add_row(
-            str(ledger.index[i]),
-            f"{ledger.top_votes[i]:g}",
-            f"{ledger.gap[i]:g}",
-            _fmt(ledger.logq[i]),
-            f"{ledger.pr_answered[i]:.4f}",
-            _fmt(ledger.rdp[i]),
-            f"{100 * share[i]:.2f}%",
-            _fmt(ledger.running_epsilon[i]),
-        )
-    by_agreement = Table(
-        title=f"Cost by teacher agreement (top vote share n_max/M, M = {ledger.num_teachers})",
-        title_justify="left",
-        header_style="bold",
-    )
-    for column in ("n_max/M", "queries", "answered" if ledger.realized else "exp. answered"):
-        by_agreement.add_column(column, justify="right")
-    by_agreement.add_column("RDP", justify="right")
-    by_agreement.add_column("share of cost", justify="right")
-    for bucket in buckets(ledger):
-        by_agreement.add_row(
-            Text(bucket.label),
-            str(bucket.queries),
-            f"{bucket.expected_answered:.1f}",
-            _fmt(bucket.rdp),
-            f"{100 * bucket.share:.1f}%",
-        )
-    by_agreement.add_row(
-        "all",
-        str(ledger.num_queries),
-        f"{ledger.pr_answered.sum():.1f}",
-        _fmt(ledger.total_rdp),
-        "100.0%" if ledger.total_rdp > 0 else "0.0%",
-        style="bold",
-    )
-    closing = Text(
-        f"{ledger.num_queries} queries, total RDP {_fmt(ledger.total_rdp)} at order "
-        f"{_order(ledger.order)} -> epsilon {_fmt(float(ledger.running_epsilon[-1]))}"
-    )
-    return Group(top, by_agreement, closing)
 
 
 def _csv_number(value: float) -> str:

@@ -111,6 +111,10 @@ class AnalysisReport:
     """The per-query terms they were composed from, for the release and the ledger."""
     answered_mask: NDArray[np.bool_] | None = field(default=None, repr=False, compare=False)
     """A realised run's answered mask (the queries it saw), as it was accounted."""
+    ledger: Any = field(default=None, repr=False, compare=False)
+    """The per-query ledger (``pate_cli.ledger.Ledger``) when a breakdown was asked for."""
+    files: tuple[tuple[str, str], ...] = ()
+    """(key, path) of the files the command wrote from this report (ledger, plot)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly what ``pate analyze --json`` prints."""
@@ -135,6 +139,11 @@ class AnalysisReport:
         if self.release is not None:
             out["release"] = self.release
         out["warnings"] = list(self.warnings)
+        if self.ledger is not None:
+            from pate_cli.ledger import ledger_summary  # the ledger module reads this one
+
+            out["breakdown"] = ledger_summary(self.ledger)
+        out.update(self.files)
         return out
 
 

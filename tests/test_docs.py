@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import shlex
 
+import pytest
+
 import pate_cli.cli as cli
 from tests.conftest import ROOT, run_cli
 
@@ -47,3 +49,18 @@ def test_every_command_is_in_the_readme():
     for command in cli.app.registered_commands:
         name = command.name or command.callback.__name__
         assert f"pate {name}" in README
+
+
+def test_readme_python_api_example_runs(monkeypatch, capsys):
+    """The "Python API" section's example, run as written from the project root."""
+    section = README.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    monkeypatch.chdir(ROOT)
+    exec(compile(code, "README.md", "exec"), {})
+    first, second, third = capsys.readouterr().out.splitlines()
+    answered, epsilon, order = first.split()
+    assert float(answered) == pytest.approx(282.72, abs=0.005)
+    assert float(epsilon) == pytest.approx(1.99882, abs=5e-6)
+    assert float(order) == 14.0
+    assert f"# {second}" in code.splitlines()  # printed exactly as the comment says
+    assert float(third) > float(epsilon)  # the released epsilon adds the GNSS cost

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from pate_cli import ledger
+from pate_cli import ledger, render
 from pate_cli._options import analysis_report
 from pate_cli.accounting import Conversion
 from pate_cli.errors import ExitCode, InputError, UsageError
@@ -175,7 +175,7 @@ def test_render_ledger_shows_both_tables(mnist):
     mechanism = ConfidentGNMax(200.0, 150.0, 40.0)
     report = analysis_report(mnist, mechanism, ORDERS, DELTA, Conversion.CLASSIC)
     console = Console(record=True, width=100)
-    console.print(ledger.render_ledger(ledger.build_ledger(mnist, mechanism, report)))
+    console.print(render.render_ledger(ledger.build_ledger(mnist, mechanism, report)))
     text = console.export_text()
     assert "Most expensive queries" in text and "Pr[answered]" in text
     assert "Cost by teacher agreement" in text and "[0.9, 1.0]" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -156,28 +157,22 @@ def analyze(
         sigma_ss=sigma_ss,
         reference_local_sensitivity=not strict,
         half_even=half_even,
+        breakdown=ledger_path is not None or plot_path is not None or breakdown,
         progress=cli_progress(votes, as_json),
     )
-    payload = report.to_json_dict()
     renderable = render.analysis(report, all_orders=all_orders)
-    if ledger_path is not None or plot_path is not None or breakdown:
-        per_query = ledger.build_ledger(
-            votes,
-            chosen,
-            report,
-            answered=report.answered_mask,
-            half_even=half_even,
-            terms=report.terms,
-        )
-        payload["breakdown"] = ledger.ledger_summary(per_query)
+    if report.ledger is not None:
         if breakdown:
-            renderable = Group(renderable, ledger.render_ledger(per_query))
+            renderable = Group(renderable, render.render_ledger(report.ledger))
+        written: list[tuple[str, str]] = []
         if ledger_path is not None:
-            ledger.write_ledger(per_query, ledger_path)
-            payload["ledger"] = ledger_path
+            ledger.write_ledger(report.ledger, ledger_path)
+            written.append(("ledger", ledger_path))
         if plot_path is not None:
-            plots.plot_analysis(plot_path, report, per_query)
-            payload["plot"] = plot_path
+            plots.plot_analysis(plot_path, report, report.ledger)
+            written.append(("plot", plot_path))
+        report = replace(report, files=tuple(written))
+    payload = report.to_json_dict()
     emit(payload, renderable, report.warnings, as_json)
     if record_path is not None:
         write_record(
