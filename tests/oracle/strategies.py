@@ -1,0 +1,38 @@
+"""Hypothesis strategies and example budgets shared by the oracle tests."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+from hypothesis import strategies as st
+
+# Every soundness property runs at least 500 examples in CI (CI=true: the "ci" profile of
+# tests/conftest.py, derandomized) and 100 locally; PATE_ORACLE_EXAMPLES overrides both.
+# The profile's 2000 would take the folder past its time budget on two cores.
+EXAMPLES = int(os.environ.get("PATE_ORACLE_EXAMPLES", 500 if os.environ.get("CI") else 100))
+# The oracle's self-checks need fewer: each compares two integration methods.
+SELF_CHECK_EXAMPLES = max(20, EXAMPLES // 5)
+
+
+def log_uniform(low: float, high: float) -> st.SearchStrategy[float]:
+    """Floats spread evenly in log scale over [low, high] (ends included)."""
+    return st.floats(math.log(low), math.log(high)).map(lambda x: min(max(math.exp(x), low), high))
+
+
+@st.composite
+def histograms(
+    draw: st.DrawFn, min_classes: int = 2, max_classes: int = 4, max_teachers: int = 14
+) -> np.ndarray:
+    """A histogram of M in [2, max_teachers] votes over C classes, from C-1 cut points."""
+    num_classes = draw(st.integers(min_classes, max_classes))
+    num_teachers = draw(st.integers(2, max_teachers))
+    cuts = sorted(
+        draw(
+            st.lists(
+                st.integers(0, num_teachers), min_size=num_classes - 1, max_size=num_classes - 1
+            )
+        )
+    )
+    return np.diff(np.array([0, *cuts, num_teachers])).astype(np.int64)
