@@ -26,6 +26,8 @@ _WHERE = {
     "analyze": "pate_cli.api",
     "smooth_sensitivity": "pate_cli.api",
     "compare": "pate_cli.api",
+    "inspect": "pate_cli.api",
+    "aggregate": "pate_cli.api",
     "GNMax": "pate_cli.mechanisms",
     "ConfidentGNMax": "pate_cli.mechanisms",
     "InteractiveGNMax": "pate_cli.mechanisms",
@@ -35,6 +37,8 @@ _WHERE = {
     "AnalysisReport": "pate_cli.report",
     "SmoothSensitivityReport": "pate_cli.report",
     "CompareReport": "pate_cli.comparison",
+    "InspectReport": "pate_cli.inspection",
+    "AggregateResult": "pate_cli.aggregation",
     "PateError": "pate_cli.errors",
     "InputError": "pate_cli.errors",
     "UsageError": "pate_cli.errors",
@@ -47,6 +51,8 @@ __all__ = [
     "analyze",
     "smooth_sensitivity",
     "compare",
+    "inspect",
+    "aggregate",
     "GNMax",
     "ConfidentGNMax",
     "InteractiveGNMax",
@@ -56,6 +62,8 @@ __all__ = [
     "AnalysisReport",
     "SmoothSensitivityReport",
     "CompareReport",
+    "InspectReport",
+    "AggregateResult",
     "PateError",
     "InputError",
     "UsageError",
@@ -77,9 +85,11 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
-    from pate_cli.api import analyze, compare, load_votes, smooth_sensitivity
+    from pate_cli.aggregation import AggregateResult
+    from pate_cli.api import aggregate, analyze, compare, inspect, load_votes, smooth_sensitivity
     from pate_cli.comparison import CompareReport
     from pate_cli.errors import InputError, PateError, UsageError
+    from pate_cli.inspection import InspectReport
     from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
     from pate_cli.orders import DEFAULT_ORDERS
     from pate_cli.release import ConditionError

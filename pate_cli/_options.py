@@ -21,17 +21,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
 from rich.progress import Progress as RichProgress
 
-from pate_cli import api
+from pate_cli import analysis
 from pate_cli.accounting import Conversion
-from pate_cli.api import Progress
-from pate_cli.api import check_delta as check_delta  # re-exported for the commands
-from pate_cli.api import fresh_seed as fresh_seed
-from pate_cli.api import run_inputs as run_inputs
-from pate_cli.api import summary as summary
+from pate_cli.accounting import check_delta as check_delta  # re-exported for the commands
+from pate_cli.analysis import Progress
+from pate_cli.analysis import run_inputs as run_inputs
 from pate_cli.errors import ExitCode, UsageError
 from pate_cli.mechanisms import Mechanism, MechanismName
 from pate_cli.release import gated_epsilon
 from pate_cli.report import AnalysisReport, dumps
+from pate_cli.seeds import fresh_seed as fresh_seed
 from pate_cli.votes import VoteFormat, Votes, load_votes
 
 # The command line of the run in progress (after ``pate``), set by the CLI group as it
@@ -226,7 +225,7 @@ def analysis_report(
     as_json: bool = True,
 ) -> AnalysisReport:
     """``api.analysis_report`` with a progress bar for people."""
-    return api.analysis_report(
+    return analysis.analysis_report(
         votes,
         mechanism,
         orders,
@@ -238,6 +237,13 @@ def analysis_report(
         half_even=half_even,
         progress=cli_progress(votes, as_json),
     )
+
+
+def votes_call(
+    fmt: VoteFormat, num_classes: int | None, teachers: int | None, queries: int | None
+) -> dict[str, Any]:
+    """The selection flags as ``load_votes`` options, for a record's call."""
+    return {"fmt": fmt.value, "num_classes": num_classes, "teachers": teachers, "queries": queries}
 
 
 def selection_options(

@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.core import conversion, gnmax, lnmax, threshold
+from pate_cli.errors import UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism, assert_never
 
 DEFAULT_CHUNK_SIZE = 1 << 16
@@ -40,6 +41,21 @@ class Conversion(str, Enum):
 
     CLASSIC = "classic"
     IMPROVED = "improved"
+
+
+def as_conversion(conversion: str | Conversion) -> Conversion:
+    """A conversion from its name ("classic" or "improved")."""
+    try:
+        return Conversion(conversion)
+    except ValueError:
+        choices = ", ".join(c.value for c in Conversion)
+        raise UsageError(f"conversion {conversion!r}: expected one of {choices}") from None
+
+
+def check_delta(delta: float) -> None:
+    """delta must lie strictly between 0 and 1."""
+    if not 0 < delta < 1:
+        raise UsageError(f"--delta {delta}: expected a number strictly between 0 and 1")
 
 
 def eps_curve(kind: Conversion, orders: FloatArray, rdp: FloatArray, delta: float) -> FloatArray:

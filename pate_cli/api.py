@@ -15,33 +15,33 @@ line gives a Rich bar, a notebook may give tqdm's.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pate_cli.accounting import Conversion, account_terms, epsilon_result, query_terms
+from pate_cli.accounting import Conversion, as_conversion, check_delta
+from pate_cli.aggregation import AggregateResult, aggregate_votes
+from pate_cli.analysis import (
+    Progress,
+    analysis_report,
+    release_of,
+    run_inputs,
+    with_release,
+)
 from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_warning, sort_rows
 from pate_cli.errors import UsageError
+from pate_cli.inspection import InspectReport, inspect_votes
 from pate_cli.ledger import build_ledger
 from pate_cli.mechanisms import LNMax, Mechanism
-from pate_cli.orders import parse_orders
-from pate_cli.release import ConditionError, GnssRelease, gnss_release
+from pate_cli.orders import as_orders
 from pate_cli.report import AnalysisReport, InputSummary, SmoothSensitivityReport
-from pate_cli.votes import VoteFormat, Votes, load_answered_mask, load_baseline
+from pate_cli.votes import VoteFormat, Votes
 from pate_cli.votes import load_votes as _load_votes
 
 FloatArray = NDArray[np.float64]
-Progress = Callable[[str, int], AbstractContextManager[Callable[[int], None] | None]]
-"""progress(description, total) -> a context manager yielding advance(done), or None."""
 PathLike = str | os.PathLike[str]
-
-
-def _no_progress(description: str, total: int) -> AbstractContextManager[None]:
-    return nullcontext()
 
 
 # ---------------------------------------------------------------------------
@@ -91,170 +91,6 @@ def _votes(votes: Votes | PathLike) -> Votes:
     return votes if isinstance(votes, Votes) else load_votes(votes)
 
 
-def _orders(orders: str | ArrayLike | None) -> FloatArray:
-    if orders is None or isinstance(orders, str):
-        return parse_orders(orders)
-    array = np.array(orders, dtype=np.float64).reshape(-1)
-    if array.size == 0 or not np.all(np.isfinite(array)) or np.any(array <= 1):
-        raise UsageError("orders: expected finite Renyi orders, each greater than 1")
-    return array
-
-
-def _conversion(conversion: str | Conversion) -> Conversion:
-    try:
-        return Conversion(conversion)
-    except ValueError:
-        choices = ", ".join(c.value for c in Conversion)
-        raise UsageError(f"conversion {conversion!r}: expected one of {choices}") from None
-
-
-def check_delta(delta: float) -> None:
-    """delta must lie strictly between 0 and 1."""
-    if not 0 < delta < 1:
-        raise UsageError(f"--delta {delta}: expected a number strictly between 0 and 1")
-
-
-def run_inputs(
-    votes: Votes, baseline: PathLike | None, answered: PathLike | None
-) -> tuple[FloatArray | None, NDArray[np.bool_] | None]:
-    """A baseline and an answered mask, read and checked against the selected votes."""
-    return (
-        None if baseline is None else load_baseline(os.fspath(baseline), votes),
-        None if answered is None else load_answered_mask(os.fspath(answered), votes.num_queries),
-    )
-
-
-def summary(votes: Votes) -> InputSummary:
-    """What was read and how: the ``input`` block of every report."""
-    return InputSummary(
-        path=votes.path,
-        sha256=votes.sha256,
-        format=votes.format.value,
-        detected=votes.detected,
-        num_queries=votes.num_queries,
-        num_teachers=votes.num_teachers,
-        num_classes=votes.num_classes,
-        num_file_queries=votes.num_file_queries,
-    )
-
-
-# ---------------------------------------------------------------------------
-# The analysis and its release
-
-
-def analysis_report(
-    votes: Votes,
-    mechanism: Mechanism,
-    orders: FloatArray,
-    delta: float,
-    conversion: Conversion,
-    *,
-    baseline: FloatArray | None = None,
-    answered: NDArray[np.bool_] | None = None,
-    data_independent: bool = False,
-    half_even: bool = False,
-    progress: Progress | None = None,
-) -> AnalysisReport:
-    """Account a run and convert it, without a release: the core of ``analyze``."""
-    with (progress or _no_progress)("accounting", votes.num_queries) as advance:
-        terms = query_terms(
-            votes.counts,
-            mechanism,
-            num_seen=None if answered is None else len(answered),
-            baseline=baseline,
-            half_even=half_even,
-            progress=advance,
-        )
-    result = account_terms(
-        mechanism,
-        terms,
-        orders,
-        num_queries=votes.num_queries,
-        answered=answered,
-        data_independent=data_independent,
-    )
-    dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
-    warnings = list(votes.warnings)
-    if dependent.at_grid_edge:
-        warnings.append(
-            f"the best order {dependent.order:g} is at the edge of the order grid; "
-            "extend --orders to be sure the minimum is inside it"
-        )
-    return AnalysisReport(
-        input=summary(votes),
-        mechanism=mechanism.to_json_dict(),
-        delta=delta,
-        conversion=conversion.value,
-        orders=orders,
-        realized=result.realized,
-        forced_data_independent=data_independent,
-        expected_answered=result.expected_answered,
-        num_queries_seen=result.num_queries_seen,
-        data_dependent=dependent,
-        data_independent=epsilon_result(orders, result.data_independent, delta, conversion),
-        worst_case=epsilon_result(orders, result.worst_case, delta, conversion),
-        warnings=tuple(warnings),
-        account=result,
-        terms=terms,
-        answered_mask=answered,
-    )
-
-
-def release_of(
-    votes: Votes,
-    mechanism: Mechanism,
-    report: AnalysisReport,
-    *,
-    order: float | None = None,
-    baseline: FloatArray | None = None,
-    answered: NDArray[np.bool_] | None = None,
-    beta: float | None = None,
-    sigma_ss: float | None = None,
-    seed: int | None = None,
-    reference_local_sensitivity: bool = False,
-    skip_conditions: bool = False,
-    half_even: bool = False,
-    progress: Progress | None = None,
-) -> GnssRelease:
-    """The GNSS release at the analysis' best data-dependent order (or ``order``).
-
-    Reuses the analysis' per-query terms and step costs, so the release's data-dependent
-    epsilon is the analysis' own number.
-    """
-    if order is not None and not (np.isfinite(order) and order > 1):
-        raise UsageError(f"--order {order}: expected a finite Renyi order greater than 1")
-    terms = report.terms if report.terms is not None and report.terms.logq is not None else None
-    steps = None if order is not None or report.account is None else report.account.steps
-    with (progress or _no_progress)("smooth sensitivity", votes.num_queries) as advance:
-        return gnss_release(
-            votes.counts,
-            votes.num_teachers,
-            mechanism,
-            report.data_dependent.order if order is None else order,
-            report.delta,
-            Conversion(report.conversion),
-            epsilon_data_independent=report.data_independent.epsilon,
-            epsilon_worst_case=report.worst_case.epsilon,
-            baseline=baseline,
-            answered=answered,
-            beta=beta,
-            sigma_ss=sigma_ss,
-            seed=fresh_seed() if seed is None else seed,
-            strict=not reference_local_sensitivity,
-            skip_conditions=skip_conditions,
-            half_even=half_even,
-            terms=terms,
-            steps=steps,
-            order_index=report.data_dependent.order_index,
-            progress=advance,
-        )
-
-
-def fresh_seed() -> int:
-    """A seed drawn from the operating system's entropy."""
-    return int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
-
-
 def analyze(
     votes: Votes | PathLike,
     mechanism: Mechanism,
@@ -302,8 +138,8 @@ def analyze(
     """
     check_delta(delta)
     votes = _votes(votes)
-    grid = _orders(orders)
-    kind = _conversion(conversion)
+    grid = as_orders(orders)
+    kind = as_conversion(conversion)
     baseline_array, answered_mask = run_inputs(votes, baseline, answered)
     report = analysis_report(
         votes,
@@ -318,7 +154,7 @@ def analyze(
         progress=progress,
     )
     if release:
-        report = _with_release(
+        report = with_release(
             votes,
             mechanism,
             report,
@@ -343,50 +179,6 @@ def analyze(
         )
         report = replace(report, ledger=per_query)
     return report
-
-
-def _with_release(
-    votes: Votes,
-    mechanism: Mechanism,
-    report: AnalysisReport,
-    *,
-    baseline: FloatArray | None,
-    answered: NDArray[np.bool_] | None,
-    data_independent: bool,
-    seed: int | None,
-    beta: float | None,
-    sigma_ss: float | None,
-    reference_local_sensitivity: bool,
-    half_even: bool,
-    progress: Progress | None,
-) -> AnalysisReport:
-    """The analysis with its ``release`` block: the GNSS release, or why there is none."""
-    notes: tuple[str, ...] = ()
-    outcome: dict[str, Any]
-    if isinstance(mechanism, LNMax):
-        outcome = {"released": False, "reason": "smooth sensitivity covers the GNMax family"}
-    elif data_independent:
-        outcome = {"released": False, "reason": "data-independent bounds were forced"}
-    else:
-        try:
-            gnss = release_of(
-                votes,
-                mechanism,
-                report,
-                baseline=baseline,
-                answered=answered,
-                beta=beta,
-                sigma_ss=sigma_ss,
-                seed=seed,
-                reference_local_sensitivity=reference_local_sensitivity,
-                half_even=half_even,
-                progress=progress,
-            )
-            outcome = gnss.to_json_dict()
-            notes = gnss.warnings
-        except ConditionError as error:
-            outcome = {"released": False, "reason": error.message}
-    return replace(report, release=outcome, warnings=report.warnings + notes)
 
 
 def smooth_sensitivity(
@@ -421,8 +213,8 @@ def smooth_sensitivity(
     votes = _votes(votes)
     if isinstance(mechanism, LNMax):
         raise UsageError("smooth-sensitivity covers gnmax, confident-gnmax and interactive-gnmax")
-    grid = _orders(orders)
-    kind = _conversion(conversion)
+    grid = as_orders(orders)
+    kind = as_conversion(conversion)
     baseline_array, answered_mask = run_inputs(votes, baseline, answered)
     analysis = analysis_report(
         votes,
@@ -451,7 +243,7 @@ def smooth_sensitivity(
         progress=progress,
     )
     return SmoothSensitivityReport(
-        input=summary(votes),
+        input=InputSummary.from_votes(votes),
         mechanism=mechanism.to_json_dict(),
         delta=delta,
         conversion=kind.value,
@@ -483,8 +275,8 @@ def compare(
     votes = _votes(votes)
     if not mechanisms:
         raise UsageError("mechanisms: expected at least one mechanism to compare")
-    grid = _orders(orders)
-    kind = _conversion(conversion)
+    grid = as_orders(orders)
+    kind = as_conversion(conversion)
     try:
         column = SortColumn(sort)
     except ValueError:
@@ -504,7 +296,7 @@ def compare(
         column,
     )
     return CompareReport(
-        input=summary(votes),
+        input=InputSummary.from_votes(votes),
         delta=delta,
         conversion=kind.value,
         orders=grid,
@@ -512,4 +304,48 @@ def compare(
         rows=tuple(rows),
         max_epsilon=max_epsilon,
         warnings=(*votes.warnings, *edge_warning(rows)),
+    )
+
+
+def inspect(votes: Votes | PathLike) -> InspectReport:
+    """What ``pate inspect`` computes: what a vote file is and how strongly teachers agree."""
+    return inspect_votes(_votes(votes))
+
+
+def aggregate(
+    votes: Votes | PathLike,
+    mechanism: Mechanism,
+    *,
+    delta: float,
+    seed: int | np.random.Generator | None = None,
+    orders: str | ArrayLike | None = None,
+    conversion: str | Conversion = "classic",
+    student_probs: ArrayLike | PathLike | None = None,
+    student_confidence: float = 1.0,
+    true_labels: ArrayLike | PathLike | None = None,
+    max_answered: int | None = None,
+    max_queries: int | None = None,
+    half_even: bool = False,
+    progress: Progress | None = None,
+) -> AggregateResult:
+    """What ``pate aggregate`` computes, without writing a file.
+
+    Returns the noisy labels (``.labels``, -1 where nothing was released), the answered
+    mask (``.answered``) and the realised run's privacy (``.privacy``, an
+    ``AnalysisReport``); see ``pate_cli.aggregation.aggregate_votes`` for the options.
+    """
+    return aggregate_votes(
+        _votes(votes),
+        mechanism,
+        delta=delta,
+        seed=seed,
+        orders=orders,
+        conversion=conversion,
+        student_probs=student_probs,
+        student_confidence=student_confidence,
+        true_labels=true_labels,
+        max_answered=max_answered,
+        max_queries=max_queries,
+        half_even=half_even,
+        progress=progress,
     )

@@ -115,8 +115,3 @@ app.command("verify")(verify.verify)
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="pate")
-
-
-def main_args(argv: list[str]) -> None:
-    """Run ``pate`` on an explicit command line (``verify`` replays records with it)."""
-    app(args=argv, prog_name="pate")

@@ -119,6 +119,29 @@ class LNMax:
 
 Mechanism = GNMax | ConfidentGNMax | InteractiveGNMax | LNMax
 
+
+def mechanism_from_dict(block: dict[str, Any]) -> Mechanism:
+    """The mechanism a report's ``mechanism`` block describes (``to_json_dict``'s inverse).
+
+    Raises:
+        UsageError: an unknown name, or parameters that do not fit it.
+    """
+    kinds: dict[str, type[GNMax] | type[ConfidentGNMax] | type[LNMax]] = {
+        MechanismName.GNMAX.value: GNMax,
+        MechanismName.CONFIDENT_GNMAX.value: ConfidentGNMax,
+        MechanismName.INTERACTIVE_GNMAX.value: InteractiveGNMax,
+        MechanismName.LNMAX.value: LNMax,
+    }
+    parameters = dict(block)
+    kind = kinds.get(str(parameters.pop("name", None)))
+    if kind is None:
+        raise UsageError(f"mechanism {block!r}: unknown name; expected one of {', '.join(kinds)}")
+    try:
+        return kind(**parameters)
+    except TypeError:
+        raise UsageError(f"mechanism {block!r}: parameters that do not fit it") from None
+
+
 _FLAGS_OF = {
     MechanismName.GNMAX: ("--sigma",),
     MechanismName.CONFIDENT_GNMAX: ("--threshold", "--sigma1", "--sigma"),

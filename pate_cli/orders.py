@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from pate_cli.errors import UsageError
 
@@ -87,8 +87,19 @@ def parse_orders(text: str | None) -> NDArray[np.float64]:
             f"--orders {text!r}: expected a comma list such as 2,4,8 "
             "or start:stop:step such as 2:64:0.5"
         ) from None
+    return _checked(orders, f"--orders {text!r}")
+
+
+def as_orders(orders: str | ArrayLike | None) -> NDArray[np.float64]:
+    """Orders from the command line's text (``parse_orders``) or from an array of orders."""
+    if orders is None or isinstance(orders, str):
+        return parse_orders(orders)
+    return _checked(np.array(orders, dtype=np.float64).reshape(-1), "orders")
+
+
+def _checked(orders: NDArray[np.float64], what: str) -> NDArray[np.float64]:
     if orders.size == 0:
-        raise UsageError(f"--orders {text!r}: the list of orders is empty")
+        raise UsageError(f"{what}: the list of orders is empty")
     if not np.all(np.isfinite(orders)) or np.any(orders <= 1):
-        raise UsageError(f"--orders {text!r}: every Renyi order must be finite and greater than 1")
+        raise UsageError(f"{what}: every Renyi order must be finite and greater than 1")
     return orders

@@ -13,15 +13,13 @@ Fields are only ever added; a later pate keeps verifying version-1 records.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import os
 import platform
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -30,13 +28,15 @@ import numpy as np
 import scipy
 
 from pate_cli import __version__
-from pate_cli.errors import InputError
+from pate_cli.errors import InputError, PateError
 from pate_cli.report import dumps
-from pate_cli.votes import check_output_path, file_sha256, write_atomic
+from pate_cli.votes import check_output_path, file_sha256, save_npy_atomic, write_atomic
 
 SCHEMA = "pate-record"
-VERSION = 1
-SUPPORTED_VERSIONS = (1,)
+VERSION = 2
+SUPPORTED_VERSIONS = (2,)
+# Version 1 records replayed their command line through the CLI; version 2 records hold the
+# library call (``call``) that ``verify`` replays. A version 1 record is refused with a hint.
 
 SAME_VERSION_RTOL = 1e-12
 """Relative tolerance of ``verify`` when the record was made with the same versions of pate,
@@ -47,8 +47,6 @@ another (numpy's and OpenBLAS's SIMD code paths, e.g. with or without AVX-512), 
 OTHER_VERSION_RTOL = 1e-9
 """Relative tolerance of ``verify`` when any of those versions differs."""
 
-# Flags whose value is a file the run wrote; a replay writes them to a scratch folder.
-OUTPUT_FLAGS = ("--output", "--answered-output", "--ledger", "--plot", "--csv")
 # Report fields that name files or carry free text, not numbers to reproduce.
 UNCHECKED = {"path", "output", "answered_mask", "ledger", "plot", "csv", "warnings", "note"}
 
@@ -60,13 +58,21 @@ def build_record(
     inputs: dict[str, str | None],
     outputs: dict[str, str | None],
     seed: int | None,
+    call: dict[str, Any],
 ) -> dict[str, Any]:
-    """The record of one run: its report plus what is needed to recompute it."""
+    """The record of one run: its report plus what is needed to recompute it.
+
+    ``call`` is the library call that computed the report: ``{"function": one of
+    REPLAYS, "votes": load_votes' options, "mechanism": the mechanism block, "options":
+    the function's other keyword arguments}``; files are named by their role in
+    ``inputs`` (votes, indices, baseline, answered, student_probs, true_labels).
+    """
     return {
         "schema": SCHEMA,
         "version": VERSION,
         "command": command,
         "argv": list(argv),
+        "call": call,
         "seed": seed,
         "inputs": {
             role: {"path": path, "sha256": file_sha256(path)}
@@ -116,16 +122,30 @@ def load_record(path: str) -> dict[str, Any]:
         raise InputError(f"{path}: not a readable JSON record ({error})") from None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         raise InputError(f'{path}: not a pate record (expected "schema": "{SCHEMA}")')
+    if record.get("version") == 1:
+        raise InputError(
+            f"{path}: record version 1 replays its command line; this pate replays the library "
+            "call of version 2 records: verify it with the pate that made it, or record the run again"
+        )
     if record.get("version") not in SUPPORTED_VERSIONS:
         raise InputError(
             f"{path}: record version {record.get('version')!r} is not supported by pate "
             f"{__version__} (supported: {', '.join(map(str, SUPPORTED_VERSIONS))})"
         )
-    for key in ("command", "argv", "inputs", "outputs", "report"):
+    for key in ("command", "argv", "call", "inputs", "outputs", "report"):
         if key not in record:
             raise InputError(f"{path}: the record has no {key!r} field")
     if not isinstance(record["argv"], list) or not all(isinstance(a, str) for a in record["argv"]):
         raise InputError(f"{path}: the record's argv is not a list of strings")
+    call = record["call"]
+    if (
+        not isinstance(call, dict)
+        or call.get("function") not in REPLAYS
+        or not all(isinstance(call.get(k), dict) for k in ("votes", "mechanism", "options"))
+    ):
+        raise InputError(
+            f"{path}: the record's call is not one of {', '.join(REPLAYS)} with its arguments"
+        )
     return record
 
 
@@ -255,44 +275,60 @@ def resolve_inputs(
     return resolved
 
 
-def replay_argv(record: dict[str, Any], resolved: dict[str, str], scratch: str) -> list[str]:
-    """The recorded command line on the resolved files, writing outputs under ``scratch``."""
-    argv = list(record["argv"])
-    originals = {entry["path"]: resolved[role] for role, entry in record["inputs"].items()}
-    out: list[str] = []
-    skip = False
-    for i, token in enumerate(argv):
-        if skip:
-            skip = False
-            continue
-        name, eq, value = token.partition("=")
-        if name == "--record":
-            skip = not eq
-            continue
-        if name in OUTPUT_FLAGS:
-            target = value if eq else (argv[i + 1] if i + 1 < len(argv) else "out")
-            scratch_path = os.path.join(scratch, f"{len(out)}-{os.path.basename(target)}")
-            out += [name, scratch_path]
-            skip = not eq
-            continue
-        out.append(originals.get(token, token))
-    if "--json" not in out:
-        out.append("--json")
-    if record.get("seed") is not None and "--seed" not in [t.partition("=")[0] for t in out]:
-        out += ["--seed", str(record["seed"])]
-    return out
+# The library functions a record's call can name, and the file roles each takes.
+REPLAYS = ("analyze", "smooth_sensitivity", "aggregate")
+_FILE_ROLES = {
+    "analyze": ("baseline", "answered"),
+    "smooth_sensitivity": ("baseline", "answered"),
+    "aggregate": ("student_probs", "true_labels"),
+}
+
+
+def replay(
+    record: dict[str, Any], resolved: dict[str, str], scratch: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Run the recorded library call on the resolved files: its report's JSON, and the
+    files it writes (aggregate's labels and answered mask) under ``scratch`` by role."""
+    from pate_cli import api  # the library layer above this module
+    from pate_cli.mechanisms import mechanism_from_dict
+
+    call = record["call"]
+    function = call["function"]
+    votes = api.load_votes(resolved["votes"], indices=resolved.get("indices"), **call["votes"])
+    mechanism = mechanism_from_dict(call["mechanism"])
+    options = dict(call["options"])
+    options.update({role: resolved[role] for role in _FILE_ROLES[function] if role in resolved})
+    if record.get("seed") is not None:
+        options["seed"] = record["seed"]
+    if function == "analyze":
+        return _as_printed(api.analyze(votes, mechanism, **options).to_dict()), {}
+    if function == "smooth_sensitivity":
+        return _as_printed(api.smooth_sensitivity(votes, mechanism, **options).to_dict()), {}
+    result = api.aggregate(votes, mechanism, **options)
+    written = {
+        "labels": os.path.join(scratch, "labels.npy"),
+        "answered_mask": os.path.join(scratch, "answered_mask.npy"),
+    }
+    save_npy_atomic(written["labels"], result.labels.astype(np.int64))
+    save_npy_atomic(written["answered_mask"], result.answered.astype(bool))
+    return _as_printed(result.to_dict()), written
+
+
+def _as_printed(report: dict[str, Any]) -> dict[str, Any]:
+    """The report as ``--json`` prints it (numpy values as lists, infinities as strings)."""
+    printed: dict[str, Any] = json.loads(dumps(report))
+    return printed
 
 
 def verify(
     record: dict[str, Any],
     record_path: str,
     overrides: dict[str, str],
-    run: Callable[[list[str]], tuple[int, str, str]],
     *,
     rtol: float | None = None,
     atol: float = 1e-12,
 ) -> list[Check]:
-    """Check hashes, replay the run with ``run(argv) -> (exit code, stdout, stderr)``, compare.
+    """Check hashes, replay the recorded library call (``replay``), compare every number.
 
     With ``rtol`` None, numbers must agree to ``SAME_VERSION_RTOL`` when the record was
     made with the same versions of pate, numpy, scipy and Python, and to
@@ -321,15 +357,13 @@ def verify(
         )
     scratch = tempfile.mkdtemp(prefix="pate-verify-")
     try:
-        argv = replay_argv(record, resolved, scratch)
-        code, stdout, stderr = run(argv)
-        if code not in (0, 1) or not stdout.strip():
-            last = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {code}"
-            checks.append(Check("recomputation", False, f"the replay failed: {last}"))
+        try:
+            recomputed, written = replay(record, resolved, scratch)
+        except PateError as error:
+            checks.append(Check("recomputation", False, f"the replay failed: {error.message}"))
             return checks
-        recomputed = json.loads(stdout)
         checks.extend(_compare(record, recomputed, rtol, atol))
-        checks.extend(_output_checks(record, argv, scratch))
+        checks.extend(_output_checks(record, written))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     checks.extend(_bound_checks(record["report"]))
@@ -369,12 +403,10 @@ def _compare(
     return checks
 
 
-def _output_checks(record: dict[str, Any], argv: list[str], scratch: str) -> list[Check]:
+def _output_checks(record: dict[str, Any], written: dict[str, str]) -> list[Check]:
     checks = []
-    written = {flag: argv[i + 1] for i, flag in enumerate(argv[:-1]) if flag in OUTPUT_FLAGS}
-    roles = {"labels": "--output", "answered_mask": "--answered-output"}
     for role, entry in record["outputs"].items():
-        path = written.get(roles.get(role, ""))
+        path = written.get(role)
         if path is None or not os.path.isfile(path):
             checks.append(Check(f"sha256 of output {role}", False, "the replay did not write it"))
             continue
@@ -414,21 +446,3 @@ def _bound_checks(report: dict[str, Any]) -> list[Check]:
             )
         )
     return checks
-
-
-def run_in_process(
-    app_main: Callable[[list[str]], Any],
-) -> Callable[[list[str]], tuple[int, str, str]]:
-    """Run a pate command line in this process, capturing its streams and exit code."""
-
-    def run(argv: list[str]) -> tuple[int, str, str]:
-        stdout, stderr = io.StringIO(), io.StringIO()
-        code = 0
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            try:
-                app_main(argv)
-            except SystemExit as exit_:
-                code = exit_.code if isinstance(exit_.code, int) else 1
-        return code, stdout.getvalue(), stderr.getvalue()
-
-    return run

@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.accounting import EpsilonResult, QueryTerms, RdpAccount
+
+if TYPE_CHECKING:
+    from pate_cli.votes import Votes
 
 
 def _plain(value: Any) -> Any:
@@ -60,6 +63,20 @@ class InputSummary:
     num_teachers: int
     num_classes: int
     num_file_queries: int
+
+    @classmethod
+    def from_votes(cls, votes: Votes) -> InputSummary:
+        """What was read and how: the ``input`` block of every report."""
+        return cls(
+            path=votes.path,
+            sha256=votes.sha256,
+            format=votes.format.value,
+            detected=votes.detected,
+            num_queries=votes.num_queries,
+            num_teachers=votes.num_teachers,
+            num_classes=votes.num_classes,
+            num_file_queries=votes.num_file_queries,
+        )
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -153,12 +170,14 @@ class AggregateReport:
 
     input: InputSummary
     mechanism: dict[str, Any]
-    seed: int
+    seed: int | None
+    """None when the caller gave a random generator, not a seed."""
     num_queries: int
     num_seen: int
     answered: int
     student_labelled: int
-    output: str
+    output: str | None
+    """Where the labels were written (None: a library call, nothing written)."""
     answered_mask: str | None
     agreement_with_plurality: float | None
     accuracy: float | None

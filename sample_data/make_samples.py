@@ -41,13 +41,14 @@ def main() -> None:
     labels = labels_from_counts(counts)
     np.save(HERE / "mnist_250_teachers_labels.npy", labels)
     print(f"wrote mnist_250_teachers_labels.npy {labels.shape} {labels.dtype}")
-    from pate_cli.cli import main_args
+    from pate_cli.cli import app
 
     try:
-        main_args(
-            ["analyze", "sample_data/mnist_250_teachers.npy", "--threshold", "200", "--sigma1",
+        app(
+            args=["analyze", "sample_data/mnist_250_teachers.npy", "--threshold", "200", "--sigma1",
              "150", "--sigma", "40", "--queries", "640", "--delta", "1e-5", "--seed", "0",
-             "--json", "--record", "sample_data/mnist_table2.record.json"]
+             "--json", "--record", "sample_data/mnist_table2.record.json"],
+            prog_name="pate",
         )
     except SystemExit as done:
         if done.code:

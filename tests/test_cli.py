@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-import pate_cli.api as api
+import pate_cli.analysis as analysis
 import pate_cli.cli as cli
 from pate_cli import __version__
 from pate_cli.errors import ExitCode
@@ -161,7 +161,7 @@ def test_a_crash_exits_70_with_a_traceback(monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(api, "account_terms", boom)
+    monkeypatch.setattr(analysis, "account_terms", boom)
     result = run_cli(["analyze", *MNIST_640, "--sigma", 40], expect=ExitCode.INTERNAL)
     assert "Traceback" in result.stderr and "kaboom" in result.stderr
     assert "bug in pate" in result.stderr

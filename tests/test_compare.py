@@ -279,10 +279,10 @@ def test_every_sort_column_has_a_key():
 
 
 def test_table_highlights_the_best_of_each_column(rows, mnist):
-    from pate_cli._options import summary
+    from pate_cli.report import InputSummary
 
     report = comparison.CompareReport(
-        input=summary(mnist),
+        input=InputSummary.from_votes(mnist),
         delta=DELTA,
         conversion="classic",
         orders=ORDERS,

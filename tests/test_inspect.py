@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from pate_cli.commands.inspect import profile_votes
 from pate_cli.errors import ExitCode
+from pate_cli.inspection import profile_votes
 from tests.conftest import MNIST, MNIST_INDICES, MNIST_LABELS, run_cli
 
 
@@ -100,12 +100,15 @@ def test_human_output():
 
 
 def test_render_into_a_recording_console():
-    from pate_cli._options import summary
-    from pate_cli.commands.inspect import InspectReport, render_inspect
+    from pate_cli.commands.inspect import render_inspect
+    from pate_cli.inspection import InspectReport
+    from pate_cli.report import InputSummary
     from pate_cli.votes import load_votes
 
     votes = load_votes(MNIST, queries=100)
-    report = InspectReport(summary(votes), "float64", profile_votes(votes.counts, 250))
+    report = InspectReport(
+        InputSummary.from_votes(votes), "float64", profile_votes(votes.counts, 250)
+    )
     console = Console(record=True, width=100)
     console.print(render_inspect(report))
     assert "(of 9000 in the file)" in console.export_text()

@@ -39,8 +39,11 @@ def _verify(record, *extra, expect=ExitCode.OK):
 def test_a_record_of_each_command_verifies(tmp_path, votes, command):
     record_path = _record(tmp_path, command, votes)
     record = json.loads(Path(record_path).read_text())
-    assert record["schema"] == "pate-record" and record["version"] == 1
+    assert record["schema"] == "pate-record" and record["version"] == 2
     assert record["command"] == command
+    # The library call that verify replays (no command line is run again).
+    assert record["call"]["function"] == command.replace("-", "_")
+    assert record["call"]["mechanism"] == record["report"]["mechanism"]
     assert record["inputs"]["votes"]["sha256"] == record["report"]["input"]["sha256"]
     assert set(record["versions"]) == {"pate", "numpy", "scipy", "python"}
     assert isinstance(record["seed"], int)
@@ -67,7 +70,7 @@ def test_changing_one_vote_is_caught(tmp_path, votes):
 def test_changing_one_parameter_is_caught(tmp_path, votes):
     record_path = _record(tmp_path, "analyze", votes)
     record = json.loads(Path(record_path).read_text())
-    record["argv"][record["argv"].index("--sigma") + 1] = "41"
+    record["call"]["mechanism"]["sigma"] = 41.0
     Path(record_path).write_text(json.dumps(record))
     out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
     failed = {c["name"]: c["detail"] for c in out["checks"] if not c["ok"]}
@@ -198,3 +201,22 @@ def test_a_record_older_than_a_field_still_verifies_but_a_dropped_claim_fails(tm
     (failed,) = [c for c in out["checks"] if not c["ok"]]
     assert failed["name"] == "every other recorded number"
     assert "a_claim_pate_never_makes: in the record but not in the recomputed" in failed["detail"]
+
+
+def test_a_version_1_record_is_refused_with_a_hint(tmp_path, votes):
+    record_path = _record(tmp_path, "analyze", votes)
+    record = json.loads(Path(record_path).read_text())
+    record["version"] = 1
+    del record["call"]
+    Path(record_path).write_text(json.dumps(record))
+    result = run_cli(["verify", record_path], expect=ExitCode.BAD_INPUT)
+    assert "record version 1" in result.stderr and "record the run again" in result.stderr
+
+
+def test_a_call_that_names_no_library_function_is_refused(tmp_path, votes):
+    record_path = _record(tmp_path, "analyze", votes)
+    record = json.loads(Path(record_path).read_text())
+    record["call"]["function"] = "os.system"
+    Path(record_path).write_text(json.dumps(record))
+    result = run_cli(["verify", record_path], expect=ExitCode.BAD_INPUT)
+    assert "the record's call is not one of analyze" in result.stderr

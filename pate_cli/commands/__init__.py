@@ -1,1 +1,1 @@
-"""One module per command; ``pate_cli.cli`` registers them on the app."""
+"""One module per command; the entry point registers them on the app."""

@@ -1,9 +1,14 @@
-"""``pate aggregate``: run an aggregator with a seed, write the labels, account the realised run."""
+"""``pate aggregate``: run an aggregator with a seed, write the labels, account the realised run.
+
+The command checks its flags before it reads any file, calls
+:func:`pate_cli.aggregation.aggregate_votes`, writes the labels and the answered mask
+(atomically, only once the run succeeded), prints the report and applies the budget gate.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -31,86 +36,19 @@ from pate_cli._options import (
     ThresholdOpt,
     VotesArg,
     analysis_epsilons,
-    analysis_report,
     check_delta,
     current_argv,
     emit,
-    fresh_seed,
     gate,
     selection_options,
-    summary,
+    votes_call,
 )
 from pate_cli.accounting import Conversion
-from pate_cli.aggregators import (
-    AggregationResult,
-    aggregate_confident_gnmax,
-    aggregate_gnmax,
-    aggregate_interactive_gnmax,
-    aggregate_lnmax,
-)
+from pate_cli.aggregation import aggregate_votes, check_parameters
 from pate_cli.errors import UsageError
-from pate_cli.mechanisms import (
-    ConfidentGNMax,
-    GNMax,
-    InteractiveGNMax,
-    LNMax,
-    Mechanism,
-    assert_never,
-    infer_mechanism,
-)
-from pate_cli.orders import parse_orders
+from pate_cli.mechanisms import infer_mechanism
 from pate_cli.record import build_record, check_record_path, write_record
-from pate_cli.report import AggregateReport
-from pate_cli.votes import (
-    VoteFormat,
-    check_output_path,
-    load_student_probs,
-    load_true_labels,
-    save_npy_atomic,
-)
-
-
-def _run(
-    counts: np.ndarray,
-    mechanism: Mechanism,
-    rng: np.random.Generator,
-    student_probs: np.ndarray | None,
-    student_confidence: float,
-    num_teachers: int,
-    max_answered: int | None,
-    max_queries: int | None,
-    half_even: bool,
-) -> AggregationResult:
-    limits = {"max_answered": max_answered, "max_queries": max_queries}
-    if isinstance(mechanism, InteractiveGNMax):
-        assert student_probs is not None
-        return aggregate_interactive_gnmax(
-            counts,
-            student_probs,
-            mechanism.threshold,
-            mechanism.sigma1,
-            mechanism.sigma,
-            student_confidence,
-            rng,
-            num_teachers=num_teachers,
-            half_even=half_even,
-            **limits,
-        )
-    if isinstance(mechanism, ConfidentGNMax):
-        return aggregate_confident_gnmax(
-            counts,
-            mechanism.threshold,
-            mechanism.sigma1,
-            mechanism.sigma,
-            rng,
-            half_even=half_even,
-            **limits,
-        )
-    if isinstance(mechanism, GNMax):
-        return aggregate_gnmax(counts, mechanism.sigma, rng, **limits)
-    if isinstance(mechanism, LNMax):
-        return aggregate_lnmax(counts, mechanism.gamma, rng, **limits)
-    assert_never(mechanism)
+from pate_cli.votes import VoteFormat, check_output_path, save_npy_atomic
 
 
 def aggregate(
@@ -196,18 +134,13 @@ def aggregate(
         raise UsageError(
             "--gate-on released: aggregate gates on data-dependent or data-independent"
         )
-    for name, value in (("--max-answered", max_answered), ("--max-queries", max_queries)):
-        if value is not None and value < 1:
-            raise UsageError(f"{name} {value}: expected a whole number of at least 1")
-    if seed is not None and seed < 0:
-        raise UsageError(f"--seed {seed}: expected a non-negative integer")
+    check_parameters(max_answered=max_answered, max_queries=max_queries, seed=seed)
     check_output_path(output, "--output", (".npy",))
     if answered_output is not None:
         check_output_path(answered_output, "--answered-output", (".npy",))
         if os.path.abspath(answered_output) == os.path.abspath(output):
             raise UsageError("--answered-output must differ from --output")
-    if not 0 <= student_confidence <= 1:
-        raise UsageError(f"--student-confidence {student_confidence}: expected a number in [0, 1]")
+    check_parameters(student_confidence=student_confidence)
     votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
     chosen = infer_mechanism(
         mechanism,
@@ -218,83 +151,37 @@ def aggregate(
         has_baseline=student_probs_path is not None,
         baseline_flag="--student-probs",
     )
-    orders = parse_orders(orders_text)
-    probs = load_student_probs(student_probs_path, votes) if student_probs_path else None
-    truth = load_true_labels(true_labels_path, votes) if true_labels_path else None
-    if seed is None:
-        seed = fresh_seed()
-
-    result = _run(
-        votes.counts,
-        chosen,
-        np.random.default_rng(seed),
-        probs,
-        student_confidence,
-        votes.num_teachers,
-        max_answered,
-        max_queries,
-        half_even,
-    )
-    seen = result.num_seen
-    mask = result.answered[:seen]
-    baseline = None if probs is None else probs * votes.num_teachers
-    expected = analysis_report(
-        votes, chosen, orders, delta, conversion, baseline=baseline, half_even=half_even
-    )
-    if seen == 0:
-        raise UsageError(
-            "the run saw no query (--max-answered or --max-queries stopped it at once)"
-        )
-    realised = analysis_report(
+    options: dict[str, Any] = {
+        "delta": delta,
+        "orders": orders_text,
+        "conversion": conversion.value,
+        "student_confidence": student_confidence,
+        "max_answered": max_answered,
+        "max_queries": max_queries,
+        "half_even": half_even,
+    }
+    result = aggregate_votes(
         votes,
         chosen,
-        orders,
-        delta,
-        conversion,
-        baseline=baseline,
-        answered=mask,
-        half_even=half_even,
-    )
-    released = result.labels[:seen] >= 0
-    plurality = votes.counts[:seen].argmax(axis=1)
-    agreement = (
-        float(np.mean(result.labels[:seen][released] == plurality[released]))
-        if released.any()
-        else None
-    )
-    accuracy = (
-        float(np.mean(result.labels[:seen][released] == truth[:seen][released]))
-        if truth is not None and released.any()
-        else None
-    )
-    report = AggregateReport(
-        input=summary(votes),
-        mechanism=chosen.to_json_dict(),
         seed=seed,
-        num_queries=votes.num_queries,
-        num_seen=seen,
-        answered=result.num_answered,
-        student_labelled=result.num_student,
-        output=output,
-        answered_mask=answered_output,
-        agreement_with_plurality=agreement,
-        accuracy=accuracy,
-        privacy=realised,
-        expected_privacy=expected,
-        warnings=realised.warnings,
+        student_probs=student_probs_path,
+        true_labels=true_labels_path,
+        **options,
     )
+    report = result.to_report(output=output, answered_mask=answered_output)
     # Outputs are written only now that everything succeeded, each atomically.
     save_npy_atomic(output, result.labels.astype(np.int64))
     if answered_output is not None:
-        save_npy_atomic(answered_output, mask.astype(bool))
-    emit(report.to_json_dict(), render.aggregate(report), report.warnings, as_json)
+        save_npy_atomic(answered_output, result.answered.astype(bool))
+    payload = report.to_json_dict()
+    emit(payload, render.aggregate(report), report.warnings, as_json)
     if record_path is not None:
         write_record(
             record_path,
             build_record(
                 "aggregate",
                 current_argv(),
-                report.to_json_dict(),
+                payload,
                 inputs={
                     "votes": votes_path,
                     "indices": indices,
@@ -302,7 +189,13 @@ def aggregate(
                     "true_labels": true_labels_path,
                 },
                 outputs={"labels": output, "answered_mask": answered_output},
-                seed=seed,
+                seed=result.seed,
+                call={
+                    "function": "aggregate",
+                    "votes": votes_call(fmt, num_classes, teachers, queries),
+                    "mechanism": chosen.to_json_dict(),
+                    "options": options,
+                },
             ),
         )
-    gate(analysis_epsilons(realised), max_epsilon, which)
+    gate(analysis_epsilons(result.privacy), max_epsilon, which)

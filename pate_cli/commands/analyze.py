@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Group
@@ -44,6 +44,7 @@ from pate_cli._options import (
     emit,
     gate,
     selection_options,
+    votes_call,
 )
 from pate_cli.accounting import Conversion
 from pate_cli.mechanisms import infer_mechanism
@@ -137,28 +138,31 @@ def analyze(
         gamma=gamma,
         has_baseline=baseline_path is not None,
     )
-    orders = parse_orders(orders_text)
+    parse_orders(orders_text)  # checked before any output path, as every flag
     if plot_path is not None:
         plots.check_plot_path(plot_path)
     if ledger_path is not None:
         ledger.check_ledger_path(ledger_path)
+    options: dict[str, Any] = {
+        "delta": delta,
+        "orders": orders_text,
+        "conversion": conversion.value,
+        "data_independent": data_independent,
+        "release": not no_release,
+        "beta": beta,
+        "sigma_ss": sigma_ss,
+        "reference_local_sensitivity": not strict,
+        "half_even": half_even,
+        "breakdown": ledger_path is not None or plot_path is not None or breakdown,
+    }
     report = api.analyze(
         votes,
         chosen,
-        delta=delta,
-        orders=orders,
-        conversion=conversion,
         baseline=baseline_path,
         answered=answered_path,
-        data_independent=data_independent,
-        release=not no_release,
         seed=seed,
-        beta=beta,
-        sigma_ss=sigma_ss,
-        reference_local_sensitivity=not strict,
-        half_even=half_even,
-        breakdown=ledger_path is not None or plot_path is not None or breakdown,
         progress=cli_progress(votes, as_json),
+        **options,
     )
     renderable = render.analysis(report, all_orders=all_orders)
     if report.ledger is not None:
@@ -189,6 +193,12 @@ def analyze(
                 },
                 outputs={},
                 seed=(payload.get("release") or {}).get("seed"),
+                call={
+                    "function": "analyze",
+                    "votes": votes_call(fmt, num_classes, teachers, queries),
+                    "mechanism": chosen.to_json_dict(),
+                    "options": options,
+                },
             ),
         )
     gate(analysis_epsilons(report), max_epsilon, gate_on or GateOn.DATA_DEPENDENT)

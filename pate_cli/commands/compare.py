@@ -32,7 +32,6 @@ from pate_cli._options import (
     emit,
     gate,
     selection_options,
-    summary,
 )
 from pate_cli.accounting import Conversion
 from pate_cli.comparison import (
@@ -50,6 +49,7 @@ from pate_cli.mechanisms import (
     MechanismName,
 )
 from pate_cli.orders import parse_orders
+from pate_cli.report import InputSummary
 from pate_cli.votes import VoteFormat, check_output_path, load_baseline, write_atomic
 
 
@@ -312,7 +312,7 @@ def compare(
     )
     rows = sort_rows(rows, sort)
     report = CompareReport(
-        input=summary(votes),
+        input=InputSummary.from_votes(votes),
         delta=delta,
         conversion=conversion.value,
         orders=orders,

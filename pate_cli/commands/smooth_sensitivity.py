@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -40,10 +40,10 @@ from pate_cli._options import (
     emit,
     gate,
     selection_options,
+    votes_call,
 )
 from pate_cli.accounting import Conversion
 from pate_cli.mechanisms import infer_mechanism
-from pate_cli.orders import parse_orders
 from pate_cli.record import build_record, check_record_path, write_record
 from pate_cli.release import gated_epsilon
 from pate_cli.votes import VoteFormat
@@ -106,22 +106,25 @@ def smooth_sensitivity(
         sigma1=sigma1,
         has_baseline=baseline_path is not None,
     )
+    options: dict[str, Any] = {
+        "delta": delta,
+        "order": order,
+        "orders": orders_text,
+        "conversion": conversion.value,
+        "beta": beta,
+        "sigma_ss": sigma_ss,
+        "skip_conditions": skip_conditions,
+        "reference_local_sensitivity": not strict,
+        "half_even": half_even,
+    }
     report = api.smooth_sensitivity(
         votes,
         chosen,
-        delta=delta,
-        order=order,
-        orders=parse_orders(orders_text),
-        conversion=conversion,
         baseline=baseline_path,
         answered=answered_path,
-        beta=beta,
-        sigma_ss=sigma_ss,
         seed=seed,
-        skip_conditions=skip_conditions,
-        reference_local_sensitivity=not strict,
-        half_even=half_even,
         progress=cli_progress(votes, as_json),
+        **options,
     )
     assert report.analysis is not None and report.gnss is not None
     analysis, release = report.analysis, report.gnss
@@ -141,6 +144,12 @@ def smooth_sensitivity(
                 },
                 outputs={},
                 seed=release.seed,
+                call={
+                    "function": "smooth_sensitivity",
+                    "votes": votes_call(fmt, num_classes, teachers, queries),
+                    "mechanism": chosen.to_json_dict(),
+                    "options": options,
+                },
             ),
         )
     gate(

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from pate_cli._options import JsonOpt, emit
 from pate_cli.errors import ExitCode, UsageError
-from pate_cli.record import Check, load_record, run_in_process
+from pate_cli.record import Check, load_record
 from pate_cli.record import verify as verify_record
 
 
@@ -95,11 +95,7 @@ def verify(
     if rtol is not None and not 0 <= rtol < 1:
         raise UsageError(f"--rtol {rtol}: expected a number in [0, 1)")
     record = load_record(record_path)
-    from pate_cli.cli import main_args  # the app, run in-process for the replay
-
-    checks = verify_record(
-        record, record_path, _overrides(votes, inputs or []), run_in_process(main_args), rtol=rtol
-    )
+    checks = verify_record(record, record_path, _overrides(votes, inputs or []), rtol=rtol)
     ok = all(check.ok for check in checks)
     payload = {
         "command": "verify",

@@ -1,0 +1,429 @@
+"""Run an aggregator on votes and account the realised run: the model of ``pate aggregate``.
+
+:func:`aggregate_votes` draws the noisy labels with one of the randomised aggregators of
+:mod:`pate_cli.aggregators` (LNMax, GNMax, Confident-GNMax, Interactive-GNMax) from a seed or
+a ``numpy.random.Generator``, then accounts the run twice:
+
+- the realised cost, composed over the queries the run saw with the answered mask it drew
+  (the threshold step on every query seen, the answer step on the answered ones);
+- the expected cost of the same setting on all the queries, for comparison.
+
+It also reports how often the released labels agree with the teachers' plurality vote and,
+given true labels, how often they are right. The result is a frozen :class:`AggregateResult`;
+its ``to_dict()`` is what ``pate aggregate --json`` prints. Nothing here writes a file: the
+command writes the labels and the answered mask (each atomically), and names them in its
+report through ``to_dict(output=..., answered_mask=...)``.
+
+Parameter checks raise :class:`~pate_cli.errors.UsageError` with the command line's one-line
+messages (which name the flags), and invalid arrays :class:`~pate_cli.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from pate_cli.accounting import Conversion, as_conversion, check_delta
+from pate_cli.aggregators import (
+    AggregationResult,
+    aggregate_confident_gnmax,
+    aggregate_gnmax,
+    aggregate_interactive_gnmax,
+    aggregate_lnmax,
+)
+from pate_cli.analysis import Progress, analysis_report
+from pate_cli.errors import InputError, UsageError
+from pate_cli.mechanisms import (
+    ConfidentGNMax,
+    GNMax,
+    InteractiveGNMax,
+    LNMax,
+    Mechanism,
+    assert_never,
+)
+from pate_cli.orders import as_orders
+from pate_cli.report import AggregateReport, AnalysisReport, InputSummary
+from pate_cli.seeds import fresh_seed
+from pate_cli.votes import Votes, load_student_probs, load_true_labels
+
+FloatArray = NDArray[np.float64]
+PathLike = str | os.PathLike[str]
+
+#: Rows of student probabilities must sum to 1 within this (as ``--student-probs`` files).
+PROBABILITY_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True, eq=False)
+class AggregateResult:
+    """One aggregation run: the released labels and what they cost.
+
+    The arrays are read-only. Shapes: labels (Q,); answered (L,), L = ``num_seen``.
+    """
+
+    mechanism: Mechanism
+    """The aggregator that ran."""
+    seed: int | None
+    """The seed of the noise (drawn from the operating system when none was given);
+    None when the caller passed a ``numpy.random.Generator``."""
+    labels: NDArray[np.int64]
+    """The released label of every query; -1 where nothing was released (the aggregator
+    abstained, or a stop condition ended the run before the query)."""
+    answered: NDArray[np.bool_]
+    """True where the teachers answered, one entry per query the run saw (a prefix of the
+    queries): the mask the realised accounting composes, which ``analyze(answered=...)``
+    and ``pate analyze --answered`` accept."""
+    student_labelled: int
+    """Queries where Interactive-GNMax released the student's own label."""
+    agreement_with_plurality: float | None
+    """Fraction of the released labels equal to the plurality vote; None if none was released."""
+    accuracy: float | None
+    """Fraction of the released labels equal to the true labels; None without true labels or
+    released labels."""
+    privacy: AnalysisReport
+    """The realised run's cost: composed over the queries seen, with the answered mask."""
+    expected_privacy: AnalysisReport
+    """The expected cost of the same setting on every query."""
+
+    @property
+    def input(self) -> InputSummary:
+        """What was read and how it was interpreted."""
+        return self.privacy.input
+
+    @property
+    def num_queries(self) -> int:
+        """Q, the number of queries of the votes."""
+        return int(self.labels.shape[0])
+
+    @property
+    def num_seen(self) -> int:
+        """Queries processed before a stop condition (``max_answered``, ``max_queries``)."""
+        return int(self.answered.shape[0])
+
+    @property
+    def num_answered(self) -> int:
+        """Teacher answers: the queries whose cost includes the noisy-argmax step."""
+        return int(np.count_nonzero(self.answered))
+
+    @property
+    def abstained(self) -> int:
+        """Queries seen for which nothing was released."""
+        return self.num_seen - self.num_answered - self.student_labelled
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """One-line notes for the user (from reading the votes and the realised accounting)."""
+        return self.privacy.warnings
+
+    def to_report(
+        self, *, output: str | None = None, answered_mask: str | None = None
+    ) -> AggregateReport:
+        """The report of ``pate aggregate``, naming the files the labels and the mask went to.
+
+        Args:
+            output: where the labels were written (None: nowhere).
+            answered_mask: where the answered mask was written (None: nowhere).
+        """
+        return AggregateReport(
+            input=self.input,
+            mechanism=self.mechanism.to_json_dict(),
+            # A library run may have no seed (a Generator was given) and no output file.
+            seed=self.seed,
+            num_queries=self.num_queries,
+            num_seen=self.num_seen,
+            answered=self.num_answered,
+            student_labelled=self.student_labelled,
+            output=output,
+            answered_mask=answered_mask,
+            agreement_with_plurality=self.agreement_with_plurality,
+            accuracy=self.accuracy,
+            privacy=self.privacy,
+            expected_privacy=self.expected_privacy,
+            warnings=self.warnings,
+        )
+
+    def to_dict(
+        self, *, output: str | None = None, answered_mask: str | None = None
+    ) -> dict[str, Any]:
+        """Exactly what ``pate aggregate --json`` prints when the files are the ones named.
+
+        ``output`` and ``answered_mask`` are the paths the labels and the mask were written
+        to; they stay None (JSON null) for a run whose arrays were not written.
+        """
+        return self.to_report(output=output, answered_mask=answered_mask).to_json_dict()
+
+
+# ---------------------------------------------------------------------------
+# Parameters and arrays.
+
+
+def check_parameters(
+    *,
+    seed: int | None = None,
+    max_answered: int | None = None,
+    max_queries: int | None = None,
+    student_confidence: float | None = None,
+) -> None:
+    """Check the run's parameters (those given; None skips a check).
+
+    ``aggregate_votes`` runs these checks itself; the command runs them before it reads
+    any file.
+
+    Raises:
+        UsageError: a stop condition below 1, a negative seed, a student confidence
+            outside [0, 1]; the message names the command line's flag.
+    """
+    for name, value in (("--max-answered", max_answered), ("--max-queries", max_queries)):
+        if value is not None and value < 1:
+            raise UsageError(f"{name} {value}: expected a whole number of at least 1")
+    if seed is not None and seed < 0:
+        raise UsageError(f"--seed {seed}: expected a non-negative integer")
+    if student_confidence is not None and not 0 <= student_confidence <= 1:
+        raise UsageError(f"--student-confidence {student_confidence}: expected a number in [0, 1]")
+
+
+def _per_query(value: ArrayLike, votes: Votes, name: str, ndim: int) -> np.ndarray:
+    """An array with one entry (ndim 1) or row (ndim 2) per query, selected like the votes.
+
+    Accepts the file's queries (the selection is applied) or the selected ones, as the
+    command line does for files.
+    """
+    array = np.asarray(value)
+    lengths = (votes.num_queries, votes.num_file_queries)
+    width = () if ndim == 1 else (votes.num_classes,)
+    if (
+        array.dtype.kind not in "iuf"
+        or array.ndim != ndim
+        or array.shape[0] not in lengths
+        or array.shape[1:] != width
+    ):
+        expected = " or ".join(str((n, *width)) for n in dict.fromkeys(lengths))
+        raise InputError(
+            f"{name} has shape {array.shape} and dtype {array.dtype!s}; expected numbers of "
+            f"shape {expected}, one per query of {votes.path}"
+        )
+    if array.shape[0] == votes.num_file_queries and votes.selection is not None:
+        array = array[votes.selection]
+    return array
+
+
+def _student_probs(
+    value: ArrayLike | PathLike | None, votes: Votes, mechanism: Mechanism
+) -> FloatArray | None:
+    is_interactive = isinstance(mechanism, InteractiveGNMax)
+    if value is None:
+        if is_interactive:
+            raise UsageError("interactive-gnmax needs the student's probabilities")
+        return None
+    if not is_interactive:
+        raise UsageError("student probabilities go with interactive-gnmax only")
+    if isinstance(value, (str, os.PathLike)):
+        return load_student_probs(os.fspath(value), votes)
+    probs = np.array(_per_query(value, votes, "student_probs", 2), dtype=np.float64)
+    bad = ~np.isfinite(probs) | (probs < 0)
+    with np.errstate(over="ignore"):  # a sum overflowing to inf is caught below
+        off = np.abs(probs.sum(axis=1) - 1.0) > PROBABILITY_TOLERANCE
+    wrong = bad.any(axis=1) | off
+    if wrong.any():
+        query = int(np.argmax(wrong))
+        raise InputError(
+            f"student_probs of query {query} are not probabilities; expected finite "
+            "non-negative numbers summing to 1"
+        )
+    return probs
+
+
+def _true_labels(value: ArrayLike | PathLike | None, votes: Votes) -> NDArray[np.int64] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, os.PathLike)):
+        return load_true_labels(os.fspath(value), votes)
+    labels = _per_query(value, votes, "true_labels", 1)
+    whole = np.isfinite(labels) & (labels == np.floor(labels))
+    bad = ~whole | (labels < 0) | (labels >= votes.num_classes)
+    if bad.any():
+        query = int(np.argmax(bad))
+        raise InputError(
+            f"true_labels of query {query} is {labels[query]!s}; expected an integer "
+            f"in [0, {votes.num_classes})"
+        )
+    return labels.astype(np.int64)
+
+
+# ---------------------------------------------------------------------------
+# The run.
+
+
+def _run(
+    counts: FloatArray,
+    mechanism: Mechanism,
+    rng: np.random.Generator,
+    student_probs: FloatArray | None,
+    student_confidence: float,
+    num_teachers: int,
+    max_answered: int | None,
+    max_queries: int | None,
+    half_even: bool,
+) -> AggregationResult:
+    limits = {"max_answered": max_answered, "max_queries": max_queries}
+    if isinstance(mechanism, InteractiveGNMax):
+        if student_probs is None:  # _student_probs guarantees them
+            raise ValueError("interactive-gnmax needs the student's probabilities")
+        return aggregate_interactive_gnmax(
+            counts,
+            student_probs,
+            mechanism.threshold,
+            mechanism.sigma1,
+            mechanism.sigma,
+            student_confidence,
+            rng,
+            num_teachers=num_teachers,
+            half_even=half_even,
+            **limits,
+        )
+    if isinstance(mechanism, ConfidentGNMax):
+        return aggregate_confident_gnmax(
+            counts,
+            mechanism.threshold,
+            mechanism.sigma1,
+            mechanism.sigma,
+            rng,
+            half_even=half_even,
+            **limits,
+        )
+    if isinstance(mechanism, GNMax):
+        return aggregate_gnmax(counts, mechanism.sigma, rng, **limits)
+    if isinstance(mechanism, LNMax):
+        return aggregate_lnmax(counts, mechanism.gamma, rng, **limits)
+    assert_never(mechanism)
+
+
+def aggregate_votes(
+    votes: Votes,
+    mechanism: Mechanism,
+    *,
+    delta: float,
+    seed: int | np.random.Generator | None = None,
+    orders: ArrayLike | str | None = None,
+    conversion: Conversion | str = Conversion.CLASSIC,
+    student_probs: ArrayLike | PathLike | None = None,
+    student_confidence: float = 1.0,
+    true_labels: ArrayLike | PathLike | None = None,
+    max_answered: int | None = None,
+    max_queries: int | None = None,
+    half_even: bool = False,
+    progress: Progress | None = None,
+) -> AggregateResult:
+    """What ``pate aggregate`` computes: noisy labels, and the cost of the run that drew them.
+
+    Args:
+        votes: votes from ``load_votes``.
+        mechanism: ``GNMax``, ``ConfidentGNMax``, ``InteractiveGNMax`` or ``LNMax``.
+        delta: target delta, in (0, 1).
+        seed: an integer seed (the same seed gives the same labels, byte for byte), or a
+            ``numpy.random.Generator`` to draw from; default a seed drawn from the operating
+            system's entropy, reported in the result.
+        orders: Renyi orders (an array, or the command line's text); default the 298 of the
+            2018 reference.
+        conversion: "classic" (the 2018 paper) or "improved".
+        student_probs: Interactive-GNMax only (and required by it): the student's class
+            probabilities, rows summing to 1, as an array or a .npy/.npz path.
+        student_confidence: Interactive-GNMax: release the student's label where its top
+            probability exceeds this (gamma of Algorithm 2, 2018).
+        true_labels: true class labels, one per query (array or path): report accuracy.
+        max_answered: stop right after this many teacher answers.
+        max_queries: process at most this many queries.
+        half_even: round the threshold statistic half to even, as the 2018 reference does.
+        progress: reports the accounting passes (see :mod:`pate_cli.api`).
+
+    Returns:
+        The labels, the answered mask, the realised and the expected privacy cost; no file is
+        written. ``to_dict()`` is ``pate aggregate --json``.
+
+    Raises:
+        UsageError: a parameter outside its domain, or student probabilities missing for
+            (or given to a mechanism other than) Interactive-GNMax.
+        InputError: student probabilities or true labels of the wrong shape or values.
+
+    Shapes: votes.counts (Q, C); student_probs (Q, C); true_labels (Q,).
+    """
+    check_delta(delta)
+    check_parameters(
+        seed=None if isinstance(seed, np.random.Generator) else seed,
+        max_answered=max_answered,
+        max_queries=max_queries,
+        student_confidence=student_confidence,
+    )
+    kind = as_conversion(conversion)
+    grid = as_orders(orders)
+    probs = _student_probs(student_probs, votes, mechanism)
+    truth = _true_labels(true_labels, votes)
+    if isinstance(seed, np.random.Generator):
+        rng, used_seed = seed, None
+    else:
+        used_seed = fresh_seed() if seed is None else operator.index(seed)
+        rng = np.random.default_rng(used_seed)
+
+    run = _run(
+        votes.counts,
+        mechanism,
+        rng,
+        probs,
+        student_confidence,
+        votes.num_teachers,
+        max_answered,
+        max_queries,
+        half_even,
+    )
+    seen = run.num_seen
+    mask = run.answered[:seen]
+    baseline = None if probs is None else probs * votes.num_teachers
+    expected = analysis_report(
+        votes,
+        mechanism,
+        grid,
+        delta,
+        kind,
+        baseline=baseline,
+        half_even=half_even,
+        progress=progress,
+    )
+    if seen == 0:
+        raise UsageError(
+            "the run saw no query (--max-answered or --max-queries stopped it at once)"
+        )
+    realised = analysis_report(
+        votes,
+        mechanism,
+        grid,
+        delta,
+        kind,
+        baseline=baseline,
+        answered=mask,
+        half_even=half_even,
+        progress=progress,
+    )
+    labels = run.labels[:seen]
+    released = labels >= 0
+    plurality = votes.counts[:seen].argmax(axis=1)
+    agreement = float(np.mean(labels[released] == plurality[released])) if released.any() else None
+    accuracy = (
+        float(np.mean(labels[released] == truth[:seen][released]))
+        if truth is not None and released.any()
+        else None
+    )
+    return AggregateResult(
+        mechanism=mechanism,
+        seed=used_seed,
+        labels=run.labels,
+        answered=mask,
+        student_labelled=run.num_student,
+        agreement_with_plurality=agreement,
+        accuracy=accuracy,
+        privacy=realised,
+        expected_privacy=expected,
+    )

@@ -1,0 +1,197 @@
+"""The analysis pipeline under the API: account a run, then release its epsilon.
+
+``analysis_report`` computes the per-query terms once, composes them (``accounting.compose``)
+and converts the totals; ``release_of`` takes the GNSS release from those same terms and
+costs; ``with_release`` decides what an analysis says about its release. ``pate_cli.api``
+and the aggregation build on these; nothing here prints, exits or imports a terminal library.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pate_cli.accounting import Conversion, account_terms, epsilon_result, query_terms
+from pate_cli.errors import UsageError
+from pate_cli.mechanisms import LNMax, Mechanism
+from pate_cli.release import ConditionError, GnssRelease, gnss_release
+from pate_cli.report import AnalysisReport, InputSummary
+from pate_cli.seeds import fresh_seed
+from pate_cli.votes import Votes, load_answered_mask, load_baseline
+
+FloatArray = NDArray[np.float64]
+Progress = Callable[[str, int], AbstractContextManager[Callable[[int], None] | None]]
+"""progress(description, total) -> a context manager yielding advance(done), or None."""
+PathLike = str | os.PathLike[str]
+
+
+def _no_progress(description: str, total: int) -> AbstractContextManager[None]:
+    return nullcontext()
+
+
+def run_inputs(
+    votes: Votes, baseline: PathLike | None, answered: PathLike | None
+) -> tuple[FloatArray | None, NDArray[np.bool_] | None]:
+    """A baseline and an answered mask, read and checked against the selected votes."""
+    return (
+        None if baseline is None else load_baseline(os.fspath(baseline), votes),
+        None if answered is None else load_answered_mask(os.fspath(answered), votes.num_queries),
+    )
+
+
+def analysis_report(
+    votes: Votes,
+    mechanism: Mechanism,
+    orders: FloatArray,
+    delta: float,
+    conversion: Conversion,
+    *,
+    baseline: FloatArray | None = None,
+    answered: NDArray[np.bool_] | None = None,
+    data_independent: bool = False,
+    half_even: bool = False,
+    progress: Progress | None = None,
+) -> AnalysisReport:
+    """Account a run and convert it, without a release: the core of ``analyze``."""
+    with (progress or _no_progress)("accounting", votes.num_queries) as advance:
+        terms = query_terms(
+            votes.counts,
+            mechanism,
+            num_seen=None if answered is None else len(answered),
+            baseline=baseline,
+            half_even=half_even,
+            progress=advance,
+        )
+    result = account_terms(
+        mechanism,
+        terms,
+        orders,
+        num_queries=votes.num_queries,
+        answered=answered,
+        data_independent=data_independent,
+    )
+    dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
+    warnings = list(votes.warnings)
+    if dependent.at_grid_edge:
+        warnings.append(
+            f"the best order {dependent.order:g} is at the edge of the order grid; "
+            "extend --orders to be sure the minimum is inside it"
+        )
+    return AnalysisReport(
+        input=InputSummary.from_votes(votes),
+        mechanism=mechanism.to_json_dict(),
+        delta=delta,
+        conversion=conversion.value,
+        orders=orders,
+        realized=result.realized,
+        forced_data_independent=data_independent,
+        expected_answered=result.expected_answered,
+        num_queries_seen=result.num_queries_seen,
+        data_dependent=dependent,
+        data_independent=epsilon_result(orders, result.data_independent, delta, conversion),
+        worst_case=epsilon_result(orders, result.worst_case, delta, conversion),
+        warnings=tuple(warnings),
+        account=result,
+        terms=terms,
+        answered_mask=answered,
+    )
+
+
+def release_of(
+    votes: Votes,
+    mechanism: Mechanism,
+    report: AnalysisReport,
+    *,
+    order: float | None = None,
+    baseline: FloatArray | None = None,
+    answered: NDArray[np.bool_] | None = None,
+    beta: float | None = None,
+    sigma_ss: float | None = None,
+    seed: int | None = None,
+    reference_local_sensitivity: bool = False,
+    skip_conditions: bool = False,
+    half_even: bool = False,
+    progress: Progress | None = None,
+) -> GnssRelease:
+    """The GNSS release at the analysis' best data-dependent order (or ``order``).
+
+    Reuses the analysis' per-query terms and step costs, so the release's data-dependent
+    epsilon is the analysis' own number.
+    """
+    if order is not None and not (np.isfinite(order) and order > 1):
+        raise UsageError(f"--order {order}: expected a finite Renyi order greater than 1")
+    terms = report.terms if report.terms is not None and report.terms.logq is not None else None
+    steps = None if order is not None or report.account is None else report.account.steps
+    with (progress or _no_progress)("smooth sensitivity", votes.num_queries) as advance:
+        return gnss_release(
+            votes.counts,
+            votes.num_teachers,
+            mechanism,
+            report.data_dependent.order if order is None else order,
+            report.delta,
+            Conversion(report.conversion),
+            epsilon_data_independent=report.data_independent.epsilon,
+            epsilon_worst_case=report.worst_case.epsilon,
+            baseline=baseline,
+            answered=answered,
+            beta=beta,
+            sigma_ss=sigma_ss,
+            seed=fresh_seed() if seed is None else seed,
+            strict=not reference_local_sensitivity,
+            skip_conditions=skip_conditions,
+            half_even=half_even,
+            terms=terms,
+            steps=steps,
+            order_index=report.data_dependent.order_index,
+            progress=advance,
+        )
+
+
+def with_release(
+    votes: Votes,
+    mechanism: Mechanism,
+    report: AnalysisReport,
+    *,
+    baseline: FloatArray | None,
+    answered: NDArray[np.bool_] | None,
+    data_independent: bool,
+    seed: int | None,
+    beta: float | None,
+    sigma_ss: float | None,
+    reference_local_sensitivity: bool,
+    half_even: bool,
+    progress: Progress | None,
+) -> AnalysisReport:
+    """The analysis with its ``release`` block: the GNSS release, or why there is none."""
+    notes: tuple[str, ...] = ()
+    outcome: dict[str, Any]
+    if isinstance(mechanism, LNMax):
+        outcome = {"released": False, "reason": "smooth sensitivity covers the GNMax family"}
+    elif data_independent:
+        outcome = {"released": False, "reason": "data-independent bounds were forced"}
+    else:
+        try:
+            gnss = release_of(
+                votes,
+                mechanism,
+                report,
+                baseline=baseline,
+                answered=answered,
+                beta=beta,
+                sigma_ss=sigma_ss,
+                seed=seed,
+                reference_local_sensitivity=reference_local_sensitivity,
+                half_even=half_even,
+                progress=progress,
+            )
+            outcome = gnss.to_json_dict()
+            notes = gnss.warnings
+        except ConditionError as error:
+            outcome = {"released": False, "reason": error.message}
+    return replace(report, release=outcome, warnings=report.warnings + notes)

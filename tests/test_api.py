@@ -1,0 +1,162 @@
+"""The Python API (``import pate_cli as pate``) against its contract and against the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pate_cli as pate
+from pate_cli.report import dumps
+from tests.conftest import MNIST, REFERENCE, ROOT, run_cli
+
+TABLE2 = pate.ConfidentGNMax(threshold=200, sigma1=150, sigma=40)
+
+
+def as_json(report_dict: dict) -> dict:
+    """What the CLI would print for this dictionary (infinities as strings, numpy as lists)."""
+    return json.loads(dumps(report_dict))
+
+
+def test_table2_through_the_api():
+    votes = pate.load_votes(MNIST, queries=640)
+    report = pate.analyze(votes, TABLE2, delta=1e-5, release=False)
+    assert report.expected_answered == pytest.approx(282.72, abs=0.005)
+    assert report.data_dependent.epsilon == pytest.approx(1.99882, abs=5e-6)
+    assert report.data_dependent.order == 14.0
+    assert report.orders is not None and len(report.orders) == len(pate.DEFAULT_ORDERS)
+
+
+BASELINE = REFERENCE / "interactive_glyph_like_baseline.npy"
+GLYPH = REFERENCE / "interactive_glyph_like.npy"
+CASES = [
+    pytest.param(MNIST, pate.GNMax(40), ["--sigma", 40], {}, id="gnmax"),
+    pytest.param(
+        MNIST, TABLE2, ["--threshold", 200, "--sigma1", 150, "--sigma", 40], {}, id="confident"
+    ),
+    pytest.param(
+        GLYPH,
+        pate.InteractiveGNMax(threshold=3500, sigma1=1500, sigma=100),
+        ["--threshold", 3500, "--sigma1", 1500, "--sigma", 100, "--baseline", BASELINE],
+        {"baseline": BASELINE},
+        id="interactive",
+    ),
+    pytest.param(MNIST, pate.LNMax(0.1), ["--gamma", 0.1], {}, id="lnmax"),
+]
+
+
+@pytest.mark.parametrize(("path", "mechanism", "flags", "extra"), CASES)
+def test_analyze_to_dict_is_the_cli_json(path, mechanism, flags, extra):
+    votes = pate.load_votes(path, queries=300)
+    report = pate.analyze(votes, mechanism, delta=1e-5, seed=3, **extra)
+    cli = run_cli(
+        ["analyze", path, *flags, "--queries", 300, "--delta", 1e-5, "--seed", 3, "--json"]
+    )
+    assert as_json(report.to_dict()) == cli.json
+
+
+def test_smooth_sensitivity_to_dict_is_the_cli_json():
+    report = pate.smooth_sensitivity(MNIST, TABLE2, delta=1e-5, seed=5, beta=0.03, sigma_ss=6.0)
+    flags = ["--threshold", 200, "--sigma1", 150, "--sigma", 40, "--beta", 0.03, "--sigma-ss", 6]
+    cli = run_cli(["smooth-sensitivity", MNIST, *flags, "--delta", 1e-5, "--seed", 5, "--json"])
+    assert as_json(report.to_dict()) == cli.json
+    assert report.to_dict()["smooth_sensitivity"] > 0
+
+
+def test_compare_to_dict_is_the_cli_json():
+    votes = pate.load_votes(MNIST, queries=640)
+    mechanisms = [pate.GNMax(40), pate.ConfidentGNMax(150, 100, 40), TABLE2]
+    report = pate.compare(votes, mechanisms, delta=1e-5, sort="epsilon")
+    cli = run_cli(
+        [
+            "compare",
+            MNIST,
+            "--threshold",
+            "150,200",
+            "--sigma1",
+            "100,150",
+            "--sigma",
+            40,
+            "--queries",
+            640,
+            "--delta",
+            1e-5,
+            "--json",
+        ]
+    )
+    ours = as_json(report.to_dict())
+    # The CLI's grid has every (T, sigma1) pair; the API compares exactly the list given.
+    by_mechanism = {json.dumps(row["mechanism"], sort_keys=True): row for row in cli.json["rows"]}
+    for row in ours["rows"]:
+        assert row == by_mechanism[json.dumps(row["mechanism"], sort_keys=True)]
+    assert {k: v for k, v in ours.items() if k != "rows"} == {
+        k: v for k, v in cli.json.items() if k != "rows"
+    }
+
+
+def test_errors_are_value_errors_with_the_cli_message(tmp_path: Path):
+    with pytest.raises(ValueError, match="--sigma -1"):
+        pate.GNMax(sigma=-1)
+    with pytest.raises(pate.UsageError, match="strictly between 0 and 1"):
+        pate.analyze(MNIST, pate.GNMax(40), delta=2)
+    missing = tmp_path / "missing.npy"
+    with pytest.raises(pate.InputError) as error:
+        pate.load_votes(missing)
+    assert isinstance(error.value, ValueError)
+    cli = run_cli(["analyze", missing, "--sigma", 40, "--delta", 1e-5], expect=2)
+    assert cli.stderr.strip() == f"pate: error: {error.value}"
+
+
+def test_public_names_resolve_and_are_listed():
+    assert set(pate.__all__) == {"__version__", *pate._WHERE}
+    for name in pate.__all__:
+        assert getattr(pate, name) is not None
+    assert sorted(dir(pate)) == sorted(pate.__all__)
+    with pytest.raises(AttributeError):
+        pate.no_such_name  # noqa: B018
+    assert not pate.DEFAULT_ORDERS.flags.writeable
+
+
+def test_the_library_imports_no_cli_or_plotting_package():
+    code = f"""
+import sys
+import pate_cli as pate
+votes = pate.load_votes({str(MNIST)!r}, queries=200)
+pate.analyze(votes, pate.ConfidentGNMax(200, 150, 40), delta=1e-5, seed=0)
+pate.smooth_sensitivity(votes, pate.GNMax(40), delta=1e-5, seed=0)
+pate.compare(votes, [pate.GNMax(40), pate.LNMax(0.1)], delta=1e-5)
+print(sorted(m for m in ("typer", "rich", "click", "matplotlib") if m in sys.modules))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_importing_the_package_is_light():
+    code = "import sys, pate_cli; print('numpy' in sys.modules, 'scipy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_no_module_imports_the_cli_entry_point():
+    # The CLI sits on the library, never the other way; only __main__ starts it.
+    for path in (ROOT / "pate_cli").rglob("*.py"):
+        if path.name in ("cli.py", "__main__.py"):
+            continue
+        text = path.read_text()
+        assert "pate_cli.cli" not in text and "from pate_cli import cli" not in text, path
+
+
+def test_library_calls_write_nothing(tmp_path: Path, monkeypatch):
+    votes = tmp_path / "votes.npy"
+    np.save(votes, np.load(MNIST)[:100])
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    pate.analyze(votes, TABLE2, delta=1e-5, seed=0)
+    pate.compare(votes, [TABLE2], delta=1e-5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
