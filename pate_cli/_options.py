@@ -11,27 +11,20 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from enum import Enum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
-from numpy.typing import NDArray
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
-from rich.progress import Progress as RichProgress
 
-from pate_cli import analysis
-from pate_cli.accounting import Conversion
-from pate_cli.accounting import check_delta as check_delta  # re-exported for the commands
-from pate_cli.analysis import Progress
-from pate_cli.analysis import run_inputs as run_inputs
+from pate_cli.choices import Conversion, GateOn, VoteFormat
 from pate_cli.errors import ExitCode, UsageError
-from pate_cli.mechanisms import Mechanism, MechanismName
-from pate_cli.release import gated_epsilon
-from pate_cli.report import AnalysisReport, dumps
-from pate_cli.seeds import fresh_seed as fresh_seed
-from pate_cli.votes import VoteFormat, Votes, load_votes
+from pate_cli.mechanisms import MechanismName
+
+if TYPE_CHECKING:  # the rest loads when a command runs, not when the app starts
+    from rich.console import Console
+
+    from pate_cli.analysis import Progress
+    from pate_cli.report import AnalysisReport
+    from pate_cli.votes import Votes
 
 # The command line of the run in progress (after ``pate``), set by the CLI group as it
 # parses it; --record stores it so that verify can replay the run.
@@ -46,15 +39,6 @@ def current_argv() -> list[str]:
 def error_line(message: str) -> None:
     """Write one line to stderr, whatever newlines the message carries."""
     sys.stderr.write(" ".join(message.split()) + "\n")
-
-
-class GateOn(str, Enum):
-    """Which epsilon the --max-epsilon gate compares."""
-
-    DATA_DEPENDENT = "data-dependent"
-    DATA_INDEPENDENT = "data-independent"
-    WORST_CASE = "worst-case"
-    RELEASED = "released"
 
 
 # Shared options, defined once and reused by every command.
@@ -162,6 +146,10 @@ JsonOpt = Annotated[
 def emit(
     payload: dict[str, Any], renderable: Any, warnings: tuple[str, ...], as_json: bool
 ) -> None:
+    from rich.console import Console
+
+    from pate_cli.report import dumps
+
     if as_json:
         typer.echo(dumps(payload))
         return
@@ -188,6 +176,8 @@ def gate(epsilons: dict[GateOn, float | None], max_epsilon: float | None, which:
 
 def analysis_epsilons(report: AnalysisReport) -> dict[GateOn, float | None]:
     """What an analysis offers to the gate: both bounds, and the release when there is one."""
+    from pate_cli.release import gated_epsilon
+
     released = None if report.release is None else gated_epsilon(report.release)
     return {
         GateOn.DATA_DEPENDENT: report.data_dependent.epsilon,
@@ -211,34 +201,6 @@ def cli_progress(votes: Votes, as_json: bool) -> Progress:
     return factory
 
 
-def analysis_report(
-    votes: Votes,
-    mechanism: Mechanism,
-    orders: NDArray[np.float64],
-    delta: float,
-    conversion: Conversion,
-    *,
-    baseline: NDArray[np.float64] | None = None,
-    answered: NDArray[np.bool_] | None = None,
-    data_independent: bool = False,
-    half_even: bool = False,
-    as_json: bool = True,
-) -> AnalysisReport:
-    """``api.analysis_report`` with a progress bar for people."""
-    return analysis.analysis_report(
-        votes,
-        mechanism,
-        orders,
-        delta,
-        conversion,
-        baseline=baseline,
-        answered=answered,
-        data_independent=data_independent,
-        half_even=half_even,
-        progress=cli_progress(votes, as_json),
-    )
-
-
 def votes_call(
     fmt: VoteFormat, num_classes: int | None, teachers: int | None, queries: int | None
 ) -> dict[str, Any]:
@@ -255,6 +217,8 @@ def selection_options(
     indices: str | None,
 ) -> Votes:
     """Load the votes with the shared format and selection flags."""
+    from pate_cli.votes import load_votes
+
     return load_votes(
         votes_path,
         fmt=fmt,
@@ -336,6 +300,10 @@ def progress_bar(
     if not enabled:
         yield None
         return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+    from rich.progress import Progress as RichProgress
+
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),

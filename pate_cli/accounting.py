@@ -21,12 +21,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
-from enum import Enum
 from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
 
+from pate_cli.choices import Conversion
 from pate_cli.core import conversion, gnmax, lnmax, threshold
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism, assert_never
@@ -34,13 +34,6 @@ from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism, assert_
 DEFAULT_CHUNK_SIZE = 1 << 16
 
 FloatArray = NDArray[np.float64]
-
-
-class Conversion(str, Enum):
-    """RDP to (epsilon, delta) conversions; see ``pate_cli.core.conversion``."""
-
-    CLASSIC = "classic"
-    IMPROVED = "improved"
 
 
 def as_conversion(conversion: str | Conversion) -> Conversion:

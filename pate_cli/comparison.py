@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from itertools import product
 from typing import Any
 
@@ -50,6 +49,7 @@ from pate_cli.accounting import (
     epsilon_result,
     query_terms,
 )
+from pate_cli.choices import SortColumn
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import (
     ConfidentGNMax,
@@ -71,15 +71,6 @@ NOTE = (
     "choosing parameters by their data-dependent cost on these votes is itself a use of the "
     "private data, which no row accounts for; the data-independent columns are safe to tune on"
 )
-
-
-class SortColumn(str, Enum):
-    """Columns ``--sort`` accepts; rows come best first."""
-
-    EPSILON = "epsilon"
-    DATA_INDEPENDENT = "data-independent"
-    ANSWERED = "answered"
-    AGREEMENT = "agreement"
 
 
 # ---------------------------------------------------------------------------
@@ -382,6 +373,8 @@ class CompareReport:
     rows: tuple[CompareRow, ...]
     max_epsilon: float | None = None
     warnings: tuple[str, ...] = ()
+    files: tuple[tuple[str, str], ...] = ()
+    """(key, path) of the files the command wrote from this report (csv, plot)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly what ``pate compare --json`` prints (without --csv and --plot)."""
@@ -408,6 +401,7 @@ class CompareReport:
         }
         if self.max_epsilon is not None:
             out["max_epsilon"] = self.max_epsilon
+        out.update(self.files)
         return out
 
 
@@ -420,3 +414,41 @@ def edge_warning(rows: Sequence[CompareRow]) -> list[str]:
         f"{len(edge)} of {len(rows)} settings (rows {shown}) have their best order at the edge "
         "of the order grid; extend --orders to be sure the minimum is inside it"
     ]
+
+
+#: Mechanism parameters, in the order of the table and the CSV.
+PARAMETERS = ("threshold", "sigma1", "sigma", "gamma")
+
+_CSV_COLUMNS = (
+    "mechanism",
+    *PARAMETERS,
+    "expected_answered",
+    "epsilon",
+    "order",
+    "data_independent_epsilon",
+    "data_independent_order",
+    "agreement",
+)
+
+
+def compare_csv(report: CompareReport) -> str:
+    """The rows as CSV, in the report's order, numbers at full precision."""
+
+    def number(value: float) -> str:
+        return ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(float(value))
+
+    lines = [",".join(_CSV_COLUMNS)]
+    for row in report.rows:
+        spec = row.mechanism.to_json_dict()
+        values = [
+            str(spec["name"]),
+            *(number(spec[p]) if p in spec else "" for p in PARAMETERS),
+            number(row.expected_answered),
+            number(row.data_dependent.epsilon),
+            number(row.data_dependent.order),
+            number(row.data_independent.epsilon),
+            number(row.data_independent.order),
+            number(row.agreement),
+        ]
+        lines.append(",".join(values))
+    return "\n".join(lines) + "\n"

@@ -124,8 +124,9 @@ def load_record(path: str) -> dict[str, Any]:
         raise InputError(f'{path}: not a pate record (expected "schema": "{SCHEMA}")')
     if record.get("version") == 1:
         raise InputError(
-            f"{path}: record version 1 replays its command line; this pate replays the library "
-            "call of version 2 records: verify it with the pate that made it, or record the run again"
+            f"{path}: record version 1 replays its command line; this pate replays the "
+            "library call of version 2 records: verify it with the pate that made it, or "
+            "record the run again"
         )
     if record.get("version") not in SUPPORTED_VERSIONS:
         raise InputError(

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
+from rich import box
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from pate_cli.comparison import NOTE, PARAMETERS, CompareReport
+from pate_cli.inspection import QUANTILES, Histogram, InspectReport
 from pate_cli.ledger import Ledger, buckets, most_expensive
+from pate_cli.mechanisms import MechanismName
+from pate_cli.record import Check
 from pate_cli.report import (
     AggregateReport,
     AnalysisReport,
@@ -312,3 +320,200 @@ def render_ledger(ledger: Ledger) -> RenderableType:
         f"{_order(ledger.order)} -> epsilon {_fmt(float(ledger.running_epsilon[-1]))}"
     )
     return Group(top, by_agreement, closing)
+
+
+# ---------------------------------------------------------------------------
+# compare
+
+#: Mechanism names in the table, short enough for an 80-column terminal.
+_SHORT_NAMES = {
+    MechanismName.GNMAX: "gnmax",
+    MechanismName.CONFIDENT_GNMAX: "confident",
+    MechanismName.INTERACTIVE_GNMAX: "interactive",
+    MechanismName.LNMAX: "lnmax",
+}
+
+
+def _compare_number(value: float) -> str:
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.4f}"
+
+
+def render_compare(report: CompareReport) -> RenderableType:
+    """The rows as a Rich table, the best value of each column highlighted."""
+    rows = report.rows
+    params = [p for p in PARAMETERS if any(p in r.mechanism.to_json_dict() for r in rows)]
+    table = Table(
+        title=f"{len(rows)} settings, sorted by {report.sort.value} (best first)",
+        title_justify="left",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 0),  # the box's space between columns is enough; fits 80 columns
+    )
+    table.add_column("#", justify="right")
+    table.add_column("mechanism")
+    for name in params:
+        table.add_column("T" if name == "threshold" else name, justify="right")
+    for name in (
+        "exp.\nanswered",
+        "epsilon",
+        "order",
+        "data-\nindep.\nepsilon",
+        "order",
+        "agree-\nment",
+    ):
+        table.add_column(name, justify="right")
+
+    def best(values: list[float], largest: bool) -> float:
+        return max(values) if largest else min(values)
+
+    best_answered = best([r.expected_answered for r in rows], True)
+    best_dependent = best([r.data_dependent.epsilon for r in rows], False)
+    best_independent = best([r.data_independent.epsilon for r in rows], False)
+    best_agreement = best([r.agreement for r in rows], True)
+
+    def cell(text: str, is_best: bool) -> Text:
+        return Text(text, style="bold green" if is_best else "")
+
+    for rank, row in enumerate(rows, start=1):
+        spec = row.mechanism.to_json_dict()
+        over = report.max_epsilon is not None and not (
+            row.data_dependent.epsilon <= report.max_epsilon
+        )
+        table.add_row(
+            str(rank),
+            _SHORT_NAMES[row.mechanism.name],
+            *(f"{spec[p]:g}" if p in spec else "-" for p in params),
+            cell(f"{row.expected_answered:.1f}", row.expected_answered == best_answered),
+            cell(
+                _compare_number(row.data_dependent.epsilon),
+                row.data_dependent.epsilon == best_dependent,
+            ),
+            _order(row.data_dependent.order),
+            cell(
+                _compare_number(row.data_independent.epsilon),
+                row.data_independent.epsilon == best_independent,
+            ),
+            _order(row.data_independent.order),
+            cell(f"{row.agreement:.4f}", row.agreement == best_agreement),
+            style="dim" if over else None,
+        )
+    source = report.input
+    header = Text(
+        f"{source.path}  format {source.format} ({'detected' if source.detected else 'given'}), "
+        f"{source.num_queries} queries x {source.num_classes} classes, "
+        f"{source.num_teachers} teachers; delta {report.delta:g}, "
+        f"conversion {report.conversion}, expected cost; data-dependent epsilon and "
+        "data-independent epsilon, each at its best order"
+    )
+    parts: list[RenderableType] = [header, table]
+    if report.max_epsilon is not None:
+        within = sum(r.data_dependent.epsilon <= report.max_epsilon for r in rows)
+        parts.append(
+            Text(f"{within} of {len(rows)} settings within --max-epsilon {report.max_epsilon:g}")
+        )
+    parts.append(Text(f"note: {NOTE}", style="italic"))
+    return Group(*parts)
+
+
+# ---------------------------------------------------------------------------
+# inspect
+
+
+def _quantile_table(report: InspectReport) -> Table:
+    table = Table(title="Teacher agreement per query", title_justify="left", header_style="bold")
+    table.add_column("statistic")
+    for key, _ in QUANTILES:
+        table.add_column(key, justify="right")
+    table.add_column("mean", justify="right")
+    for name, dist, digits in (
+        ("top vote share n_max/M", report.profile.top_share, 3),
+        ("top-2 gap (votes)", report.profile.gap, 1),
+    ):
+        table.add_row(
+            name,
+            *(f"{dist.quantiles[key]:.{digits}f}" for key, _ in QUANTILES),
+            f"{dist.mean:.{digits}f}",
+        )
+    return table
+
+
+def _histogram_table(title: str, column: str, histogram: Histogram, total: int) -> Table:
+    table = Table(title=title, title_justify="left", header_style="bold")
+    table.add_column(column, justify="right")
+    table.add_column("queries", justify="right")
+    table.add_column("fraction", justify="right")
+    table.add_column("", justify="left")
+    widest = max(histogram.queries) or 1
+    for label, n in zip(histogram.labels, histogram.queries, strict=True):
+        table.add_row(
+            Text(label),
+            str(n),
+            f"{100 * n / total:.1f}%" if total else "-",
+            Text("#" * round(20 * n / widest), style="cyan"),
+        )
+    return table
+
+
+def render_inspect(report: InspectReport) -> RenderableType:
+    """The inspection as Rich renderables: input line, quantiles, two histograms, counts."""
+    source, profile = report.input, report.profile
+    how = "detected" if source.detected else "given"
+    header = Text()
+    header.append(source.path, style="bold")
+    header.append(
+        f"  format {source.format} ({how}), dtype {report.dtype}, {source.num_queries} queries"
+        f" x {source.num_classes} classes, {source.num_teachers} teachers"
+    )
+    if source.num_queries != source.num_file_queries:
+        header.append(f" (of {source.num_file_queries} in the file)")
+    total = profile.num_queries
+    plurality = ", ".join(f"{c}: {n}" for c, n in enumerate(profile.plurality_counts))
+    return Group(
+        header,
+        _quantile_table(report),
+        _histogram_table(
+            "Top vote share (2018 paper, Figure 5 buckets)",
+            "n_max/M",
+            profile.top_share.histogram,
+            total,
+        ),
+        _histogram_table("Gap between the top two counts", "gap", profile.gap.histogram, total),
+        Text(
+            f"unanimous: {profile.unanimous} of {total} queries; tied at the top: "
+            f"{profile.tied}; plurality class counts: {plurality}"
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------
+# verify
+
+
+def render_verify(record_path: str, record: dict[str, Any], checks: list[Check]) -> RenderableType:
+    table = Table(title=f"Verification of {record_path}", title_justify="left", header_style="bold")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail")
+    for check in checks:
+        table.add_row(
+            check.name,
+            Text("ok", style="green") if check.ok else Text("DIFFERS", style="bold red"),
+            check.detail,
+        )
+    failed = [c.name for c in checks if not c.ok]
+    verdict = (
+        Text("the record holds", style="bold green")
+        if not failed
+        else Text(f"the record does not hold: {', '.join(failed)}", style="bold red")
+    )
+    versions = record.get("versions", {})
+    made = ", ".join(f"{k} {v}" for k, v in versions.items())
+    return Group(
+        Text(f"{record['command']} record made with {made}; argv: pate {' '.join(record['argv'])}"),
+        table,
+        verdict,
+    )

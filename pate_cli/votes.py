@@ -41,12 +41,12 @@ import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from enum import Enum
 from typing import IO, Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
+from pate_cli.choices import VoteFormat
 from pate_cli.errors import InputError, UsageError
 
 StrPath = str | os.PathLike[str]  # the CLI passes the text the user typed
@@ -62,15 +62,6 @@ _LAYOUTS = {
     "labels": "(teachers, queries)",
     "probs": "(teachers, queries, classes)",
 }
-
-
-class VoteFormat(str, Enum):
-    """Layout of a votes file (``--format``)."""
-
-    AUTO = "auto"
-    COUNTS = "counts"
-    LABELS = "labels"
-    PROBS = "probs"
 
 
 @dataclass(frozen=True)

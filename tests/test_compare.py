@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from pate_cli import comparison
-from pate_cli._options import analysis_report
+from pate_cli import comparison, render
 from pate_cli.accounting import Conversion
-from pate_cli.commands import compare
+from pate_cli.analysis import analysis_report
 from pate_cli.core import gnmax, lnmax, threshold
 from pate_cli.errors import ExitCode, UsageError
 from pate_cli.mechanisms import (
@@ -290,7 +289,7 @@ def test_table_highlights_the_best_of_each_column(rows, mnist):
         rows=tuple(comparison.sort_rows(rows, comparison.SortColumn.EPSILON)),
     )
     console = Console(record=True, width=100, force_terminal=True, color_system="standard")
-    console.print(compare.render_compare(report))
+    console.print(render.render_compare(report))
     styled = console.export_text(styles=True, clear=False)
     plain = console.export_text()
     best = min(r.data_dependent.epsilon for r in rows)

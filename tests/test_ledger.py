@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 from pate_cli import ledger, render
-from pate_cli._options import analysis_report
 from pate_cli.accounting import Conversion
+from pate_cli.analysis import analysis_report
 from pate_cli.errors import ExitCode, InputError, UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
 from pate_cli.orders import parse_orders

@@ -161,12 +161,12 @@ def test_a_failed_run_leaves_no_record(tmp_path, args):
 
 
 def test_a_crashed_run_leaves_no_record(tmp_path, monkeypatch):
-    import pate_cli.commands.analyze as analyze_command
+    import pate_cli.render as render
 
     def boom(*args, **kwargs):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(analyze_command.render, "analysis", boom)
+    monkeypatch.setattr(render, "analysis", boom)
     record = tmp_path / "run.record.json"
     run_cli(["analyze", MNIST, *TABLE2, "--record", record], expect=ExitCode.INTERNAL)
     assert list(tmp_path.iterdir()) == []

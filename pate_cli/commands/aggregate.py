@@ -10,10 +10,8 @@ from __future__ import annotations
 import os
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 
-from pate_cli import render
 from pate_cli._options import (
     ConversionOpt,
     DeltaOpt,
@@ -36,19 +34,15 @@ from pate_cli._options import (
     ThresholdOpt,
     VotesArg,
     analysis_epsilons,
-    check_delta,
     current_argv,
     emit,
     gate,
     selection_options,
     votes_call,
 )
-from pate_cli.accounting import Conversion
-from pate_cli.aggregation import aggregate_votes, check_parameters
+from pate_cli.choices import Conversion, VoteFormat
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import infer_mechanism
-from pate_cli.record import build_record, check_record_path, write_record
-from pate_cli.votes import VoteFormat, check_output_path, save_npy_atomic
 
 
 def aggregate(
@@ -126,6 +120,14 @@ def aggregate(
 
         pate aggregate sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5 --seed 0 --output labels.out.npy
     """
+    import numpy as np
+
+    from pate_cli import render
+    from pate_cli.accounting import check_delta
+    from pate_cli.aggregation import aggregate_votes, check_parameters
+    from pate_cli.record import build_record, check_record_path, write_record
+    from pate_cli.votes import check_output_path, save_npy_atomic
+
     check_delta(delta)
     if record_path is not None:
         check_record_path(record_path)

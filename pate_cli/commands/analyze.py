@@ -6,9 +6,7 @@ from dataclasses import replace
 from typing import Annotated, Any
 
 import typer
-from rich.console import Group
 
-from pate_cli import api, ledger, plots, render
 from pate_cli._options import (
     AnsweredOpt,
     BaselineOpt,
@@ -38,7 +36,6 @@ from pate_cli._options import (
     ThresholdOpt,
     VotesArg,
     analysis_epsilons,
-    check_delta,
     cli_progress,
     current_argv,
     emit,
@@ -46,11 +43,8 @@ from pate_cli._options import (
     selection_options,
     votes_call,
 )
-from pate_cli.accounting import Conversion
+from pate_cli.choices import Conversion, VoteFormat
 from pate_cli.mechanisms import infer_mechanism
-from pate_cli.orders import parse_orders
-from pate_cli.record import build_record, check_record_path, write_record
-from pate_cli.votes import VoteFormat
 
 
 def analyze(
@@ -126,6 +120,13 @@ def analyze(
 
         pate analyze sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5
     """
+    from rich.console import Group
+
+    from pate_cli import api, ledger, plots, render
+    from pate_cli.accounting import check_delta
+    from pate_cli.orders import parse_orders
+    from pate_cli.record import build_record, check_record_path, write_record
+
     check_delta(delta)
     if record_path is not None:
         check_record_path(record_path)

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import math
+from dataclasses import replace
 from typing import Annotated
 
 import typer
-from rich import box
-from rich.console import Group, RenderableType
-from rich.table import Table
-from rich.text import Text
 
-from pate_cli import plots
 from pate_cli._options import (
     BaselineOpt,
     ConversionOpt,
@@ -28,161 +23,13 @@ from pate_cli._options import (
     QueriesOpt,
     TeachersOpt,
     VotesArg,
-    check_delta,
     emit,
     gate,
     selection_options,
 )
-from pate_cli.accounting import Conversion
-from pate_cli.comparison import (
-    NOTE,
-    CompareReport,
-    SortColumn,
-    compare_rows,
-    edge_warning,
-    mechanism_grid,
-    parse_list,
-    sort_rows,
-)
+from pate_cli.choices import Conversion, SortColumn, VoteFormat
 from pate_cli.errors import UsageError
-from pate_cli.mechanisms import (
-    MechanismName,
-)
-from pate_cli.orders import parse_orders
-from pate_cli.report import InputSummary
-from pate_cli.votes import VoteFormat, check_output_path, load_baseline, write_atomic
-
-
-def _number(value: float) -> str:
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return f"{value:.4f}"
-
-
-def _order(order: float) -> str:
-    return f"{order:g}" if float(order).is_integer() else f"{order:.2f}"
-
-
-_PARAMETERS = ("threshold", "sigma1", "sigma", "gamma")
-#: Mechanism names in the table, short enough for an 80-column terminal.
-_SHORT_NAMES = {
-    MechanismName.GNMAX: "gnmax",
-    MechanismName.CONFIDENT_GNMAX: "confident",
-    MechanismName.INTERACTIVE_GNMAX: "interactive",
-    MechanismName.LNMAX: "lnmax",
-}
-
-
-def render_compare(report: CompareReport) -> RenderableType:
-    """The rows as a Rich table, the best value of each column highlighted."""
-    rows = report.rows
-    params = [p for p in _PARAMETERS if any(p in r.mechanism.to_json_dict() for r in rows)]
-    table = Table(
-        title=f"{len(rows)} settings, sorted by {report.sort.value} (best first)",
-        title_justify="left",
-        header_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        padding=(0, 0),  # the box's space between columns is enough; fits 80 columns
-    )
-    table.add_column("#", justify="right")
-    table.add_column("mechanism")
-    for name in params:
-        table.add_column("T" if name == "threshold" else name, justify="right")
-    for name in (
-        "exp.\nanswered",
-        "epsilon",
-        "order",
-        "data-\nindep.\nepsilon",
-        "order",
-        "agree-\nment",
-    ):
-        table.add_column(name, justify="right")
-
-    def best(values: list[float], largest: bool) -> float:
-        return max(values) if largest else min(values)
-
-    best_answered = best([r.expected_answered for r in rows], True)
-    best_dependent = best([r.data_dependent.epsilon for r in rows], False)
-    best_independent = best([r.data_independent.epsilon for r in rows], False)
-    best_agreement = best([r.agreement for r in rows], True)
-
-    def cell(text: str, is_best: bool) -> Text:
-        return Text(text, style="bold green" if is_best else "")
-
-    for rank, row in enumerate(rows, start=1):
-        spec = row.mechanism.to_json_dict()
-        over = report.max_epsilon is not None and not (
-            row.data_dependent.epsilon <= report.max_epsilon
-        )
-        table.add_row(
-            str(rank),
-            _SHORT_NAMES[row.mechanism.name],
-            *(f"{spec[p]:g}" if p in spec else "-" for p in params),
-            cell(f"{row.expected_answered:.1f}", row.expected_answered == best_answered),
-            cell(_number(row.data_dependent.epsilon), row.data_dependent.epsilon == best_dependent),
-            _order(row.data_dependent.order),
-            cell(
-                _number(row.data_independent.epsilon),
-                row.data_independent.epsilon == best_independent,
-            ),
-            _order(row.data_independent.order),
-            cell(f"{row.agreement:.4f}", row.agreement == best_agreement),
-            style="dim" if over else None,
-        )
-    source = report.input
-    header = Text(
-        f"{source.path}  format {source.format} ({'detected' if source.detected else 'given'}), "
-        f"{source.num_queries} queries x {source.num_classes} classes, "
-        f"{source.num_teachers} teachers; delta {report.delta:g}, "
-        f"conversion {report.conversion}, expected cost; data-dependent epsilon and "
-        "data-independent epsilon, each at its best order"
-    )
-    parts: list[RenderableType] = [header, table]
-    if report.max_epsilon is not None:
-        within = sum(r.data_dependent.epsilon <= report.max_epsilon for r in rows)
-        parts.append(
-            Text(f"{within} of {len(rows)} settings within --max-epsilon {report.max_epsilon:g}")
-        )
-    parts.append(Text(f"note: {NOTE}", style="italic"))
-    return Group(*parts)
-
-
-_CSV_COLUMNS = (
-    "mechanism",
-    *_PARAMETERS,
-    "expected_answered",
-    "epsilon",
-    "order",
-    "data_independent_epsilon",
-    "data_independent_order",
-    "agreement",
-)
-
-
-def compare_csv(report: CompareReport) -> str:
-    """The rows as CSV, in the report's order, numbers at full precision."""
-
-    def number(value: float) -> str:
-        return ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(float(value))
-
-    lines = [",".join(_CSV_COLUMNS)]
-    for row in report.rows:
-        spec = row.mechanism.to_json_dict()
-        values = [
-            str(spec["name"]),
-            *(number(spec[p]) if p in spec else "" for p in _PARAMETERS),
-            number(row.expected_answered),
-            number(row.data_dependent.epsilon),
-            number(row.data_dependent.order),
-            number(row.data_independent.epsilon),
-            number(row.data_independent.order),
-            number(row.agreement),
-        ]
-        lines.append(",".join(values))
-    return "\n".join(lines) + "\n"
-
+from pate_cli.mechanisms import MechanismName
 
 # ---------------------------------------------------------------------------
 # The command.
@@ -279,6 +126,12 @@ def compare(
 
         pate compare sample_data/mnist_250_teachers.npy --threshold 150,200 --sigma1 100,150 --sigma 40 --queries 640 --delta 1e-5
     """
+    from pate_cli import api, plots, render
+    from pate_cli.accounting import check_delta
+    from pate_cli.comparison import compare_csv, mechanism_grid, parse_list
+    from pate_cli.orders import parse_orders
+    from pate_cli.votes import check_output_path, write_atomic
+
     check_delta(delta)
     which = gate_on or GateOn.DATA_DEPENDENT
     if which in (GateOn.RELEASED, GateOn.WORST_CASE):
@@ -293,43 +146,34 @@ def compare(
         gammas=parse_list("--gamma", gamma),
         has_baseline=baseline_path is not None,
     )
-    orders = parse_orders(orders_text)
+    parse_orders(orders_text)  # checked before any output path, as every flag
     if csv_path is not None:
         check_output_path(csv_path, "--csv", (".csv",))
     if plot_path is not None:
         plots.check_plot_path(plot_path)
     votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
-    baseline = load_baseline(baseline_path, votes) if baseline_path is not None else None
-
-    rows = compare_rows(
-        votes.counts,
+    report = api.compare(
+        votes,
         mechanisms,
-        orders,
-        delta,
-        conversion,
-        baseline=baseline,
-        half_even=half_even,
-    )
-    rows = sort_rows(rows, sort)
-    report = CompareReport(
-        input=InputSummary.from_votes(votes),
         delta=delta,
-        conversion=conversion.value,
-        orders=orders,
+        orders=orders_text,
+        conversion=conversion,
+        baseline=baseline_path,
         sort=sort,
-        rows=tuple(rows),
+        half_even=half_even,
         max_epsilon=max_epsilon,
-        warnings=(*votes.warnings, *edge_warning(rows)),
     )
-    payload = report.to_json_dict()
+    rows = report.rows
+    written: list[tuple[str, str]] = []
     if csv_path is not None:
         text = compare_csv(report).encode("utf-8")
         write_atomic(csv_path, lambda stream: stream.write(text))
-        payload["csv"] = csv_path
+        written.append(("csv", csv_path))
     if plot_path is not None:
-        plots.plot_compare(plot_path, payload["rows"])
-        payload["plot"] = plot_path
-    emit(payload, render_compare(report), report.warnings, as_json)
+        plots.plot_compare(plot_path, report.to_dict()["rows"])
+        written.append(("plot", plot_path))
+    report = replace(report, files=tuple(written))
+    emit(report.to_json_dict(), render.render_compare(report), report.warnings, as_json)
     gate(
         {
             GateOn.DATA_DEPENDENT: min(r.data_dependent.epsilon for r in rows),

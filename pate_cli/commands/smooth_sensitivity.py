@@ -6,7 +6,6 @@ from typing import Annotated, Any
 
 import typer
 
-from pate_cli import api, render
 from pate_cli._options import (
     AnsweredOpt,
     BaselineOpt,
@@ -34,7 +33,6 @@ from pate_cli._options import (
     TeachersOpt,
     ThresholdOpt,
     VotesArg,
-    check_delta,
     cli_progress,
     current_argv,
     emit,
@@ -42,11 +40,8 @@ from pate_cli._options import (
     selection_options,
     votes_call,
 )
-from pate_cli.accounting import Conversion
+from pate_cli.choices import Conversion, VoteFormat
 from pate_cli.mechanisms import infer_mechanism
-from pate_cli.record import build_record, check_record_path, write_record
-from pate_cli.release import gated_epsilon
-from pate_cli.votes import VoteFormat
 
 
 def smooth_sensitivity(
@@ -95,6 +90,11 @@ def smooth_sensitivity(
 
         pate smooth-sensitivity sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5 --seed 0
     """
+    from pate_cli import api, render
+    from pate_cli.accounting import check_delta
+    from pate_cli.record import build_record, check_record_path, write_record
+    from pate_cli.release import gated_epsilon
+
     check_delta(delta)
     if record_path is not None:
         check_record_path(record_path)

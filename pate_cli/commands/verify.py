@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 
 from pate_cli._options import JsonOpt, emit
 from pate_cli.errors import ExitCode, UsageError
-from pate_cli.record import Check, load_record
-from pate_cli.record import verify as verify_record
 
 
 def _overrides(votes: str | None, inputs: list[str]) -> dict[str, str]:
@@ -23,32 +18,6 @@ def _overrides(votes: str | None, inputs: list[str]) -> dict[str, str]:
             raise UsageError(f"--input {item!r}: expected ROLE=PATH, e.g. indices=indices.npy")
         found[role] = path
     return found
-
-
-def _render(record_path: str, record: dict[str, Any], checks: list[Check]) -> Group:
-    table = Table(title=f"Verification of {record_path}", title_justify="left", header_style="bold")
-    table.add_column("check")
-    table.add_column("result")
-    table.add_column("detail")
-    for check in checks:
-        table.add_row(
-            check.name,
-            Text("ok", style="green") if check.ok else Text("DIFFERS", style="bold red"),
-            check.detail,
-        )
-    failed = [c.name for c in checks if not c.ok]
-    verdict = (
-        Text("the record holds", style="bold green")
-        if not failed
-        else Text(f"the record does not hold: {', '.join(failed)}", style="bold red")
-    )
-    versions = record.get("versions", {})
-    made = ", ".join(f"{k} {v}" for k, v in versions.items())
-    return Group(
-        Text(f"{record['command']} record made with {made}; argv: pate {' '.join(record['argv'])}"),
-        table,
-        verdict,
-    )
 
 
 def verify(
@@ -94,6 +63,10 @@ def verify(
     """
     if rtol is not None and not 0 <= rtol < 1:
         raise UsageError(f"--rtol {rtol}: expected a number in [0, 1)")
+    from pate_cli import render
+    from pate_cli.record import load_record
+    from pate_cli.record import verify as verify_record
+
     record = load_record(record_path)
     checks = verify_record(record, record_path, _overrides(votes, inputs or []), rtol=rtol)
     ok = all(check.ok for check in checks)
@@ -104,6 +77,6 @@ def verify(
         "ok": ok,
         "checks": [check.to_json_dict() for check in checks],
     }
-    emit(payload, _render(record_path, record, checks), (), as_json)
+    emit(payload, render.render_verify(record_path, record, checks), (), as_json)
     if not ok:
         raise typer.Exit(int(ExitCode.BUDGET_EXCEEDED))

@@ -1,0 +1,45 @@
+"""The named choices of the command line and the library, in a module that imports nothing.
+
+Typer builds every command's options from these at start-up, so they live apart from the
+numerical modules that use them: ``pate --version`` and ``pate --help`` load neither numpy
+nor scipy. Each is re-exported where it is used (``pate_cli.votes.VoteFormat``,
+``pate_cli.accounting.Conversion``, ``pate_cli.comparison.SortColumn``).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class VoteFormat(str, Enum):
+    """Layout of a votes file (``--format``)."""
+
+    AUTO = "auto"
+    COUNTS = "counts"
+    LABELS = "labels"
+    PROBS = "probs"
+
+
+class Conversion(str, Enum):
+    """RDP to (epsilon, delta) conversions; see ``pate_cli.core.conversion``."""
+
+    CLASSIC = "classic"
+    IMPROVED = "improved"
+
+
+class SortColumn(str, Enum):
+    """Columns ``compare --sort`` accepts; rows come best first."""
+
+    EPSILON = "epsilon"
+    DATA_INDEPENDENT = "data-independent"
+    ANSWERED = "answered"
+    AGREEMENT = "agreement"
+
+
+class GateOn(str, Enum):
+    """Which epsilon the --max-epsilon gate compares."""
+
+    DATA_DEPENDENT = "data-dependent"
+    DATA_INDEPENDENT = "data-independent"
+    WORST_CASE = "worst-case"
+    RELEASED = "released"
