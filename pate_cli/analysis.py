@@ -12,7 +12,6 @@ import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,7 +19,7 @@ from numpy.typing import NDArray
 from pate_cli.accounting import Conversion, account_terms, epsilon_result, query_terms
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import LNMax, Mechanism
-from pate_cli.release import ConditionError, GnssRelease, gnss_release
+from pate_cli.release import ConditionError, GnssRelease, NotReleased, Release, gnss_release
 from pate_cli.report import AnalysisReport, InputSummary
 from pate_cli.seeds import fresh_seed
 from pate_cli.votes import Votes, load_answered_mask, load_baseline
@@ -170,11 +169,11 @@ def with_release(
 ) -> AnalysisReport:
     """The analysis with its ``release`` block: the GNSS release, or why there is none."""
     notes: tuple[str, ...] = ()
-    outcome: dict[str, Any]
+    outcome: Release
     if isinstance(mechanism, LNMax):
-        outcome = {"released": False, "reason": "smooth sensitivity covers the GNMax family"}
+        outcome = NotReleased("smooth sensitivity covers the GNMax family")
     elif data_independent:
-        outcome = {"released": False, "reason": "data-independent bounds were forced"}
+        outcome = NotReleased("data-independent bounds were forced")
     else:
         try:
             gnss = release_of(
@@ -190,8 +189,8 @@ def with_release(
                 half_even=half_even,
                 progress=progress,
             )
-            outcome = gnss.to_json_dict()
+            outcome = gnss
             notes = gnss.warnings
         except ConditionError as error:
-            outcome = {"released": False, "reason": error.message}
+            outcome = NotReleased(error.message)
     return replace(report, release=outcome, warnings=report.warnings + notes)

@@ -248,10 +248,9 @@ def smooth_sensitivity(
         delta=delta,
         conversion=kind.value,
         realized=answered_mask is not None,
-        release=gnss.to_json_dict(),
+        release=gnss,
         warnings=votes.warnings + gnss.warnings,
         analysis=analysis,
-        gnss=gnss,
     )
 
 

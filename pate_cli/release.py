@@ -142,13 +142,30 @@ def _beta_for_sigma_ss(ls: FloatArray, rdp: float, order: float, sigma_ss: float
     return best
 
 
-def gated_epsilon(release: dict[str, Any]) -> float | None:
-    """What ``--gate-on released`` checks in a release's JSON: the expected released epsilon,
-    or with nothing to release the worst case (the data-independent epsilon can depend on
-    the votes through the number answered). None when no release was attempted."""
-    key = "epsilon_expected_release" if release["released"] else "epsilon_worst_case"
-    value = release.get(key)
-    return None if value is None else float(value)
+@dataclass(frozen=True)
+class NotReleased:
+    """No GNSS release was attempted: LNMax, forced data-independent bounds, or conditions
+    that fail or cannot be checked at the order."""
+
+    reason: str
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"released": False, "reason": self.reason}
+
+
+Release = GnssRelease | NotReleased
+"""What an analysis says about releasing its data-dependent epsilon."""
+
+
+def gated_epsilon(release: Release) -> float | None:
+    """What ``--gate-on released`` checks: the expected released epsilon, or with nothing to
+    release the worst case (the data-independent epsilon can depend on the votes through the
+    number answered). None when no release was attempted."""
+    if isinstance(release, NotReleased):
+        return None
+    if release.released:
+        return release.epsilon_expected_release
+    return release.epsilon_worst_case
 
 
 def gnss_release(

@@ -17,6 +17,7 @@ from pate_cli.inspection import QUANTILES, Histogram, InspectReport
 from pate_cli.ledger import Ledger, buckets, most_expensive
 from pate_cli.mechanisms import MechanismName
 from pate_cli.record import Check
+from pate_cli.release import NotReleased, Release
 from pate_cli.report import (
     AggregateReport,
     AnalysisReport,
@@ -130,14 +131,14 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
     return Group(*parts)
 
 
-def release_line(release: dict[str, object]) -> Text:
+def release_line(release: Release) -> Text:
     """One line on the GNSS release shown under the analyze table."""
-    if not release.get("released", True):
-        return Text(f"GNSS release: nothing to release ({release.get('reason')})")
+    if isinstance(release, NotReleased) or not release.released:
+        return Text(f"GNSS release: nothing to release ({release.reason})")
     return Text(
-        f"GNSS-released epsilon (expected) = {float(release['epsilon_expected_release']):.4f}"  # type: ignore[arg-type]
-        f" +/- {float(release['noise_std']):.4f} at order {fmt_order(float(release['order']))}"  # type: ignore[arg-type]
-        f"; sampled (seed {release['seed']}): {float(release['epsilon_released']):.4f}",  # type: ignore[arg-type]
+        f"GNSS-released epsilon (expected) = {release.epsilon_expected_release:.4f}"
+        f" +/- {release.noise_std:.4f} at order {fmt_order(release.order)}"
+        f"; sampled (seed {release.seed}): {release.epsilon_released:.4f}",
         style="bold",
     )
 
@@ -199,57 +200,59 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
         mechanism_line(report.mechanism),
         Text(
             f"delta {report.delta:g}, conversion {report.conversion}, order "
-            f"{fmt_order(float(release['order']))}, "
+            f"{fmt_order(release.order)}, "
             f"{'realised run' if report.realized else 'expected cost'}"
         ),
     )
-    steps = release["data_independent_steps"]
+    steps = dict(zip(("threshold", "gnmax"), release.data_independent_steps, strict=True))
     table = Table(title="Smooth-sensitivity release", title_justify="left", header_style="bold")
     table.add_column("quantity")
     table.add_column("value", justify="right")
-    table.add_row("expected answered", f"{float(release['expected_answered']):.1f}")
+    table.add_row("expected answered", f"{release.expected_answered:.1f}")
     has_threshold = report.mechanism["name"] != "gnmax"  # plain GNMax has no threshold step
     table.add_row(
         "data-independent steps",
         ", ".join(k for k, v in steps.items() if v and (has_threshold or k != "threshold"))
         or "none",
     )
-    if "conditions" in release:
-        conditions = release["conditions"]
-        verdicts = [
-            "unverified" if conditions[c] is None else "holds" if conditions[c] else "FAILS"
-            for c in ("c5", "c6")
-        ]
+    if release.conditions is not None or release.released:
+        conditions = release.conditions or (None, None)
+        verdicts = ["unverified" if c is None else "holds" if c else "FAILS" for c in conditions]
         table.add_row("conditions C5 / C6", " / ".join(verdicts))
-    table.add_row("data-dependent epsilon", fmt(float(release["epsilon_data_dependent"])))
-    if not release["released"]:
-        table.add_row("data-independent epsilon", fmt(float(release["epsilon_data_independent"])))
-        table.add_row(
-            "worst case (every query answered)", fmt(float(release["epsilon_worst_case"]))
-        )
-        return Group(header, table, Text(f"nothing to release: {release['reason']}", style="bold"))
-    table.add_row("beta", fmt(float(release["beta"])))
-    table.add_row("smooth sensitivity E[SS_beta]", fmt(float(release["smooth_sensitivity"])))
-    table.add_row("sigma_ss", fmt(float(release["sigma_ss"])))
-    table.add_row("GNSS cost (RDP)", fmt(float(release["gnss_cost"])))
-    table.add_row("noise std", fmt(float(release["noise_std"])))
+    table.add_row("data-dependent epsilon", fmt(release.epsilon_data_dependent))
+    if not release.released:
+        table.add_row("data-independent epsilon", fmt(_number(release.epsilon_data_independent)))
+        table.add_row("worst case (every query answered)", fmt(_number(release.epsilon_worst_case)))
+        return Group(header, table, Text(f"nothing to release: {release.reason}", style="bold"))
+    table.add_row("beta", fmt(_number(release.beta)))
+    table.add_row("smooth sensitivity E[SS_beta]", fmt(_number(release.smooth_sensitivity)))
+    table.add_row("sigma_ss", fmt(_number(release.sigma_ss)))
+    table.add_row("GNSS cost (RDP)", fmt(_number(release.gnss_cost)))
+    table.add_row("noise std", fmt(_number(release.noise_std)))
     table.add_row(
-        "expected released epsilon", fmt(float(release["epsilon_expected_release"])), style="bold"
+        "expected released epsilon", fmt(_number(release.epsilon_expected_release)), style="bold"
     )
     table.add_row(
-        f"sampled released epsilon (seed {release['seed']})",
-        fmt(float(release["epsilon_released"])),
+        f"sampled released epsilon (seed {release.seed})",
+        fmt(_number(release.epsilon_released)),
     )
     closing = Text()
     closing.append(
-        f"released epsilon = {float(release['epsilon_expected_release']):.4f}", style="bold green"
+        f"released epsilon = {_number(release.epsilon_expected_release):.4f}", style="bold green"
     )
     closing.append(
-        f" +/- {float(release['noise_std']):.4f} at order {fmt_order(float(release['order']))} "
-        f"(data-dependent {float(release['epsilon_data_dependent']):.4f} + GNSS cost "
-        f"{float(release['gnss_cost']):.4f}); sampled: {float(release['epsilon_released']):.4f}"
+        f" +/- {_number(release.noise_std):.4f} at order {fmt_order(release.order)} "
+        f"(data-dependent {release.epsilon_data_dependent:.4f} + GNSS cost "
+        f"{_number(release.gnss_cost):.4f}); sampled: {_number(release.epsilon_released):.4f}"
     )
     return Group(header, table, closing)
+
+
+def _number(value: float | None) -> float:
+    """A field the release always sets once it has released (None would be a bug)."""
+    if value is None:
+        raise ValueError("a released GNSS release lacks a number")
+    return value
 
 
 # ---------------------------------------------------------------------------

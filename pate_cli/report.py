@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from pate_cli.accounting import EpsilonResult, QueryTerms, RdpAccount
 
 if TYPE_CHECKING:
+    from pate_cli.release import GnssRelease, Release
     from pate_cli.votes import Votes
 
 
@@ -120,7 +121,8 @@ class AnalysisReport:
     data_independent: EpsilonResult
     worst_case: EpsilonResult
     """Data-independent with every query answered: the bound to publish without GNSS."""
-    release: dict[str, Any] | None = None
+    release: Release | None = None
+    """The GNSS release of the data-dependent epsilon, or why there is none (None: not asked)."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
     account: RdpAccount | None = field(default=None, repr=False, compare=False)
     """The totals behind the numbers, step by step (not part of the JSON)."""
@@ -154,7 +156,7 @@ class AnalysisReport:
             "data_independent_worst_case": epsilon_json(self.worst_case),
         }
         if self.release is not None:
-            out["release"] = self.release
+            out["release"] = self.release.to_json_dict()
         out["warnings"] = list(self.warnings)
         if self.ledger is not None:
             from pate_cli.ledger import ledger_summary  # the ledger module reads this one
@@ -225,13 +227,10 @@ class SmoothSensitivityReport:
     delta: float
     conversion: str
     realized: bool
-    release: dict[str, Any]
-    """The release block (``GnssRelease.to_json_dict()``)."""
+    release: GnssRelease
     warnings: tuple[str, ...] = field(default_factory=tuple)
     analysis: AnalysisReport | None = field(default=None, repr=False, compare=False)
     """The analysis the release was taken from (its data-independent figures)."""
-    gnss: Any = field(default=None, repr=False, compare=False)
-    """The release as a typed object (``pate_cli.release.GnssRelease``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly what ``pate smooth-sensitivity --json`` prints."""
@@ -245,6 +244,6 @@ class SmoothSensitivityReport:
             "delta": self.delta,
             "conversion": self.conversion,
             "accounting": "realized" if self.realized else "expected",
-            **self.release,
+            **self.release.to_json_dict(),
             "warnings": list(self.warnings),
         }

@@ -126,8 +126,9 @@ def smooth_sensitivity(
         progress=cli_progress(votes, as_json),
         **options,
     )
-    assert report.analysis is not None and report.gnss is not None
-    analysis, release = report.analysis, report.gnss
+    analysis, release = report.analysis, report.release
+    if analysis is None:  # the API always sets it; a report built by hand may not
+        raise RuntimeError("smooth-sensitivity report without its analysis")
     emit(report.to_json_dict(), render.smooth_sensitivity(report), report.warnings, as_json)
     if record_path is not None:
         write_record(
