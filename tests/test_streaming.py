@@ -152,6 +152,9 @@ def _outputs_of(path, flags: list, extra: list) -> dict[str, dict]:
         (2.5, "auto", None, r"votes rows sum to different totals .*detected --format counts"),
         (np.nan, "labels", None, r"teacher 3 for query 700 is nan; expected integer class labels"),
         (-1, "labels", None, r"teacher 3 for query 700 is -1; expected integer class labels"),
+        # C = 1e300 + 1 rounds to 1e300 as a float, so the label is not below it; the
+        # streamed path once named the class count instead.
+        (1e300, "labels", None, r"teacher 3 for query 700 is 1e\+300; expected integer class"),
     ],
 )
 def test_streamed_labels_are_validated(tmp_path, monkeypatch, value, fmt, num_classes, message):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import hashlib
+import itertools
 import os
 import signal
 import stat
@@ -15,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pate_cli import votes as votes_module
 from pate_cli.errors import InputError, PateError, UsageError
 from pate_cli.votes import (
     VoteFormat,
@@ -27,6 +27,8 @@ from pate_cli.votes import (
     load_votes,
     save_npy_atomic,
 )
+from pate_cli.votes import reader as votes_reader
+from pate_cli.votes.formats import QUERY_AXIS, BlockScan, scan_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_COUNTS = ROOT / "sample_data" / "mnist_250_teachers.npy"
@@ -483,7 +485,7 @@ def test_permission_error_on_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         raise PermissionError(13, "Permission denied")
 
     path = save(tmp_path, "votes.npy", COUNTS)
-    monkeypatch.setattr(votes_module, "open", refuse, raising=False)
+    monkeypatch.setattr(votes_reader, "open", refuse, raising=False)
     with pytest.raises(InputError) as excinfo:
         load_votes(path)
     assert "permission" in check_error(excinfo, path)
@@ -856,3 +858,60 @@ def test_load_array_names_what(tmp_path: Path) -> None:
     with pytest.raises(InputError) as excinfo:
         load_array(path, "answered mask")
     assert "answered mask" in check_error(excinfo, path)
+
+
+def _splits(rng: np.random.Generator, num_queries: int) -> list[tuple[int, int]]:
+    """Random consecutive [start, stop) ranges covering range(num_queries)."""
+    cuts = np.sort(
+        rng.choice(np.arange(1, num_queries), size=rng.integers(0, num_queries), replace=False)
+    )
+    edges = [0, *cuts.tolist(), num_queries]
+    return list(itertools.pairwise(edges))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_block_validator_does_not_depend_on_the_blocks(seed: int) -> None:
+    """scan_blocks names the same first bad value, sums and largest label however the
+    queries are split: the in-memory path (one block) and the streamed one agree."""
+    rng = np.random.default_rng(seed)
+    fmt = [VoteFormat.COUNTS, VoteFormat.LABELS, VoteFormat.PROBS][seed % 3]
+    num_classes = None if fmt is not VoteFormat.LABELS or seed % 2 else 4
+    shape = {
+        VoteFormat.COUNTS: (9, 3),
+        VoteFormat.LABELS: (3, 9),
+        VoteFormat.PROBS: (3, 9, 2),
+    }[fmt]
+    array = rng.integers(0, 4, size=shape).astype(float)
+    for _ in range(rng.integers(0, 3)):
+        index = tuple(int(rng.integers(0, n)) for n in shape)
+        array[index] = rng.choice([np.nan, np.inf, -np.inf, -1.0, 2.5, 7.0])
+    axis = QUERY_AXIS[fmt]
+    rows = None if fmt is VoteFormat.PROBS else shape[0]
+    whole = scan_blocks([(0, array)], fmt, num_classes=num_classes, num_rows=rows)
+    blocks = [
+        (start, np.take(array, np.arange(start, stop), axis=axis))
+        for start, stop in _splits(rng, shape[axis])
+    ]
+    split = scan_blocks(blocks, fmt, num_classes=num_classes, num_rows=rows)
+    assert split.bad == whole.bad
+    assert str(split.bad_value) == str(whole.bad_value)
+    np.testing.assert_array_equal(split.row_sums, whole.row_sums)
+    if whole.bad is None:
+        assert split.largest == whole.largest
+    assert _error_of(split) == _error_of(whole)
+    assert (_error_of(whole) is None) == (whole.bad is None)
+
+
+def _error_of(scan: BlockScan) -> str | None:
+    try:
+        scan.check("votes.npy")
+    except InputError as exc:
+        return exc.message
+    return None
+
+
+def test_output_helpers_live_in_outputs_and_are_reexported() -> None:
+    from pate_cli import outputs, votes
+
+    for name in ("write_atomic", "check_output_path", "save_npy_atomic"):
+        assert getattr(votes, name) is getattr(outputs, name)

@@ -1,0 +1,108 @@
+"""Output files: checked before any work is done, written atomically.
+
+Every file pate writes (ledgers, plots, records, tables, aggregated labels) goes through
+this module, so that two promises hold everywhere:
+
+- A bad output path fails *before* the analysis runs: :func:`check_output_path` rejects a
+  wrong suffix, a missing folder or a folder given as the file, so a long run never ends
+  in "cannot write".
+- A file is either complete or untouched: :func:`write_atomic` fills a temporary file in
+  the same directory and renames it over the target (``os.replace`` is atomic within a
+  file system); a failed or interrupted write leaves the previous file as it was and no
+  temporary file behind.
+
+Problems are :class:`~pate_cli.errors.InputError` (the path cannot receive the file) or
+:class:`~pate_cli.errors.UsageError` (the name does not say a known format), each one line
+that starts with the path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable
+from typing import IO
+
+import numpy as np
+
+from pate_cli.errors import InputError, UsageError
+
+StrPath = str | os.PathLike[str]  # the CLI passes the text the user typed
+
+__all__ = ["check_output_path", "save_npy_atomic", "write_atomic"]
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: StrPath, write: Callable[[IO[bytes]], object]) -> None:
+    """Write a file so that ``path`` is either complete or untouched.
+
+    ``write`` fills a temporary file in the same directory (so ``os.replace`` is
+    atomic), which is removed again if anything fails.
+
+    Raises:
+        InputError: The directory does not exist or the file cannot be written.
+    """
+    where = os.fspath(path)
+    directory = os.path.dirname(where) or "."
+    if not os.path.isdir(directory):
+        raise InputError(
+            f"{where}: directory {directory} does not exist; expected an existing "
+            "directory for the output file"
+        )
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(
+            dir=directory, prefix=f".{os.path.basename(where)}.", suffix=".tmp"
+        )
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; match a plain open()
+        os.replace(tmp, where)
+    except OSError as exc:
+        raise InputError(
+            f"{where}: cannot write the output file ({exc.strerror or exc}); "
+            "expected a writable path"
+        ) from None
+    finally:
+        if tmp is not None and os.path.lexists(tmp):
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def check_output_path(path: str, flag: str, suffixes: tuple[str, ...]) -> str:
+    """Check that ``path`` can receive the output of ``flag``, before any work is done.
+
+    Args:
+        path: The file name the user gave.
+        flag: The option it came from, for messages (``--ledger``).
+        suffixes: Accepted lower-case suffixes, with the dot.
+
+    Returns:
+        The file's suffix, lower-cased (it picks the format).
+
+    Raises:
+        UsageError: The suffix is not one of ``suffixes``.
+        InputError: The folder does not exist, or the path is a folder.
+    """
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in suffixes:
+        raise UsageError(f"{flag} {path}: expected a file name ending in {' or '.join(suffixes)}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"{path}: the folder {folder} does not exist; expected a path for {flag}")
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a directory; expected a file path for {flag}")
+    return suffix
+
+
+def save_npy_atomic(path: StrPath, array: np.ndarray) -> None:
+    """Write ``array`` as .npy, atomically (see ``write_atomic``)."""
+    write_atomic(path, lambda f: np.save(f, np.asarray(array), allow_pickle=False))

@@ -1,0 +1,251 @@
+"""Vote files: safe reading, validation, format detection and query selection.
+
+:func:`load_votes` turns a votes file of any of the three formats of CLI.md into one
+float64 ``(Q, C)`` counts array, wrapped in :class:`Votes` with where it came from. The
+work is split by job:
+
+- ``reader``: the safe ``.npy``/``.npz`` reader (never unpickles) and file hashing;
+- ``formats``: format detection, the rules each format's values obey (written once, for a
+  block of queries) and conversion to counts;
+- ``stream``: large files read a block of queries at a time;
+- ``inputs``: what goes with the votes: ``--indices``, baselines, the answered mask,
+  true labels and student probabilities;
+- :mod:`pate_cli.outputs` (re-exported here): atomic writes and output-path checks.
+
+Loading goes: read the array (memory-mapped), start hashing the file on a thread, detect
+the format (``--format auto``), check the shape, choose the queries (``--indices`` first,
+then the first ``--queries``) and only then convert, so that a memory-mapped file reads
+only the queries kept. The selection is recorded in :class:`Votes` so that a baseline can
+be selected the same way. A large 2-D ``.npy`` analysed whole or by a prefix is streamed
+instead: never read whole, never mapped; its values pass through the same validator as an
+array in memory, block by block, and give the same result or the same error.
+
+Every problem is an :class:`~pate_cli.errors.InputError` (a bad file) or a
+:class:`~pate_cli.errors.UsageError` (a bad flag value) whose one-line message starts
+with the path as the user gave it. Shape letters: Q queries, C classes, M teachers.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pate_cli.choices import VoteFormat
+from pate_cli.errors import InputError, UsageError
+from pate_cli.outputs import check_output_path, save_npy_atomic, write_atomic
+from pate_cli.votes.formats import (
+    QUERY_AXIS,
+    check_shape,
+    detect_format,
+    teachers_of_counts,
+    teachers_of_labels,
+    to_counts,
+)
+from pate_cli.votes.inputs import (
+    load_answered_mask,
+    load_baseline,
+    load_student_probs,
+    load_true_labels,
+    query_selection,
+)
+from pate_cli.votes.reader import (
+    StrPath,
+    file_sha256,
+    hash_in_background,
+    load_array,
+    read_array,
+)
+from pate_cli.votes.stream import BlockSize, ChunkedCounts, ChunkedLabels, open_streams
+
+__all__ = [
+    "STREAM_MIN_ROWS",
+    "ChunkedCounts",
+    "ChunkedLabels",
+    "InputError",
+    "UsageError",
+    "VoteFormat",
+    "Votes",
+    "check_output_path",
+    "file_sha256",
+    "load_answered_mask",
+    "load_array",
+    "load_baseline",
+    "load_student_probs",
+    "load_true_labels",
+    "load_votes",
+    "save_npy_atomic",
+    "write_atomic",
+]
+
+# The loader's memory limits. load_votes reads them from this module when it is called, so
+# setting them here (as the tests do, to stream small files) takes effect.
+#: Files of at least this many queries are read a block at a time, never whole.
+STREAM_MIN_ROWS = 1 << 18
+_BLOCK_ROWS = 1 << 16  # queries per streamed block at most
+_BLOCK_CELLS = 1 << 22  # values per streamed block at most: 32 MB of float64
+_MAX_LABEL_COUNT_CELLS = 10**8  # Q * C of a labels file's counts; beyond this C is implausible
+
+
+@dataclass(frozen=True)
+class Votes:
+    """Validated votes as a float64 ``(Q, C)`` histogram, plus where they came from.
+
+    Attributes:
+        counts: Per-query vote histogram after the selection; read-only, C-contiguous.
+        path: The path as the user gave it.
+        digest: Hex SHA-256 of the file's bytes, computed on a thread while the votes are
+            analysed (hashlib releases the GIL); read it as ``sha256``.
+        format: The format used; never ``AUTO``.
+        detected: True when ``format`` came from auto-detection.
+        num_teachers: M.
+        num_classes: C.
+        num_file_queries: Queries in the file before selection.
+        selection: File query indices kept, in order; None means all, in file order.
+        warnings: One-line notes for the user, e.g. rows that do not sum to ``--teachers``.
+    """
+
+    counts: NDArray[np.float64]
+    path: str
+    digest: Future[str]
+    format: VoteFormat
+    detected: bool
+    num_teachers: int
+    num_classes: int
+    num_file_queries: int
+    selection: NDArray[np.int64] | None
+    warnings: tuple[str, ...]
+
+    @property
+    def sha256(self) -> str:
+        """Hex SHA-256 of the file's bytes (waits for the hashing thread)."""
+        return self.digest.result()
+
+    @property
+    def num_queries(self) -> int:
+        """Q, the number of queries after selection."""
+        return int(self.counts.shape[0])
+
+
+def _check_flags(num_classes: int | None, teachers: int | None, queries: int | None) -> None:
+    for flag, value, noun in (
+        ("--num-classes", num_classes, "classes"),
+        ("--teachers", teachers, "teachers"),
+        ("--queries", queries, "queries"),
+    ):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} {value}: expected a positive number of {noun}")
+
+
+def load_votes(
+    path: StrPath,
+    *,
+    fmt: VoteFormat | str = VoteFormat.AUTO,
+    num_classes: int | None = None,
+    teachers: int | None = None,
+    queries: int | None = None,
+    indices: StrPath | None = None,
+) -> Votes:
+    """Read, validate and select a votes file, returning ``(Q, C)`` counts.
+
+    Args:
+        path: The votes file (.npy, or .npz holding one array).
+        fmt: ``--format``; ``auto`` detects it (see ``pate_cli.votes.formats``).
+        num_classes: ``--num-classes``: C for labels; must match the file otherwise.
+        teachers: ``--teachers``: overrides M; rows may then disagree on their sum (a warning).
+        queries: ``--queries``: keep the first N queries (after ``indices``).
+        indices: ``--indices``: an .npy of file query indices to keep, in its order.
+
+    Returns:
+        The validated :class:`Votes`.
+
+    Raises:
+        InputError: Any problem with the votes or indices file.
+        UsageError: A flag value outside its domain (``--queries 0``, ``--format x``).
+    """
+    where = os.fspath(path)
+    try:
+        fmt = VoteFormat(fmt)
+    except ValueError:
+        raise UsageError(f"--format {fmt}: expected auto, counts, labels or probs") from None
+    _check_flags(num_classes, teachers, queries)
+    raw = read_array(path, "votes", mmap=True)
+    digest = hash_in_background(path)
+    if raw.dtype.kind == "b":
+        raise InputError(
+            f"{where}: votes array has dtype bool; expected numeric counts, integer "
+            "labels or float scores"
+        )
+    # A large 2-D .npy is read block by block, as rows of counts or columns of labels.
+    # Only a prefix (--queries) can be selected when streaming: indices disable it.
+    rows, columns = (None, None)
+    if indices is None:
+        block = BlockSize(rows=_BLOCK_ROWS, cells=_BLOCK_CELLS)
+        rows, columns = open_streams(path, raw.shape, fmt, STREAM_MIN_ROWS, block)
+    detected = fmt is VoteFormat.AUTO
+    # The scans that detect the format also validate it below: the file is read once.
+    label_scan = columns.scan() if columns is not None and raw.size else None
+    row_scan = None
+    if detected:
+        if rows is not None and raw.size:
+            row_scan = rows.scan()
+        sums = None if row_scan is None else row_scan.row_sums
+        fmt = detect_format(raw, where, teachers, sums, label_scan=label_scan)
+    check_shape(raw, where, fmt, num_classes)
+    axis = QUERY_AXIS[fmt]
+    num_file_queries = int(raw.shape[axis])
+    selection = query_selection(where, num_file_queries, queries, indices)
+    num_selected = num_file_queries if selection is None else len(selection)
+    notes: list[str] = []
+    counts: NDArray[np.float64] | ChunkedCounts
+    try:
+        if rows is not None and fmt is VoteFormat.COUNTS:
+            counts = rows.prefix(num_selected)
+            scan = counts.scan() if row_scan is None else row_scan  # row_scan: the whole file
+            num_teachers = teachers_of_counts(
+                scan, where, teachers, notes, num_queries=num_selected
+            )
+        elif columns is not None and label_scan is not None and fmt is VoteFormat.LABELS:
+            counts = columns.counts(where, label_scan, num_classes, num_selected)
+            num_teachers = teachers_of_labels(int(raw.shape[0]), teachers, where, notes)
+        else:
+            # Select before converting: a memory-mapped file then reads only the queries kept.
+            data = np.asarray(raw if selection is None else np.take(raw, selection, axis=axis))
+
+            def file_query(q: int) -> int:
+                return q if selection is None else int(selection[q])
+
+            counts, num_teachers = to_counts(
+                raw,
+                data,
+                fmt,
+                where,
+                num_classes,
+                teachers,
+                file_query,
+                notes,
+                max_label_cells=_MAX_LABEL_COUNT_CELLS,
+            )
+            counts.flags.writeable = False
+    except InputError as exc:
+        if not detected:
+            raise
+        # Auto-detection can guess wrong on odd files: say what it guessed and how to override.
+        raise InputError(
+            f"{exc.message} (detected --format {fmt.value}; pass --format to override)"
+        ) from None
+    return Votes(
+        counts=counts,  # type: ignore[arg-type]
+        path=where,
+        digest=digest,
+        format=fmt,
+        detected=detected,
+        num_teachers=num_teachers,
+        num_classes=int(counts.shape[1]),
+        num_file_queries=num_file_queries,
+        selection=selection,
+        warnings=tuple(notes),
+    )

@@ -1,0 +1,448 @@
+"""Vote formats: detection, the rules each format's values obey, and conversion to counts.
+
+A votes file holds one of three layouts (CLI.md); every one becomes a float64 ``(Q, C)``
+histogram of votes:
+
+- ``counts``: (Q, C), finite non-negative vote counts; every row sums to M (or, under
+  ``--teachers M``, may not, with a warning).
+- ``labels``: (M, Q), whole-number class labels in [0, C); without ``--num-classes``, C is
+  one more than the largest label of the whole file, so that a selection cannot change C.
+- ``probs``: (M, Q, C), finite scores; each teacher votes for its highest score (the first
+  one on ties).
+
+Detection (``--format auto``) looks at the whole file: 3-D is ``probs``; 2-D is ``counts``
+when every row has the same positive sum, else ``labels`` when the values are non-negative
+whole numbers and ``--teachers`` was not given, else ``counts`` (which then fails, or warns
+under ``--teachers``).
+
+The rules are written once, for a block of queries (:func:`first_bad`), and applied by one
+loop over blocks (:func:`scan_blocks`). Both ways of reading votes go through it: the
+in-memory path hands over its whole selection as a single block, the streamed path
+(``pate_cli.votes.stream``) the blocks it reads from a large file. So a file is accepted
+or rejected, with the same one-line message naming the first bad value, however it was
+read. A value is named by its place in the file: ``file_query`` maps a query of the
+checked array back to the file when a selection was taken first.
+
+Shape letters: Q queries, C classes, M teachers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pate_cli.choices import VoteFormat
+from pate_cli.errors import InputError
+
+_LAYOUTS = {
+    "counts": "(queries, classes)",
+    "labels": "(teachers, queries)",
+    "probs": "(teachers, queries, classes)",
+}
+
+
+#: The axis of the queries in each format's array: rows of counts, columns of labels/scores.
+QUERY_AXIS = {VoteFormat.COUNTS: 0, VoteFormat.LABELS: 1, VoteFormat.PROBS: 1}
+
+
+def show_value(value: object) -> str:
+    """A numpy scalar as plain text: ``nan``, ``-1``, ``2.5``, and ``3`` for 3.0."""
+    item = np.asarray(value).item()
+    if isinstance(item, float) and item.is_integer() and abs(item) < 2**53:
+        return str(int(item))
+    return str(item)
+
+
+def first_index(mask: NDArray[np.bool_]) -> tuple[int, ...]:
+    """Index of the first True entry (C order) of a mask known to have one."""
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(mask)), mask.shape))
+
+
+def sum_rows(a: np.ndarray) -> NDArray[np.float64]:
+    """Sums along axis 1, accumulated in float64."""
+    # Overflow to inf (values near 1e308) is a bad-input case reported by the caller.
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(a.sum(axis=1, dtype=np.float64))
+
+
+def _all_near(sums: NDArray[np.float64], total: float) -> bool:
+    """np.allclose(sums, total, rtol=1e-9, atol=0), from two reductions (NaN fails)."""
+    tolerance = 1e-9 * abs(total)
+    if sums.size == 0:
+        return True
+    return bool(total - sums.min() <= tolerance and sums.max() - total <= tolerance)
+
+
+def is_whole(a: np.ndarray) -> NDArray[np.bool_]:
+    """Elementwise: finite and integral (always True for integer dtypes)."""
+    if a.dtype.kind in "iub":
+        return np.ones(a.shape, dtype=bool)
+    whole: NDArray[np.bool_] = np.isfinite(a) & (a == np.floor(a))
+    return whole
+
+
+def _integral(a: np.ndarray) -> bool:
+    """Whether every value of a float array without NaN or infinities is a whole number."""
+    return bool(np.array_equal(np.floor(a), a))
+
+
+def _same(q: int) -> int:
+    return q
+
+
+def first_bad(
+    block: np.ndarray, fmt: VoteFormat, num_classes: int | None = None
+) -> tuple[int, ...] | None:
+    """The rule of ``fmt`` on one block of votes: the index of its first bad value, or None.
+
+    ``counts`` must be finite and non-negative; ``labels`` whole numbers in [0, C) (no
+    upper bound when ``num_classes`` is None); ``probs`` finite. "First" is in C order.
+
+    Shapes: ``block`` is (rows, C) counts, (M, queries) labels or (M, queries, C) scores.
+    """
+    if block.size == 0:
+        return None
+    # min and max propagate NaN, so two reductions, without temporaries, clear a good
+    # block; the elementwise mask is built only for a bad one, to find its first bad value.
+    low, high = block.min(), block.max()
+    if fmt is VoteFormat.COUNTS:
+        if low >= 0 and high < np.inf:
+            return None
+        bad = ~np.isfinite(block) | (block < 0)
+    elif fmt is VoteFormat.LABELS:
+        limit = np.inf if num_classes is None else num_classes
+        if low >= 0 and high < limit and (block.dtype.kind in "iub" or _integral(block)):
+            return None
+        bad = ~is_whole(block) | (block < 0)
+        if num_classes is not None:
+            bad |= block >= num_classes
+    else:
+        if low > -np.inf and high < np.inf:
+            return None
+        bad = ~np.isfinite(block)
+    return first_index(bad) if bad.any() else None
+
+
+@dataclass
+class BlockScan:
+    """What :func:`scan_blocks` found in the blocks of one votes array.
+
+    Attributes:
+        fmt: The format whose rule was applied.
+        num_classes: The bound of the labels rule (None: unbounded).
+        row_sums: Sums along axis 1 of the whole 2-D array (per query of counts, per
+            teacher of labels) when the scan was asked for them; else empty.
+        bad: Index in the whole array of the first bad value, or None.
+        bad_value: That value, as read.
+        largest: The largest label before the first block with a bad value (labels), as a
+            scalar of the array's dtype, so that it compares with C as the rule does.
+    """
+
+    fmt: VoteFormat
+    num_classes: int | None
+    row_sums: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    bad: tuple[int, ...] | None = None
+    bad_value: object = None
+    largest: Any = 0
+
+    def check(
+        self,
+        where: str,
+        file_query: Callable[[int], int] = _same,
+        num_queries: int | None = None,
+    ) -> None:
+        """Raise the error naming the first bad value, if there is one.
+
+        Args:
+            where: The path as the user gave it.
+            file_query: Maps a query of the scanned array to its index in the file.
+            num_queries: Only the first ``num_queries`` queries count (a prefix of a file
+                scanned whole); None: all.
+
+        Raises:
+            InputError: The one-line message of the format's rule.
+        """
+        if self.bad is None:
+            return
+        q = self.bad[QUERY_AXIS[self.fmt]]
+        if num_queries is not None and q >= num_queries:
+            return
+        value = show_value(self.bad_value)
+        if self.fmt is VoteFormat.COUNTS:
+            raise InputError(
+                f"{where}: votes row {file_query(q)}, column {self.bad[1]} is {value}; "
+                "expected finite non-negative vote counts"
+            )
+        if self.fmt is VoteFormat.LABELS:
+            limit = "[0, classes)" if self.num_classes is None else f"[0, {self.num_classes})"
+            raise InputError(
+                f"{where}: label of teacher {self.bad[0]} for query {file_query(q)} is "
+                f"{value}; expected integer class labels in {limit}"
+            )
+        raise InputError(
+            f"{where}: score of teacher {self.bad[0]} for query {file_query(q)}, class "
+            f"{self.bad[2]} is {value}; expected finite scores"
+        )
+
+
+def scan_blocks(
+    blocks: Iterable[tuple[int, np.ndarray]],
+    fmt: VoteFormat,
+    *,
+    num_classes: int | None = None,
+    num_rows: int | None = None,
+    stop_at_bad: bool = False,
+) -> BlockScan:
+    """Apply the rule of ``fmt`` (:func:`first_bad`) to a votes array, block by block.
+
+    This is the one validator of vote values: the in-memory path passes its array as a
+    single block, ``[(0, array)]``; the streamed path passes the blocks it reads.
+
+    Args:
+        blocks: (index of the block's first query, block) pairs, in query order; the blocks
+            split the array along :data:`QUERY_AXIS` of ``fmt``.
+        fmt: The format whose rule applies (not ``AUTO``).
+        num_classes: For labels: the exclusive upper bound, or None for none.
+        num_rows: For a 2-D array, its number of rows: the scan then also sums each row
+            (what detection and M need), in the same pass.
+        stop_at_bad: Stop at the first block with a bad value (when only the error is
+            wanted; ``row_sums`` and ``largest`` are then partial).
+
+    Returns:
+        The :class:`BlockScan`; its ``check`` raises the error, if any.
+    """
+    scan = BlockScan(fmt, num_classes)
+    axis = QUERY_AXIS[fmt]
+    sums = None if num_rows is None else np.zeros(num_rows)
+    for start, block in blocks:
+        if sums is not None:
+            if axis == 0:
+                sums[start : start + len(block)] = sum_rows(block)
+            else:
+                with np.errstate(over="ignore", invalid="ignore"):  # as in sum_rows
+                    sums += sum_rows(block)
+        if scan.bad is not None:
+            continue
+        index = first_bad(block, fmt, num_classes)
+        if index is not None:
+            scan.bad_value = block[index]
+            scan.bad = tuple(i + start if k == axis else i for k, i in enumerate(index))
+            if stop_at_bad:
+                break
+        elif fmt is VoteFormat.LABELS and block.size:
+            scan.largest = max(scan.largest, block.max())
+    if sums is not None:
+        scan.row_sums = sums
+    return scan
+
+
+def detect_format(
+    raw: np.ndarray,
+    where: str,
+    teachers: int | None,
+    sums: NDArray[np.float64] | None = None,
+    *,
+    label_scan: BlockScan | None = None,
+) -> VoteFormat:
+    """Auto-detection rules; see the module docstring.
+
+    ``sums``: the row sums, if known; ``label_scan``: a streamed pass over a wide file
+    with the labels rule (C unbounded) and its row sums.
+    """
+    if raw.ndim == 3:
+        return VoteFormat.PROBS
+    if raw.ndim != 2:
+        raise InputError(
+            f"{where}: array has {raw.ndim} dimensions {raw.shape} but --format auto expects "
+            f"{_LAYOUTS['counts']} counts, {_LAYOUTS['labels']} labels or "
+            f"{_LAYOUTS['probs']} probs"
+        )
+    if raw.size == 0:
+        return VoteFormat.COUNTS  # rejected as empty by the shape check
+    if sums is None:
+        sums = sum_rows(raw) if label_scan is None else label_scan.row_sums
+    if np.isfinite(sums[0]) and sums[0] > 0 and _all_near(sums, sums[0]):
+        return VoteFormat.COUNTS
+    if label_scan is not None:
+        labels = label_scan.bad is None
+    else:
+        labels = first_bad(raw, VoteFormat.LABELS) is None
+    return VoteFormat.LABELS if teachers is None and labels else VoteFormat.COUNTS
+
+
+def check_shape(raw: np.ndarray, where: str, fmt: VoteFormat, num_classes: int | None) -> None:
+    """Check the number of dimensions, emptiness and ``--num-classes`` against ``fmt``."""
+    ndim = 3 if fmt is VoteFormat.PROBS else 2
+    if raw.ndim != ndim:
+        raise InputError(
+            f"{where}: array has {raw.ndim} dimensions {raw.shape} but --format "
+            f"{fmt.value} expects {_LAYOUTS[fmt.value]}"
+        )
+    if raw.size == 0:
+        raise InputError(
+            f"{where}: votes array is empty, shape {raw.shape}; expected "
+            f"{_LAYOUTS[fmt.value]} with at least one of each"
+        )
+    if num_classes is not None and fmt is not VoteFormat.LABELS and raw.shape[-1] != num_classes:
+        raise InputError(
+            f"{where}: votes have {raw.shape[-1]} classes (shape {raw.shape}) but "
+            f"--num-classes is {num_classes}"
+        )
+
+
+def counts_from_labels(labels: np.ndarray, num_classes: int) -> NDArray[np.float64]:
+    """Histogram each query's column of labels: (M, Q) -> (Q, C), one bincount."""
+    num_queries = labels.shape[1]
+    flat = labels.astype(np.int64) + num_classes * np.arange(num_queries, dtype=np.int64)
+    counts = np.bincount(flat.ravel(), minlength=num_queries * num_classes)
+    return counts.reshape(num_queries, num_classes).astype(np.float64)
+
+
+def teachers_from_sums(
+    sums: NDArray[np.float64],
+    where: str,
+    teachers: int | None,
+    notes: list[str],
+    file_query: Callable[[int], int],
+) -> int:
+    """M from the row sums of a counts array, or ``teachers`` with a note when they differ."""
+    if not sums.any():
+        raise InputError(
+            f"{where}: every votes row sums to 0; expected rows that sum to the "
+            "number of teachers M"
+        )
+    if teachers is not None:
+        off = ~np.isclose(sums, teachers, rtol=1e-9, atol=1e-9)
+        if off.any():
+            notes.append(
+                f"{where}: {int(off.sum())} of {sums.size} votes rows do not sum to "
+                f"--teachers {teachers} (sums range from {show_value(sums.min())} to "
+                f"{show_value(sums.max())})"
+            )
+        return teachers
+    if not _all_near(sums, sums[0]):
+        q = int(np.argmin(np.isclose(sums, sums[0], rtol=1e-9, atol=0)))
+        raise InputError(
+            f"{where}: votes rows sum to different totals (row {file_query(0)}: "
+            f"{show_value(sums[0])}, row {file_query(q)}: {show_value(sums[q])}); expected "
+            "every row to sum to the number of teachers M, or pass --teachers M"
+        )
+    if not np.isfinite(sums[0]) or abs(sums[0] - round(sums[0])) > 1e-9 * sums[0]:
+        raise InputError(
+            f"{where}: votes rows sum to {show_value(sums[0])}; expected a whole number "
+            "of teachers M, or pass --teachers M"
+        )
+    return int(round(sums[0]))
+
+
+def teachers_of_counts(
+    scan: BlockScan,
+    where: str,
+    teachers: int | None,
+    notes: list[str],
+    file_query: Callable[[int], int] = _same,
+    num_queries: int | None = None,
+) -> int:
+    """Check counts from their scan (made with ``num_rows``) and return M.
+
+    ``num_queries``: only the first queries are analysed (a prefix of a file scanned whole).
+    """
+    scan.check(where, file_query, num_queries)
+    sums = scan.row_sums[:num_queries]
+    return teachers_from_sums(sums, where, teachers, notes, file_query)
+
+
+def classes_of_labels(
+    where: str,
+    num_classes: int | None,
+    whole: BlockScan | None,
+    selected: Callable[[], Iterable[tuple[int, np.ndarray]]],
+    file_query: Callable[[int], int] = _same,
+) -> int:
+    """Check labels and return C: ``num_classes``, or one more than the largest label.
+
+    Without ``num_classes`` C comes from the whole file, which must hold labels only:
+    ``whole`` is its scan with the labels rule, C unbounded. Then the selected queries
+    (``selected()`` yields their blocks) must lie in [0, C); a ``whole`` scan that shows
+    they do spares reading them again.
+
+    Raises:
+        InputError: A value that is not a label (in [0, C)).
+    """
+    if num_classes is None:
+        if whole is None:
+            raise ValueError("the number of classes of labels needs a scan of the whole file")
+        whole.check(where)
+        num_classes = int(whole.largest) + 1
+    # Compared as the rule compares: float labels beyond 2**53 can equal C = largest + 1.
+    if whole is None or whole.bad is not None or whole.largest >= num_classes:
+        scan = scan_blocks(selected(), VoteFormat.LABELS, num_classes=num_classes, stop_at_bad=True)
+        scan.check(where, file_query)
+    return num_classes
+
+
+def teachers_of_labels(
+    file_teachers: int, teachers: int | None, where: str, notes: list[str]
+) -> int:
+    """M of a labels or scores file: its teacher count, or ``--teachers`` with a note."""
+    num_teachers = teachers if teachers is not None else file_teachers
+    if num_teachers != file_teachers:
+        notes.append(
+            f"{where}: the file has {file_teachers} teachers but --teachers is {num_teachers}"
+        )
+    return num_teachers
+
+
+def to_counts(
+    full: np.ndarray,
+    data: np.ndarray,
+    fmt: VoteFormat,
+    where: str,
+    num_classes: int | None,
+    teachers: int | None,
+    file_query: Callable[[int], int],
+    notes: list[str],
+    max_label_cells: int,
+) -> tuple[NDArray[np.float64], int]:
+    """Validate selected votes of any format and histogram them, in memory; returns (counts, M).
+
+    The selection is checked as a single block by :func:`scan_blocks`.
+
+    Args:
+        full: The whole array of the file (labels without ``num_classes`` take C from it).
+        data: The selected part of ``full``.
+        fmt: Its format (not ``AUTO``).
+        where: The path as the user gave it.
+        num_classes: ``--num-classes``.
+        teachers: ``--teachers``.
+        file_query: Maps a query of ``data`` to its index in the file.
+        notes: Warnings are appended here.
+        max_label_cells: The most Q * C cells a labels file may make (C is implausible
+            beyond).
+
+    Shapes: ``data`` is (Q, C) counts, (M, Q) labels or (M, Q, C) scores; counts are (Q, C).
+    """
+    if fmt is VoteFormat.COUNTS:
+        counts = np.array(data, dtype=np.float64, order="C")
+        scan = scan_blocks([(0, counts)], fmt, num_rows=len(counts))
+        return counts, teachers_of_counts(scan, where, teachers, notes, file_query)
+    if fmt is VoteFormat.LABELS:
+        # C comes from the whole file, so that a selection cannot change the class count.
+        whole = scan_blocks([(0, full)], fmt) if num_classes is None else None
+        num_classes = classes_of_labels(where, num_classes, whole, lambda: [(0, data)], file_query)
+        if data.shape[1] * num_classes > max_label_cells:
+            raise InputError(
+                f"{where}: labels imply {num_classes} classes for {data.shape[1]} queries; "
+                "expected small class labels (or pass --num-classes)"
+            )
+        labels = data
+    else:
+        scan_blocks([(0, data)], fmt).check(where, file_query)
+        num_classes = int(data.shape[2])
+        labels = np.argmax(data, axis=2)  # the first maximum wins ties
+    counts = counts_from_labels(labels, num_classes)
+    return counts, teachers_of_labels(int(data.shape[0]), teachers, where, notes)
