@@ -91,6 +91,41 @@ def _votes(votes: Votes | PathLike) -> Votes:
     return votes if isinstance(votes, Votes) else load_votes(votes)
 
 
+def _analysis(
+    votes: Votes | PathLike,
+    mechanism: Mechanism,
+    *,
+    delta: float,
+    orders: str | ArrayLike | None,
+    conversion: str | Conversion,
+    baseline: PathLike | None,
+    answered: PathLike | None,
+    data_independent: bool,
+    half_even: bool,
+    progress: Progress | None,
+) -> tuple[Votes, AnalysisReport, FloatArray | None, NDArray[np.bool_] | None]:
+    """The arguments checked and read, and the analysis: what analyze and smooth_sensitivity
+    share (the votes, the report, the baseline and the answered mask)."""
+    check_delta(delta)
+    votes = _votes(votes)
+    grid = as_orders(orders)
+    kind = as_conversion(conversion)
+    baseline_array, answered_mask = run_inputs(votes, baseline, answered)
+    report = analysis_report(
+        votes,
+        mechanism,
+        grid,
+        delta,
+        kind,
+        baseline=baseline_array,
+        answered=answered_mask,
+        data_independent=data_independent,
+        half_even=half_even,
+        progress=progress,
+    )
+    return votes, report, baseline_array, answered_mask
+
+
 def analyze(
     votes: Votes | PathLike,
     mechanism: Mechanism,
@@ -136,19 +171,14 @@ def analyze(
     Returns:
         The report; ``to_dict()`` is ``pate analyze --json``.
     """
-    check_delta(delta)
-    votes = _votes(votes)
-    grid = as_orders(orders)
-    kind = as_conversion(conversion)
-    baseline_array, answered_mask = run_inputs(votes, baseline, answered)
-    report = analysis_report(
+    votes, report, baseline_array, answered_mask = _analysis(
         votes,
         mechanism,
-        grid,
-        delta,
-        kind,
-        baseline=baseline_array,
-        answered=answered_mask,
+        delta=delta,
+        orders=orders,
+        conversion=conversion,
+        baseline=baseline,
+        answered=answered,
         data_independent=data_independent,
         half_even=half_even,
         progress=progress,
@@ -209,21 +239,17 @@ def smooth_sensitivity(
         ConditionError: C5 (or, with ``reference_local_sensitivity``, C6) fails or cannot
             be checked at the order, without ``skip_conditions``.
     """
-    check_delta(delta)
-    votes = _votes(votes)
     if isinstance(mechanism, LNMax):
         raise UsageError("smooth-sensitivity covers gnmax, confident-gnmax and interactive-gnmax")
-    grid = as_orders(orders)
-    kind = as_conversion(conversion)
-    baseline_array, answered_mask = run_inputs(votes, baseline, answered)
-    analysis = analysis_report(
+    votes, analysis, baseline_array, answered_mask = _analysis(
         votes,
         mechanism,
-        grid,
-        delta,
-        kind,
-        baseline=baseline_array,
-        answered=answered_mask,
+        delta=delta,
+        orders=orders,
+        conversion=conversion,
+        baseline=baseline,
+        answered=answered,
+        data_independent=False,
         half_even=half_even,
         progress=progress,
     )
@@ -246,7 +272,7 @@ def smooth_sensitivity(
         input=InputSummary.from_votes(votes),
         mechanism=mechanism.to_json_dict(),
         delta=delta,
-        conversion=kind.value,
+        conversion=analysis.conversion,
         realized=answered_mask is not None,
         release=gnss,
         warnings=votes.warnings + gnss.warnings,

@@ -259,23 +259,11 @@ def _number(value: float | None) -> float:
 # The per-query ledger (``analyze --breakdown``)
 
 
-def _fmt(value: float) -> str:
-    if np.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
-        return f"{value:.3e}"
-    return f"{value:.4f}"
-
-
-def _order(value: float) -> str:
-    return f"{value:g}" if float(value).is_integer() else f"{value:.2f}"
-
-
 def render_ledger(ledger: Ledger) -> RenderableType:
     """The most expensive queries and the cost by teacher agreement, as Rich tables."""
     answered = "answered" if ledger.realized else escape("Pr[answered]")
     top = Table(
-        title=f"Most expensive queries (RDP at order {_order(ledger.order)})",
+        title=f"Most expensive queries (RDP at order {fmt_order(ledger.order)})",
         title_justify="left",
         header_style="bold",
     )
@@ -287,11 +275,11 @@ def render_ledger(ledger: Ledger) -> RenderableType:
             str(ledger.index[i]),
             f"{ledger.top_votes[i]:g}",
             f"{ledger.gap[i]:g}",
-            _fmt(ledger.logq[i]),
+            fmt(ledger.logq[i]),
             f"{ledger.pr_answered[i]:.4f}",
-            _fmt(ledger.rdp[i]),
+            fmt(ledger.rdp[i]),
             f"{100 * share[i]:.2f}%",
-            _fmt(ledger.running_epsilon[i]),
+            fmt(ledger.running_epsilon[i]),
         )
     by_agreement = Table(
         title=f"Cost by teacher agreement (top vote share n_max/M, M = {ledger.num_teachers})",
@@ -307,20 +295,20 @@ def render_ledger(ledger: Ledger) -> RenderableType:
             Text(bucket.label),
             str(bucket.queries),
             f"{bucket.expected_answered:.1f}",
-            _fmt(bucket.rdp),
+            fmt(bucket.rdp),
             f"{100 * bucket.share:.1f}%",
         )
     by_agreement.add_row(
         "all",
         str(ledger.num_queries),
         f"{ledger.pr_answered.sum():.1f}",
-        _fmt(ledger.total_rdp),
+        fmt(ledger.total_rdp),
         "100.0%" if ledger.total_rdp > 0 else "0.0%",
         style="bold",
     )
     closing = Text(
-        f"{ledger.num_queries} queries, total RDP {_fmt(ledger.total_rdp)} at order "
-        f"{_order(ledger.order)} -> epsilon {_fmt(float(ledger.running_epsilon[-1]))}"
+        f"{ledger.num_queries} queries, total RDP {fmt(ledger.total_rdp)} at order "
+        f"{fmt_order(ledger.order)} -> epsilon {fmt(float(ledger.running_epsilon[-1]))}"
     )
     return Group(top, by_agreement, closing)
 
@@ -395,12 +383,12 @@ def render_compare(report: CompareReport) -> RenderableType:
                 _compare_number(row.data_dependent.epsilon),
                 row.data_dependent.epsilon == best_dependent,
             ),
-            _order(row.data_dependent.order),
+            fmt_order(row.data_dependent.order),
             cell(
                 _compare_number(row.data_independent.epsilon),
                 row.data_independent.epsilon == best_independent,
             ),
-            _order(row.data_independent.order),
+            fmt_order(row.data_independent.order),
             cell(f"{row.agreement:.4f}", row.agreement == best_agreement),
             style="dim" if over else None,
         )
