@@ -160,3 +160,47 @@ def test_library_calls_write_nothing(tmp_path: Path, monkeypatch):
     pate.analyze(votes, TABLE2, delta=1e-5, seed=0)
     pate.compare(votes, [TABLE2], delta=1e-5)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: pate.load_votes(MNIST, fmt="csv"), "fmt 'csv': expected one of auto, counts"),
+        (
+            lambda: pate.analyze(MNIST, TABLE2, delta=1e-5, conversion="tight"),
+            "conversion 'tight': expected one of classic, improved",
+        ),
+        (
+            lambda: pate.analyze(MNIST, TABLE2, delta=1e-5, orders=[2.0, 1.0]),
+            "orders: every Renyi order must be finite and greater than 1",
+        ),
+        (
+            lambda: pate.analyze(MNIST, TABLE2, delta=1e-5, orders=[]),
+            "orders: the list of orders is empty",
+        ),
+        (
+            lambda: pate.compare(MNIST, [TABLE2], delta=1e-5, sort="best"),
+            "sort 'best': expected one of epsilon, data-independent",
+        ),
+        (lambda: pate.compare(MNIST, [], delta=1e-5), "expected at least one mechanism"),
+        (
+            lambda: pate.smooth_sensitivity(MNIST, pate.LNMax(0.1), delta=1e-5),
+            "smooth-sensitivity covers gnmax",
+        ),
+        (lambda: pate.GNMax(sigma="forty"), "--sigma 'forty': expected a number"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(call, message):
+    with pytest.raises(pate.UsageError, match=message.replace("(", r"\(")):
+        call()
+
+
+def test_a_mechanism_block_round_trips_and_unknown_ones_are_refused():
+    from pate_cli.mechanisms import mechanism_from_dict
+
+    for mechanism in (pate.GNMax(40), TABLE2, pate.InteractiveGNMax(1, 2, 3), pate.LNMax(0.1)):
+        assert mechanism_from_dict(mechanism.to_json_dict()) == mechanism
+    with pytest.raises(pate.UsageError, match="unknown name"):
+        mechanism_from_dict({"name": "rm", "sigma": 1.0})
+    with pytest.raises(pate.UsageError, match="parameters that do not fit"):
+        mechanism_from_dict({"name": "gnmax", "gamma": 1.0})
