@@ -28,6 +28,7 @@ _WHERE = {
     "compare": "pate_cli.api",
     "inspect": "pate_cli.api",
     "aggregate": "pate_cli.api",
+    "verify": "pate_cli.api",
     "GNMax": "pate_cli.mechanisms",
     "ConfidentGNMax": "pate_cli.mechanisms",
     "InteractiveGNMax": "pate_cli.mechanisms",
@@ -39,6 +40,7 @@ _WHERE = {
     "CompareReport": "pate_cli.comparison",
     "InspectReport": "pate_cli.inspection",
     "AggregateResult": "pate_cli.aggregation",
+    "VerifyReport": "pate_cli.record",
     "PateError": "pate_cli.errors",
     "InputError": "pate_cli.errors",
     "UsageError": "pate_cli.errors",
@@ -53,6 +55,7 @@ __all__ = [
     "compare",
     "inspect",
     "aggregate",
+    "verify",
     "GNMax",
     "ConfidentGNMax",
     "InteractiveGNMax",
@@ -64,6 +67,7 @@ __all__ = [
     "CompareReport",
     "InspectReport",
     "AggregateResult",
+    "VerifyReport",
     "PateError",
     "InputError",
     "UsageError",
@@ -86,12 +90,21 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     from pate_cli.aggregation import AggregateResult
-    from pate_cli.api import aggregate, analyze, compare, inspect, load_votes, smooth_sensitivity
+    from pate_cli.api import (
+        aggregate,
+        analyze,
+        compare,
+        inspect,
+        load_votes,
+        smooth_sensitivity,
+        verify,
+    )
     from pate_cli.comparison import CompareReport
     from pate_cli.errors import InputError, PateError, UsageError
     from pate_cli.inspection import InspectReport
     from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
     from pate_cli.orders import DEFAULT_ORDERS
+    from pate_cli.record import VerifyReport
     from pate_cli.release import ConditionError
     from pate_cli.report import AnalysisReport, SmoothSensitivityReport
     from pate_cli.votes import Votes

@@ -36,6 +36,7 @@ from pate_cli.inspection import InspectReport, inspect_votes
 from pate_cli.ledger import build_ledger
 from pate_cli.mechanisms import LNMax, Mechanism
 from pate_cli.orders import as_orders
+from pate_cli.record import VerifyReport, verify_file
 from pate_cli.report import AnalysisReport, InputSummary, SmoothSensitivityReport
 from pate_cli.votes import VoteFormat, Votes
 from pate_cli.votes import load_votes as _load_votes
@@ -374,3 +375,25 @@ def aggregate(
         half_even=half_even,
         progress=progress,
     )
+
+
+def verify(
+    record: PathLike,
+    *,
+    seed_file: PathLike | None = None,
+    votes: PathLike | None = None,
+    inputs: dict[str, PathLike] | None = None,
+    rtol: float | None = None,
+) -> VerifyReport:
+    """What ``pate verify`` checks: every input hash, every recorded number (recomputed
+    through this library) and every output hash of a record written by ``--record``.
+
+    ``votes`` and ``inputs`` (role -> path) say where moved files are now; ``seed_file``
+    is not supported by this version (a record holds its seed).
+    """
+    if seed_file is not None:
+        raise UsageError("seed_file: records of this version hold their seed; no seed file is read")
+    overrides = {role: os.fspath(path) for role, path in (inputs or {}).items()}
+    if votes is not None:
+        overrides["votes"] = os.fspath(votes)
+    return verify_file(os.fspath(record), overrides=overrides, rtol=rtol)

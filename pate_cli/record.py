@@ -28,7 +28,7 @@ import numpy as np
 import scipy
 
 from pate_cli import __version__
-from pate_cli.errors import InputError, PateError
+from pate_cli.errors import InputError, PateError, UsageError
 from pate_cli.report import dumps
 from pate_cli.votes import check_output_path, file_sha256, save_npy_atomic, write_atomic
 
@@ -447,3 +447,41 @@ def _bound_checks(report: dict[str, Any]) -> list[Check]:
             )
         )
     return checks
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """``pate verify``: every check of one record, and the verdict."""
+
+    record_path: str
+    record: dict[str, Any]
+    checks: tuple[Check, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when every check holds."""
+        return all(check.ok for check in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Exactly what ``pate verify --json`` prints."""
+        return {
+            "command": "verify",
+            "record": self.record_path,
+            "record_command": self.record["command"],
+            "ok": self.ok,
+            "checks": [check.to_json_dict() for check in self.checks],
+        }
+
+
+def verify_file(
+    record_path: str,
+    *,
+    overrides: dict[str, str] | None = None,
+    rtol: float | None = None,
+) -> VerifyReport:
+    """Read a record and check it (``verify``): the report behind ``pate verify``."""
+    if rtol is not None and not 0 <= rtol < 1:
+        raise UsageError(f"--rtol {rtol}: expected a number in [0, 1)")
+    record = load_record(record_path)
+    checks = verify(record, record_path, overrides or {}, rtol=rtol)
+    return VerifyReport(record_path, record, tuple(checks))

@@ -129,6 +129,9 @@ votes = pate.load_votes({str(MNIST)!r}, queries=200)
 pate.analyze(votes, pate.ConfidentGNMax(200, 150, 40), delta=1e-5, seed=0)
 pate.smooth_sensitivity(votes, pate.GNMax(40), delta=1e-5, seed=0)
 pate.compare(votes, [pate.GNMax(40), pate.LNMax(0.1)], delta=1e-5)
+pate.inspect(votes)
+pate.aggregate(votes, pate.GNMax(40), delta=1e-5, seed=0)
+assert pate.verify({str(ROOT / "sample_data" / "mnist_table2.record.json")!r}).ok
 print(sorted(m for m in ("typer", "rich", "click", "matplotlib") if m in sys.modules))
 """
     out = subprocess.run(
@@ -204,3 +207,15 @@ def test_a_mechanism_block_round_trips_and_unknown_ones_are_refused():
         mechanism_from_dict({"name": "rm", "sigma": 1.0})
     with pytest.raises(pate.UsageError, match="parameters that do not fit"):
         mechanism_from_dict({"name": "gnmax", "gamma": 1.0})
+
+
+def test_verify_to_dict_is_the_cli_json():
+    record = ROOT / "sample_data" / "mnist_table2.record.json"
+    report = pate.verify(record)
+    assert report.ok
+    cli = run_cli(["verify", record, "--json"])
+    assert as_json(report.to_dict()) == cli.json
+    with pytest.raises(pate.UsageError, match="no seed file is read"):
+        pate.verify(record, seed_file="seed")
+    with pytest.raises(pate.UsageError, match="--rtol 2"):
+        pate.verify(record, rtol=2)

@@ -61,22 +61,11 @@ def verify(
 
         pate verify sample_data/mnist_table2.record.json
     """
-    if rtol is not None and not 0 <= rtol < 1:
-        raise UsageError(f"--rtol {rtol}: expected a number in [0, 1)")
     from pate_cli import render
-    from pate_cli.record import load_record
-    from pate_cli.record import verify as verify_record
+    from pate_cli.record import verify_file
 
-    record = load_record(record_path)
-    checks = verify_record(record, record_path, _overrides(votes, inputs or []), rtol=rtol)
-    ok = all(check.ok for check in checks)
-    payload = {
-        "command": "verify",
-        "record": record_path,
-        "record_command": record["command"],
-        "ok": ok,
-        "checks": [check.to_json_dict() for check in checks],
-    }
-    emit(payload, render.render_verify(record_path, record, checks), (), as_json)
-    if not ok:
+    report = verify_file(record_path, overrides=_overrides(votes, inputs or []), rtol=rtol)
+    rendered = render.render_verify(record_path, report.record, list(report.checks))
+    emit(report.to_dict(), rendered, (), as_json)
+    if not report.ok:
         raise typer.Exit(int(ExitCode.BUDGET_EXCEEDED))
