@@ -37,7 +37,7 @@ class PateGroup(TyperGroup):
     """The single error boundary: typed errors -> one line and their exit code."""
 
     def make_context(self, info_name: str | None, args: list[str], *more: Any, **extra: Any) -> Any:
-        # Keep the command line as given: --record stores it so that verify can replay it.
+        # Keep the command line as given: --record stores it for people to read.
         ARGV.set(tuple(args))
         return super().make_context(info_name, args, *more, **extra)
 

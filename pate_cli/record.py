@@ -1,14 +1,16 @@
 """Release records: a self-describing JSON of one run that ``pate verify`` can recompute.
 
 A record holds the full JSON report of ``analyze``, ``smooth-sensitivity`` or
-``aggregate`` together with what is needed to recompute it: the exact command
-line, the seed, the sha256 of every input and output file, and the versions
-of pate, numpy, scipy and Python. ``verify`` checks the hashes, replays the
-command line on the same files (in-process, outputs to a scratch folder) and
+``aggregate`` together with what is needed to recompute it: the library call
+that computed it (``call``), the seed, the sha256 of every input and output
+file, and the versions of pate, numpy, scipy and Python (the command line is
+kept for people). ``verify`` checks the hashes, replays the call through
+``pate_cli.api`` on the same files (regenerated labels to a scratch folder) and
 compares every number of the recorded report with the recomputed one.
 
-Schema stability: ``schema`` is "pate-record" and ``version`` an integer.
-Fields are only ever added; a later pate keeps verifying version-1 records.
+Schema stability: ``schema`` is "pate-record" and ``version`` an integer. Within
+a version fields are only ever added; version 1 records, which replayed their
+command line, are refused with a hint.
 """
 
 from __future__ import annotations

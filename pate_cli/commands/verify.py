@@ -50,7 +50,7 @@ def verify(
     """Recompute a release record from its files and check every number in it.
 
     Checks the sha256 of the votes and every other input against the record,
-    replays the recorded command line (outputs go to a scratch folder),
+    replays the recorded library call (labels go to a scratch folder),
     compares every number of the recorded report with the recomputed one,
     including the released epsilon reproduced from the seed, the C5/C6
     conditions, and that the data-independent bound is above the
