@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from pate_cli import checks
 from pate_cli.choices import Conversion, GateOn, VoteFormat
 from pate_cli.errors import ExitCode, UsageError
 from pate_cli.mechanisms import MechanismName
@@ -125,7 +126,11 @@ AnsweredOpt = Annotated[
 ]
 MaxEpsilonOpt = Annotated[
     float | None,
-    typer.Option("--max-epsilon", help="Exit 1 after printing if the gated epsilon exceeds this."),
+    typer.Option(
+        "--max-epsilon",
+        help="Exit 1 after printing if the gated epsilon exceeds this (a finite number >= 0).",
+        callback=checks.max_epsilon,
+    ),
 ]
 GateOnOpt = Annotated[
     GateOn | None, typer.Option("--gate-on", help="Which epsilon --max-epsilon checks.")
@@ -243,12 +248,15 @@ SigmaSsOpt = Annotated[
         "--sigma-ss",
         help="Fix the GNSS noise multiplier sigma_ss "
         "(default: the reference's choice on the data).",
+        callback=checks.sigma_ss,
     ),
 ]
 SeedOpt = Annotated[
     int | None,
     typer.Option(
-        "--seed", help="Seed of the sampled release; without it one is drawn and reported."
+        "--seed",
+        help="Seed of the sampled release; without it one is drawn and reported.",
+        callback=checks.seed,
     ),
 ]
 SkipConditionsOpt = Annotated[

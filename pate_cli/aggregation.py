@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from pate_cli import checks
 from pate_cli.accounting import Conversion, as_conversion, check_delta
 from pate_cli.aggregators import (
     AggregationResult,
@@ -180,8 +181,7 @@ def check_parameters(
     for name, value in (("--max-answered", max_answered), ("--max-queries", max_queries)):
         if value is not None and value < 1:
             raise UsageError(f"{name} {value}: expected a whole number of at least 1")
-    if seed is not None and seed < 0:
-        raise UsageError(f"--seed {seed}: expected a non-negative integer")
+    checks.seed(seed)
     if student_confidence is not None and not 0 <= student_confidence <= 1:
         raise UsageError(f"--student-confidence {student_confidence}: expected a number in [0, 1]")
 

@@ -21,6 +21,7 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from pate_cli import checks
 from pate_cli.accounting import Conversion, as_conversion, check_delta
 from pate_cli.aggregation import AggregateResult, aggregate_votes
 from pate_cli.analysis import (
@@ -172,6 +173,8 @@ def analyze(
     Returns:
         The report; ``to_dict()`` is ``pate analyze --json``.
     """
+    checks.seed(seed)
+    checks.sigma_ss(sigma_ss)
     votes, report, baseline_array, answered_mask = _analysis(
         votes,
         mechanism,
@@ -242,6 +245,8 @@ def smooth_sensitivity(
     """
     if isinstance(mechanism, LNMax):
         raise UsageError("smooth-sensitivity covers gnmax, confident-gnmax and interactive-gnmax")
+    checks.seed(seed)
+    checks.sigma_ss(sigma_ss)
     votes, analysis, baseline_array, answered_mask = _analysis(
         votes,
         mechanism,

@@ -35,6 +35,8 @@ from pate_cli.report import dumps
 from pate_cli.votes import check_output_path, file_sha256, save_npy_atomic, write_atomic
 
 SCHEMA = "pate-record"
+# A record holds one report (a few MB for the longest order grids); anything larger is not one.
+MAX_RECORD_BYTES = 64 << 20
 VERSION = 2
 SUPPORTED_VERSIONS = (2,)
 # Version 1 records replayed their command line through the CLI; version 2 records hold the
@@ -114,12 +116,25 @@ def check_record_path(path: str) -> None:
 
 
 def load_record(path: str) -> dict[str, Any]:
-    """Read and check a record; anything unusable is an InputError (exit 2)."""
+    """Read and check a record; anything unusable is an InputError (exit 2), within seconds.
+
+    Only a regular file of at most ``MAX_RECORD_BYTES`` is read (a device such as /dev/zero
+    or a FIFO would never end), and JSON nested too deeply for the parser is refused.
+    """
+    if not os.path.exists(path):
+        raise InputError(f"{path}: no such file; expected a record written by --record")
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: not a regular file; expected a record written by --record")
+    if os.path.getsize(path) > MAX_RECORD_BYTES:
+        raise InputError(
+            f"{path}: larger than {MAX_RECORD_BYTES >> 20} MiB; a record written by --record "
+            "is far smaller"
+        )
     try:
         with open(path) as stream:
             record = json.load(stream)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file; expected a record written by --record") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply to be a record") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InputError(f"{path}: not a readable JSON record ({error})") from None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:

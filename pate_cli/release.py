@@ -230,6 +230,11 @@ def gnss_release(
     assert isinstance(mechanism, (GNMax, ConfidentGNMax))
     num_seen = len(counts) if answered is None else answered.shape[0]
     num_classes = counts.shape[1]
+    if num_classes < 2:
+        raise ConditionError(
+            "the votes have a single class: every answer is that class, so the answer step "
+            "costs nothing and there is no smooth sensitivity to release"
+        )
     orders = np.array([order])
     sigma = mechanism.sigma
     threshold_step = mechanism if isinstance(mechanism, ConfidentGNMax) else None
@@ -329,6 +334,11 @@ def gnss_release(
     for start in range(0, num_seen, chunk_size):
         stop = min(start + chunk_size, num_seen)
         block = np.asarray(counts[start:stop], dtype=np.float64)
+        if np.any(block != np.round(block)):
+            raise ConditionError(
+                "the smooth sensitivity needs whole vote counts (its walks move one vote at a "
+                "time); these votes are fractional"
+            )
         ls += ss_core.local_sensitivity_total(
             block,
             num_teachers,

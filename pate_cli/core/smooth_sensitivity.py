@@ -1419,9 +1419,10 @@ def rdp_gnss(beta: float, sigma_ss: float, order: float) -> float:
     if beta > 0 and not order < 1 / (2 * beta):
         raise ValueError(f"order {order} outside the (1, 1/(2*beta)) range for beta={beta}")
     # Theorem 23, Papernot et al. 2018.
-    return order * math.exp(2 * beta) / sigma_ss**2 + (
-        beta * order - 0.5 * math.log1p(-2 * order * beta)
-    ) / (order - 1)
+    # In float64: sigma_ss^2 beyond the float range gives a cost of 0 (or inf), not an error.
+    with np.errstate(over="ignore", divide="ignore", under="ignore"):
+        noise_term = order * np.exp(2 * beta) / np.float64(sigma_ss) ** 2
+    return float(noise_term) + (beta * order - 0.5 * math.log1p(-2 * order * beta)) / (order - 1)
 
 
 def optimal_gnss_parameters(

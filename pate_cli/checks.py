@@ -1,0 +1,40 @@
+"""Checks of numeric parameters, shared by the command line (at parse time) and the API.
+
+Each returns the value it accepts, so that it can serve as a Typer callback too, and raises
+``UsageError`` (a ``ValueError``) with the flag's one-line message otherwise. Nothing here
+imports numpy: the checks run before any work.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+from pate_cli.errors import UsageError
+
+
+def max_epsilon(value: float | None) -> float | None:
+    """A budget: finite and >= 0 (a NaN budget could never be compared honestly)."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise UsageError(f"--max-epsilon {value}: expected a finite number >= 0")
+    return value
+
+
+def sigma_ss(value: float | None) -> float | None:
+    """The GNSS noise multiplier: finite and > 0."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(f"--sigma-ss {value}: expected a finite number greater than 0")
+    return value
+
+
+def seed(value: int | None) -> int | None:
+    """A seed: a whole number >= 0 (numpy's seeds are non-negative)."""
+    if value is None:
+        return None
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise UsageError(f"--seed {value!r}: expected a non-negative integer") from None
+    if number < 0:
+        raise UsageError(f"--seed {value}: expected a non-negative integer")
+    return number

@@ -1,0 +1,97 @@
+"""Plausible inputs and options that once crashed (exit 70) or hung: exit 2 or numbers now."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pate_cli as pate
+from pate_cli.errors import ExitCode
+from tests.conftest import MNIST, TABLE2, run_cli
+
+SMOOTH = ["smooth-sensitivity", MNIST, *TABLE2, "--beta", 0.01]
+
+
+def one_line(result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([*SMOOTH, "--sigma-ss", 0], "--sigma-ss 0.0: expected a finite number greater than 0"),
+        ([*SMOOTH, "--sigma-ss", -1], "--sigma-ss -1.0: expected a finite number greater than 0"),
+        ([*SMOOTH, "--sigma-ss", "nan"], "--sigma-ss nan: expected a finite number greater than 0"),
+        (["analyze", MNIST, *TABLE2, "--seed", -3], "--seed -3: expected a non-negative integer"),
+        (["analyze", MNIST, *TABLE2, "--max-epsilon", "nan"], "--max-epsilon nan: expected"),
+        (["analyze", MNIST, *TABLE2, "--max-epsilon", -1], "--max-epsilon -1.0: expected"),
+        (["compare", MNIST, "--sigma", 40, "--delta", 1e-5, "--max-epsilon", "inf"], "finite"),
+    ],
+)
+def test_bad_options_are_exit_2_before_any_work(args, message):
+    line = one_line(run_cli(args, expect=ExitCode.BAD_INPUT))
+    assert line.startswith("pate: error: ") and message in line
+
+
+def test_a_failed_aggregate_option_writes_no_labels(tmp_path: Path):
+    out = tmp_path / "labels.npy"
+    run_cli(
+        ["aggregate", MNIST, "--sigma", 40, "--delta", 1e-5, "--output", out, "--max-epsilon", -2],
+        expect=ExitCode.BAD_INPUT,
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("sigma_ss", [1e300, 1e-300])
+def test_extreme_sigma_ss_gives_numbers(sigma_ss):
+    out = run_cli([*SMOOTH, "--sigma-ss", sigma_ss, "--seed", 0, "--json"]).json
+    gnss = out["gnss_cost"]
+    if sigma_ss > 1:  # no noise cost left but the fixed part of Theorem 23
+        assert 0 < float(gnss) < 1
+    else:  # the noise term overflows: an unbounded cost, printed as such
+        assert gnss == "inf" and out["epsilon_expected_release"] == "inf"
+
+
+DEGENERATE = {
+    "fractional": (np.full((5, 4), 62.5), "whole vote counts"),
+    "one-class": (np.full((5, 1), 250.0), "single class"),
+    "all-zero": (np.zeros((5, 4)), "single class"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEGENERATE))
+def test_degenerate_votes_release_nothing_with_a_reason(name, tmp_path: Path):
+    votes, reason = DEGENERATE[name]
+    path = tmp_path / f"{name}.npy"
+    np.save(path, votes)
+    out = run_cli(["analyze", path, "--sigma", 40, "--delta", 1e-5, "--json"]).json
+    assert out["release"]["released"] is False and reason in out["release"]["reason"]
+    failed = run_cli(["smooth-sensitivity", path, "--sigma", 40, "--delta", 1e-5], expect=2)
+    assert reason in one_line(failed)
+    report = pate.analyze(str(path), pate.GNMax(40), delta=1e-5)  # the library alike
+    assert report.release is not None and reason in report.release.to_json_dict()["reason"]
+
+
+def test_verify_refuses_deep_json_devices_and_fifos_at_once(tmp_path: Path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert "nested too deeply" in one_line(run_cli(["verify", deep], expect=2))
+    assert "not a regular file" in one_line(run_cli(["verify", os.devnull], expect=2))
+    fifo = tmp_path / "record.fifo"
+    os.mkfifo(fifo)
+    assert "not a regular file" in one_line(run_cli(["verify", fifo], expect=2))
+
+
+def test_verify_refuses_a_record_larger_than_the_cap(tmp_path: Path, monkeypatch):
+    import pate_cli.record as record
+
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"schema": "pate-record", "pad": "x" * 2000}))
+    monkeypatch.setattr(record, "MAX_RECORD_BYTES", 1000)
+    assert "larger than" in one_line(run_cli(["verify", big], expect=2))
