@@ -30,7 +30,7 @@ from pate_cli.errors import InputError, UsageError
 
 StrPath = str | os.PathLike[str]  # the CLI passes the text the user typed
 
-__all__ = ["check_output_path", "save_npy_atomic", "write_atomic"]
+__all__ = ["check_distinct_files", "check_output_path", "save_npy_atomic", "write_atomic"]
 
 
 def _umask() -> int:
@@ -101,6 +101,44 @@ def check_output_path(path: str, flag: str, suffixes: tuple[str, ...]) -> str:
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory; expected a file path for {flag}")
     return suffix
+
+
+def _identity(path: str) -> tuple[str, object]:
+    """What names one file: its device and inode when it exists (so hard links and symlinks
+    to it are the same), else its resolved path."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return ("path", os.path.realpath(path))
+    return ("inode", (stat.st_dev, stat.st_ino))
+
+
+def check_distinct_files(inputs: dict[str, str | None], outputs: dict[str, str | None]) -> None:
+    """No output of a run may be one of its inputs, or another of its outputs.
+
+    Checked before any work, as resolved paths and file identities (symlinks and hard links
+    included): a run never replaces what it reads, and two outputs never overwrite each other.
+
+    Args:
+        inputs: flag (or argument name) -> the path given, None where not given.
+        outputs: flag -> the path given, None where not given.
+
+    Raises:
+        UsageError: an output names an input or an earlier output.
+    """
+    seen = {_identity(path): (flag, path) for flag, path in inputs.items() if path is not None}
+    for flag, path in outputs.items():
+        if path is None:
+            continue
+        key = _identity(path)
+        if key in seen:
+            other_flag, other_path = seen[key]
+            kind = "input" if other_flag in inputs else "output"
+            raise UsageError(
+                f"{flag} {path}: is the same file as the {kind} {other_flag} {other_path}; "
+                "an output never replaces an input or another output: choose another path"
+            )
+        seen[key] = (flag, path)
 
 
 def save_npy_atomic(path: StrPath, array: np.ndarray) -> None:

@@ -95,3 +95,42 @@ def test_verify_refuses_a_record_larger_than_the_cap(tmp_path: Path, monkeypatch
     big.write_text(json.dumps({"schema": "pate-record", "pad": "x" * 2000}))
     monkeypatch.setattr(record, "MAX_RECORD_BYTES", 1000)
     assert "larger than" in one_line(run_cli(["verify", big], expect=2))
+
+
+def _votes_copy(tmp_path: Path) -> Path:
+    path = tmp_path / "votes.npy"
+    np.save(path, np.load(MNIST)[:64])
+    return path
+
+
+AGGREGATE = ["aggregate", "--sigma", 40, "--delta", 1e-5, "--seed", 0]
+
+
+def test_an_output_never_replaces_its_input(tmp_path: Path):
+    votes = _votes_copy(tmp_path)
+    before = votes.read_bytes()
+    link = tmp_path / "hard.npy"
+    os.link(votes, link)
+    soft = tmp_path / "soft.npy"
+    soft.symlink_to(votes)
+    for target in (votes, link, soft):
+        result = run_cli([AGGREGATE[0], votes, *AGGREGATE[1:], "--output", target], expect=2)
+        assert "is the same file as the input VOTES" in one_line(result)
+    assert votes.read_bytes() == before  # nothing was written over the votes
+
+
+def test_two_outputs_never_overwrite_each_other(tmp_path: Path):
+    votes = _votes_copy(tmp_path)
+    same = tmp_path / "out.json"
+    result = run_cli(
+        ["analyze", votes, "--sigma", 40, "--delta", 1e-5, "--ledger", same, "--record", same],
+        expect=2,
+    )
+    assert "--record" in one_line(result) and "the output --ledger" in one_line(result)
+    labels = tmp_path / "labels.npy"
+    result = run_cli(
+        [AGGREGATE[0], votes, *AGGREGATE[1:], "--output", labels, "--answered-output", labels],
+        expect=2,
+    )
+    assert "the output --output" in one_line(result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["votes.npy"]

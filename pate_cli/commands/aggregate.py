@@ -7,7 +7,6 @@ The command checks its flags before it reads any file, calls
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Any
 
 import typer
@@ -125,12 +124,22 @@ def aggregate(
     from pate_cli import render
     from pate_cli.accounting import check_delta
     from pate_cli.aggregation import aggregate_votes, check_parameters
+    from pate_cli.outputs import check_distinct_files
     from pate_cli.record import build_record, check_record_path, write_record
     from pate_cli.votes import check_output_path, save_npy_atomic
 
     check_delta(delta)
     if record_path is not None:
         check_record_path(record_path)
+    check_distinct_files(
+        {
+            "VOTES": votes_path,
+            "--indices": indices,
+            "--student-probs": student_probs_path,
+            "--true-labels": true_labels_path,
+        },
+        {"--output": output, "--answered-output": answered_output, "--record": record_path},
+    )
     which = gate_on or GateOn.DATA_DEPENDENT
     if which is GateOn.RELEASED:
         raise UsageError(
@@ -140,8 +149,6 @@ def aggregate(
     check_output_path(output, "--output", (".npy",))
     if answered_output is not None:
         check_output_path(answered_output, "--answered-output", (".npy",))
-        if os.path.abspath(answered_output) == os.path.abspath(output):
-            raise UsageError("--answered-output must differ from --output")
     check_parameters(student_confidence=student_confidence)
     votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
     chosen = infer_mechanism(

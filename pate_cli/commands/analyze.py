@@ -125,11 +125,21 @@ def analyze(
     from pate_cli import api, ledger, plots, render
     from pate_cli.accounting import check_delta
     from pate_cli.orders import parse_orders
+    from pate_cli.outputs import check_distinct_files
     from pate_cli.record import build_record, check_record_path, write_record
 
     check_delta(delta)
     if record_path is not None:
         check_record_path(record_path)
+    check_distinct_files(
+        {
+            "VOTES": votes_path,
+            "--indices": indices,
+            "--baseline": baseline_path,
+            "--answered": answered_path,
+        },
+        {"--ledger": ledger_path, "--plot": plot_path, "--record": record_path},
+    )
     votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
     chosen = infer_mechanism(
         mechanism,

@@ -130,8 +130,13 @@ def compare(
     from pate_cli.accounting import check_delta
     from pate_cli.comparison import compare_csv, mechanism_grid, parse_list
     from pate_cli.orders import parse_orders
+    from pate_cli.outputs import check_distinct_files
     from pate_cli.votes import check_output_path, write_atomic
 
+    check_distinct_files(
+        {"VOTES": votes_path, "--indices": indices, "--baseline": baseline_path},
+        {"--csv": csv_path, "--plot": plot_path},
+    )
     check_delta(delta)
     which = gate_on or GateOn.DATA_DEPENDENT
     if which in (GateOn.RELEASED, GateOn.WORST_CASE):

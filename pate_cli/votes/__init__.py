@@ -36,7 +36,12 @@ from numpy.typing import NDArray
 
 from pate_cli.choices import VoteFormat
 from pate_cli.errors import InputError, UsageError
-from pate_cli.outputs import check_output_path, save_npy_atomic, write_atomic
+from pate_cli.outputs import (
+    check_distinct_files,
+    check_output_path,
+    save_npy_atomic,
+    write_atomic,
+)
 from pate_cli.votes.formats import (
     QUERY_AXIS,
     check_shape,
@@ -69,6 +74,7 @@ __all__ = [
     "UsageError",
     "VoteFormat",
     "Votes",
+    "check_distinct_files",
     "check_output_path",
     "file_sha256",
     "load_answered_mask",
