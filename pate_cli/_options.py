@@ -164,19 +164,27 @@ def emit(
         err.print(f"warning: {warning}", style="yellow")
 
 
-def gate(epsilons: dict[GateOn, float | None], max_epsilon: float | None, which: GateOn) -> None:
-    """The budget gate: after printing, exit 1 when the gated epsilon exceeds the budget."""
+def over_budget(
+    epsilons: dict[GateOn, float | None], max_epsilon: float | None, which: GateOn
+) -> bool:
+    """True when the gated epsilon exceeds the budget (False without one)."""
     if max_epsilon is None:
-        return
+        return False
     epsilon = epsilons.get(which)
     if epsilon is None:
         raise UsageError(f"--gate-on {which.value}: this run has no such epsilon")
     # Written as "not <=" so that a NaN could never pass the gate.
-    if not epsilon <= max_epsilon:
-        error_line(
-            f"pate: {which.value} epsilon {epsilon:.6g} exceeds --max-epsilon {max_epsilon:g}"
-        )
-        raise typer.Exit(int(ExitCode.BUDGET_EXCEEDED))
+    return not epsilon <= max_epsilon
+
+
+def gate(epsilons: dict[GateOn, float | None], max_epsilon: float | None, which: GateOn) -> None:
+    """The budget gate: after printing, exit 1 when the gated epsilon exceeds the budget."""
+    if max_epsilon is None or not over_budget(epsilons, max_epsilon, which):
+        return
+    error_line(
+        f"pate: {which.value} epsilon {epsilons[which]:.6g} exceeds --max-epsilon {max_epsilon:g}"
+    )
+    raise typer.Exit(int(ExitCode.BUDGET_EXCEEDED))
 
 
 def analysis_epsilons(report: AnalysisReport) -> dict[GateOn, float | None]:

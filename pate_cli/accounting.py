@@ -51,6 +51,17 @@ def check_delta(delta: float) -> None:
         raise UsageError(f"--delta {delta}: expected a number strictly between 0 and 1")
 
 
+def delta_warnings(delta: float, num_queries: int) -> list[str]:
+    """A warning when delta is no small probability for this many queries (above 1/Q)."""
+    if num_queries > 0 and delta > 1 / num_queries:
+        return [
+            f"delta {delta:g} is above 1/num_queries = {1 / num_queries:.3g}: an (epsilon, "
+            "delta) guarantee with such a delta allows a query's votes to leak outright; "
+            "choose delta well below 1/num_queries"
+        ]
+    return []
+
+
 def eps_curve(kind: Conversion, orders: FloatArray, rdp: FloatArray, delta: float) -> FloatArray:
     """Epsilon per order under the chosen conversion."""
     if kind is Conversion.CLASSIC:

@@ -16,7 +16,13 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accounting import Conversion, account_terms, epsilon_result, query_terms
+from pate_cli.accounting import (
+    Conversion,
+    account_terms,
+    delta_warnings,
+    epsilon_result,
+    query_terms,
+)
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import LNMax, Mechanism
 from pate_cli.release import ConditionError, GnssRelease, NotReleased, Release, gnss_release
@@ -76,7 +82,7 @@ def analysis_report(
         data_independent=data_independent,
     )
     dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
-    warnings = list(votes.warnings)
+    warnings = [*votes.warnings, *delta_warnings(delta, votes.num_queries)]
     if dependent.at_grid_edge:
         warnings.append(
             f"the best order {dependent.order:g} is at the edge of the order grid; "

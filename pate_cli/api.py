@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pate_cli import checks
-from pate_cli.accounting import Conversion, as_conversion, check_delta
+from pate_cli.accounting import Conversion, as_conversion, check_delta, delta_warnings
 from pate_cli.aggregation import AggregateResult, aggregate_votes
 from pate_cli.analysis import (
     Progress,
@@ -334,7 +334,7 @@ def compare(
         sort=column,
         rows=tuple(rows),
         max_epsilon=max_epsilon,
-        warnings=(*votes.warnings, *edge_warning(rows)),
+        warnings=(*votes.warnings, *delta_warnings(delta, votes.num_queries), *edge_warning(rows)),
     )
 
 

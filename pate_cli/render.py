@@ -176,7 +176,10 @@ def aggregate(report: AggregateReport) -> RenderableType:
             fmt_order(block.data_dependent.order),
             fmt(block.data_independent.epsilon),
         )
-    written = f"labels written to {report.output}"
+    if report.output is None:
+        written = "nothing written: the budget gate failed, so no label is released"
+    else:
+        written = f"labels written to {report.output}"
     if report.answered_mask:
         written += f"; answered mask to {report.answered_mask}"
     return Group(

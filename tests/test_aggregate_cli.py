@@ -188,6 +188,14 @@ def test_output_in_a_missing_folder(tmp_path):
 
 
 def test_budget_gate_on_the_realised_run(tmp_path):
-    result, out = _aggregate(tmp_path, "--max-epsilon", 1.0, expect=ExitCode.BUDGET_EXCEEDED)
-    assert json.loads(result.stdout)["privacy"]["data_dependent"]["epsilon"] > 1.0
-    assert out.exists()  # the labels of a finished run are kept; the gate only reports
+    mask = tmp_path / "mask.npy"
+    record = tmp_path / "run.record.json"
+    extra = ["--max-epsilon", 1.0, "--answered-output", mask, "--record", record]
+    result, out = _aggregate(tmp_path, *extra, expect=ExitCode.BUDGET_EXCEEDED)
+    printed = json.loads(result.stdout)
+    assert printed["privacy"]["data_dependent"]["epsilon"] > 1.0
+    # Nothing over budget is released: no labels, no mask, no record; the report says so.
+    assert printed["output"] is None and printed["answered_mask"] is None
+    assert not out.exists() and not mask.exists() and not record.exists()
+    within, out = _aggregate(tmp_path, "--max-epsilon", 3.0)
+    assert out.exists() and within.json["output"] == str(out)

@@ -134,3 +134,14 @@ def test_two_outputs_never_overwrite_each_other(tmp_path: Path):
     )
     assert "the output --output" in one_line(result)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["votes.npy"]
+
+
+def test_a_delta_above_one_over_the_queries_is_warned_about():
+    out = run_cli(["analyze", MNIST, "--sigma", 40, "--queries", 640, "--delta", 0.5, "--json"])
+    assert any("delta 0.5 is above 1/num_queries" in w for w in out.json["warnings"])
+    quiet = run_cli(["analyze", MNIST, "--sigma", 40, "--queries", 640, "--delta", 1e-5, "--json"])
+    assert not any("1/num_queries" in w for w in quiet.json["warnings"])
+    compared = run_cli(
+        ["compare", MNIST, "--sigma", 40, "--queries", 640, "--delta", 0.5, "--json"]
+    )
+    assert any("1/num_queries" in w for w in compared.json["warnings"])

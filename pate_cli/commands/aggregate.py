@@ -36,6 +36,7 @@ from pate_cli._options import (
     current_argv,
     emit,
     gate,
+    over_budget,
     selection_options,
     votes_call,
 )
@@ -177,6 +178,11 @@ def aggregate(
         true_labels=true_labels_path,
         **options,
     )
+    if over_budget(analysis_epsilons(result.privacy), max_epsilon, which):
+        # Nothing over budget is released: no labels, no mask, no record; the report says so.
+        report = result.to_report(output=None, answered_mask=None)
+        emit(report.to_json_dict(), render.aggregate(report), report.warnings, as_json)
+        gate(analysis_epsilons(result.privacy), max_epsilon, which)
     report = result.to_report(output=output, answered_mask=answered_output)
     # Outputs are written only now that everything succeeded, each atomically.
     save_npy_atomic(output, result.labels.astype(np.int64))
