@@ -15,6 +15,7 @@ command line, are refused with a hint.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -71,7 +72,7 @@ def build_record(
     the function's other keyword arguments}``; files are named by their role in
     ``inputs`` (votes, indices, baseline, answered, student_probs, true_labels).
     """
-    return {
+    record = {
         "schema": SCHEMA,
         "version": VERSION,
         "command": command,
@@ -92,6 +93,17 @@ def build_record(
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "report": report,
     }
+    record["digest"] = record_digest(record)
+    return record
+
+
+def record_digest(record: dict[str, Any]) -> str:
+    """sha256 of the record's canonical JSON without its ``digest``: any field edited after
+    the run (the command, the command line, a path, a version) no longer matches it."""
+    content = {key: value for key, value in record.items() if key != "digest"}
+    # Through the record's own encoder first, so that numpy values read back the same.
+    text = json.dumps(json.loads(dumps(content)), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def current_versions() -> dict[str, str]:
@@ -358,7 +370,23 @@ def verify(
     if rtol == 0:
         atol = 0.0
     resolved = resolve_inputs(record, record_path, overrides)
-    checks = []
+    checks = [
+        Check(
+            "record unchanged since written",
+            record.get("digest") == record_digest(record),
+            "its digest matches its content"
+            if record.get("digest") == record_digest(record)
+            else "a field was edited after the run (its digest no longer matches)",
+        ),
+        Check(
+            "command of the recorded call",
+            record["command"].replace("-", "_") == record["call"]["function"],
+            f"{record['command']} is {record['call']['function']}"
+            if record["command"].replace("-", "_") == record["call"]["function"]
+            else f"the record says {record['command']!r} but its call is "
+            f"{record['call']['function']!r}",
+        ),
+    ]
     for role, entry in record["inputs"].items():
         digest = file_sha256(resolved[role])
         checks.append(

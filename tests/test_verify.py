@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pate_cli.errors import ExitCode
+from pate_cli.record import record_digest
 from tests.conftest import MNIST, SAMPLE, TABLE2, run_cli
 
 
@@ -28,6 +29,13 @@ def _record(tmp_path, command: str, votes, *extra) -> str:
         args += ["--output", tmp_path / "labels.npy", "--answered-output", tmp_path / "mask.npy"]
     run_cli(args)
     return str(record)
+
+
+def _rewrite(record_path, record) -> None:
+    """Write an edited record as a run would have written it (its digest re-computed), to
+    exercise the replay; an edit that keeps the old digest is caught before that."""
+    record["digest"] = record_digest(record)
+    Path(record_path).write_text(json.dumps(record))
 
 
 def _verify(record, *extra, expect=ExitCode.OK):
@@ -71,7 +79,7 @@ def test_changing_one_parameter_is_caught(tmp_path, votes):
     record_path = _record(tmp_path, "analyze", votes)
     record = json.loads(Path(record_path).read_text())
     record["call"]["mechanism"]["sigma"] = 41.0
-    Path(record_path).write_text(json.dumps(record))
+    _rewrite(record_path, record)
     out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
     failed = {c["name"]: c["detail"] for c in out["checks"] if not c["ok"]}
     assert "data_dependent.epsilon" in failed
@@ -88,7 +96,7 @@ def test_changing_one_digit_of_an_epsilon_is_caught(tmp_path, votes, digit):
     changed = text[:position] + str((int(text[position]) + 5) % 10) + text[position + 1 :]
     assert float(changed) != float(text)
     record["report"]["epsilon_expected_release"] = float(changed)
-    Path(record_path).write_text(json.dumps(record))
+    _rewrite(record_path, record)
     out = _verify(record_path, "--rtol", 0, expect=ExitCode.BUDGET_EXCEEDED)
     failed = [c for c in out["checks"] if not c["ok"]]
     assert [c["name"] for c in failed] == ["epsilon_expected_release"]
@@ -108,7 +116,7 @@ def test_same_versions_verify_to_1e_12_relative(tmp_path, votes, relative, holds
     rdp = record["report"]["data_dependent"]["rdp"]
     assert rdp[-1] > 10  # large enough that the absolute floor of 1e-12 decides nothing
     rdp[-1] *= 1 + relative
-    Path(record_path).write_text(json.dumps(record))
+    _rewrite(record_path, record)
     out = _verify(record_path, expect=ExitCode.OK if holds else ExitCode.BUDGET_EXCEEDED)
     (other,) = [c for c in out["checks"] if c["name"] == "every other recorded number"]
     assert [c["name"] for c in out["checks"] if not c["ok"]] == ([] if holds else [other["name"]])
@@ -118,7 +126,7 @@ def test_same_versions_verify_to_1e_12_relative(tmp_path, votes, relative, holds
         assert other["detail"].startswith("1 differ: data_dependent.rdp[297]: recorded ")
     # The same record made with other versions of the software is held to 1e-9.
     record["versions"]["numpy"] = "0.0"
-    Path(record_path).write_text(json.dumps(record))
+    _rewrite(record_path, record)
     (other,) = [c for c in _verify(record_path)["checks"] if c["name"] == other["name"]]
     assert other["detail"] == "reproduced within rtol 1e-09, atol 1e-12"
 
@@ -127,7 +135,7 @@ def test_a_changed_label_file_is_caught(tmp_path, votes):
     record_path = _record(tmp_path, "aggregate", votes)
     record = json.loads(Path(record_path).read_text())
     record["outputs"]["labels"]["sha256"] = "0" * 64
-    Path(record_path).write_text(json.dumps(record))
+    _rewrite(record_path, record)
     out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
     assert [c["name"] for c in out["checks"] if not c["ok"]] == ["sha256 of output labels"]
 
@@ -193,10 +201,10 @@ def test_a_record_older_than_a_field_still_verifies_but_a_dropped_claim_fails(tm
     record_path = _record(tmp_path, "analyze", votes)
     record = json.loads(Path(record_path).read_text())
     del record["report"]["data_independent_worst_case"]
-    Path(record_path).write_text(json.dumps(record))
+    _rewrite(record_path, record)
     _verify(record_path, expect=ExitCode.OK)
     record["report"]["a_claim_pate_never_makes"] = 1.0
-    Path(record_path).write_text(json.dumps(record))
+    _rewrite(record_path, record)
     out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
     (failed,) = [c for c in out["checks"] if not c["ok"]]
     assert failed["name"] == "every other recorded number"
@@ -208,7 +216,7 @@ def test_a_version_1_record_is_refused_with_a_hint(tmp_path, votes):
     record = json.loads(Path(record_path).read_text())
     record["version"] = 1
     del record["call"]
-    Path(record_path).write_text(json.dumps(record))
+    _rewrite(record_path, record)
     result = run_cli(["verify", record_path], expect=ExitCode.BAD_INPUT)
     assert "record version 1" in result.stderr and "record the run again" in result.stderr
 
@@ -217,6 +225,24 @@ def test_a_call_that_names_no_library_function_is_refused(tmp_path, votes):
     record_path = _record(tmp_path, "analyze", votes)
     record = json.loads(Path(record_path).read_text())
     record["call"]["function"] = "os.system"
-    Path(record_path).write_text(json.dumps(record))
+    _rewrite(record_path, record)
     result = run_cli(["verify", record_path], expect=ExitCode.BAD_INPUT)
     assert "the record's call is not one of analyze" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("command", "rm"), ("argv", ["analyze", "other.npy"]), ("created", "2001-01-01T00:00:00")],
+)
+def test_any_edited_field_fails_verify(tmp_path, votes, field, value):
+    record_path = _record(tmp_path, "analyze", votes)
+    record = json.loads(Path(record_path).read_text())
+    record[field] = value
+    Path(record_path).write_text(json.dumps(record))  # edited, digest left as written
+    out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
+    failed = [c["name"] for c in out["checks"] if not c["ok"]]
+    assert failed[0] == "record unchanged since written"
+    if field == "command":  # even re-signed, the command must be the call's
+        _rewrite(record_path, record)
+        out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
+        assert [c["name"] for c in out["checks"] if not c["ok"]] == ["command of the recorded call"]
