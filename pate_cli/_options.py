@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from pate_cli import checks
-from pate_cli.choices import Conversion, GateOn, VoteFormat
+from pate_cli.choices import Conversion, GateOn, TableGateOn, VoteFormat
 from pate_cli.errors import ExitCode, UsageError
 from pate_cli.mechanisms import MechanismName
 
@@ -133,7 +133,12 @@ MaxEpsilonOpt = Annotated[
     ),
 ]
 GateOnOpt = Annotated[
-    GateOn | None, typer.Option("--gate-on", help="Which epsilon --max-epsilon checks.")
+    GateOn | None,
+    typer.Option("--gate-on", help="Which epsilon --max-epsilon checks (default: data-dependent)."),
+]
+TableGateOnOpt = Annotated[
+    TableGateOn | None,
+    typer.Option("--gate-on", help="Which epsilon --max-epsilon checks (default: data-dependent)."),
 ]
 HalfEvenOpt = Annotated[
     bool,

@@ -43,3 +43,12 @@ class GateOn(str, Enum):
     DATA_INDEPENDENT = "data-independent"
     WORST_CASE = "worst-case"
     RELEASED = "released"
+
+
+class TableGateOn(str, Enum):
+    """``GateOn`` without ``released``: the choices of commands that release no epsilon
+    (``compare``, ``aggregate``), so that their help lists only what they can gate on."""
+
+    DATA_DEPENDENT = "data-dependent"
+    DATA_INDEPENDENT = "data-independent"
+    WORST_CASE = "worst-case"

@@ -46,6 +46,7 @@ from pate_cli.accounting import (
     answer_key,
     answer_weights,
     compose,
+    data_independent_rdp,
     epsilon_result,
     query_terms,
 )
@@ -68,8 +69,9 @@ FloatArray = NDArray[np.float64]
 MAX_ROWS = 10_000
 
 NOTE = (
-    "choosing parameters by their data-dependent cost on these votes is itself a use of the "
-    "private data, which no row accounts for; the data-independent columns are safe to tune on"
+    "choosing parameters by their cost on these votes is itself a use of the private data, "
+    "which no row accounts for; only the worst-case epsilon (every query answered) depends on "
+    "the parameters and the number of queries alone, and is safe to tune on"
 )
 
 
@@ -261,6 +263,8 @@ class CompareRow:
     data_independent: EpsilonResult
     agreement: float
     """Expected agreement of the released labels with the plurality vote (a lower bound)."""
+    worst_case: EpsilonResult | None = None
+    """Data-independent with every query answered: it does not depend on the votes."""
 
     def to_json_dict(self) -> dict[str, Any]:
         def block(result: EpsilonResult) -> dict[str, Any]:
@@ -276,6 +280,11 @@ class CompareRow:
             "data_dependent": block(self.data_dependent),
             "data_independent": block(self.data_independent),
             "agreement": self.agreement,
+            **(
+                {}
+                if self.worst_case is None
+                else {"data_independent_worst_case": block(self.worst_case)}
+            ),
         }
 
 
@@ -301,6 +310,9 @@ def _row(
         data_dependent=epsilon_result(orders, steps.data_dependent, delta, conversion),
         data_independent=epsilon_result(orders, steps.data_independent, delta, conversion),
         agreement=agreement,
+        worst_case=epsilon_result(
+            orders, data_independent_rdp(mechanism, orders, num, num), delta, conversion
+        ),
     )
 
 

@@ -423,7 +423,10 @@ def test_gate_passes_when_some_setting_is_within_budget():
         (["--sigma", "40", "--csv", "out.txt"], "expected a file name ending in .csv"),
         (["--sigma", "40", "--csv", "missing/out.csv"], "does not exist"),
         (["--sigma", "40", "--plot", "out.gif"], "expected a file name ending in .png"),
-        (["--sigma", "40", "--gate-on", "released", "--max-epsilon", "1"], "--gate-on released"),
+        (
+            ["--sigma", "40", "--gate-on", "released", "--max-epsilon", "1"],
+            "Invalid value for '--gate-on'",
+        ),
         (["--threshold", "200", "--sigma", "40"], "needs --sigma1"),
         (
             ["--mechanism", "gnmax", "--gamma", "0.1"],
@@ -478,3 +481,27 @@ def test_a_3x3x3_grid_on_all_of_mnist_takes_under_5_seconds():
     elapsed = time.perf_counter() - start
     assert len(payload["rows"]) == 27
     assert elapsed < 5.0, f"{elapsed:.2f} s"
+
+
+def test_every_gate_its_help_lists_works_and_worst_case_is_reported():
+    args = ["compare", MNIST, "--threshold", 200, "--sigma1", 150, "--sigma", 40]
+    args += ["--queries", 640, "--delta", 1e-5, "--json"]
+    out = run_cli(args).json
+    (row,) = [r for r in out["rows"] if r["mechanism"]["name"] == "confident-gnmax"]
+    worst = row["data_independent_worst_case"]
+    # Every query answered, Prop. 8 for both steps: the figure that does not depend on the votes.
+    assert worst["epsilon"] == pytest.approx(4.785703619893576, rel=1e-12)
+    assert worst["epsilon"] > row["data_independent"]["epsilon"]
+    assert (
+        "only the worst-case epsilon" in out["note"]
+        and "data-independent columns" not in out["note"]
+    )
+    help_text = run_cli(["compare", "--help"]).stdout
+    for choice in ("data-dependent", "data-independent", "worst-case"):
+        assert choice in help_text
+        run_cli([*args, "--gate-on", choice, "--max-epsilon", 100])
+    assert "released" not in help_text.split("--gate-on", 1)[1].split("\n", 1)[0]
+    # compare passes when any setting is within budget: alone, Confident-GNMax's worst case fails.
+    only = [*args, "--mechanism", "confident-gnmax", "--gate-on", "worst-case"]
+    run_cli([*only, "--max-epsilon", 4.7], expect=ExitCode.BUDGET_EXCEEDED)
+    run_cli([*only, "--max-epsilon", 4.8])

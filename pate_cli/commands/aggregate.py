@@ -17,7 +17,6 @@ from pate_cli._options import (
     FormatOpt,
     GammaOpt,
     GateOn,
-    GateOnOpt,
     HalfEvenOpt,
     IndicesOpt,
     JsonOpt,
@@ -29,6 +28,7 @@ from pate_cli._options import (
     RecordOpt,
     Sigma1Opt,
     SigmaOpt,
+    TableGateOnOpt,
     TeachersOpt,
     ThresholdOpt,
     VotesArg,
@@ -41,7 +41,6 @@ from pate_cli._options import (
     votes_call,
 )
 from pate_cli.choices import Conversion, VoteFormat
-from pate_cli.errors import UsageError
 from pate_cli.mechanisms import infer_mechanism
 
 
@@ -104,7 +103,7 @@ def aggregate(
     indices: IndicesOpt = None,
     record_path: RecordOpt = None,
     max_epsilon: MaxEpsilonOpt = None,
-    gate_on: GateOnOpt = None,
+    gate_on: TableGateOnOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run an aggregator on the votes, write the noisy labels, and account the realised run.
@@ -141,11 +140,7 @@ def aggregate(
         },
         {"--output": output, "--answered-output": answered_output, "--record": record_path},
     )
-    which = gate_on or GateOn.DATA_DEPENDENT
-    if which is GateOn.RELEASED:
-        raise UsageError(
-            "--gate-on released: aggregate gates on data-dependent or data-independent"
-        )
+    which = GateOn(gate_on or GateOn.DATA_DEPENDENT)
     check_parameters(max_answered=max_answered, max_queries=max_queries, seed=seed)
     check_output_path(output, "--output", (".npy",))
     if answered_output is not None:

@@ -13,7 +13,6 @@ from pate_cli._options import (
     DeltaOpt,
     FormatOpt,
     GateOn,
-    GateOnOpt,
     HalfEvenOpt,
     IndicesOpt,
     JsonOpt,
@@ -21,6 +20,7 @@ from pate_cli._options import (
     NumClassesOpt,
     OrdersOpt,
     QueriesOpt,
+    TableGateOnOpt,
     TeachersOpt,
     VotesArg,
     emit,
@@ -28,7 +28,6 @@ from pate_cli._options import (
     selection_options,
 )
 from pate_cli.choices import Conversion, SortColumn, VoteFormat
-from pate_cli.errors import UsageError
 from pate_cli.mechanisms import MechanismName
 
 # ---------------------------------------------------------------------------
@@ -107,7 +106,7 @@ def compare(
     csv_path: CsvOpt = None,
     plot_path: PlotOpt = None,
     max_epsilon: MaxEpsilonOpt = None,
-    gate_on: GateOnOpt = None,
+    gate_on: TableGateOnOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Compare mechanisms and parameter settings side by side on the same votes.
@@ -117,10 +116,10 @@ def compare(
     data-independent epsilon (and their orders), and the expected agreement
     with the plurality vote. Each row gives exactly the numbers 'pate
     analyze' gives for that setting. Picking a setting by its data-dependent
-    cost is itself a use of the private votes (the output says so); the
-    data-independent columns are safe to tune on. --max-epsilon exits 1
-    after printing when no setting is within budget (the best row's epsilon,
-    data-dependent unless --gate-on data-independent).
+    cost is itself a use of the private votes (the output says so); only the
+    worst-case epsilon (every query answered, in the JSON) is safe to tune on.
+    --max-epsilon exits 1 after printing when no setting is within budget (the
+    best row's epsilon, data-dependent unless --gate-on says otherwise).
 
     Example:
 
@@ -138,11 +137,7 @@ def compare(
         {"--csv": csv_path, "--plot": plot_path},
     )
     check_delta(delta)
-    which = gate_on or GateOn.DATA_DEPENDENT
-    if which in (GateOn.RELEASED, GateOn.WORST_CASE):
-        raise UsageError(
-            f"--gate-on {which.value}: compare gates on data-dependent or data-independent"
-        )
+    which = GateOn(gate_on or GateOn.DATA_DEPENDENT)
     mechanisms = mechanism_grid(
         mechanism,
         sigmas=parse_list("--sigma", sigma),
@@ -183,6 +178,7 @@ def compare(
         {
             GateOn.DATA_DEPENDENT: min(r.data_dependent.epsilon for r in rows),
             GateOn.DATA_INDEPENDENT: min(r.data_independent.epsilon for r in rows),
+            GateOn.WORST_CASE: min(r.worst_case.epsilon for r in rows if r.worst_case is not None),
         },
         max_epsilon,
         which,
