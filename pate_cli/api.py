@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -35,9 +36,16 @@ from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_wa
 from pate_cli.errors import UsageError
 from pate_cli.inspection import InspectReport, inspect_votes
 from pate_cli.ledger import build_ledger
-from pate_cli.mechanisms import LNMax, Mechanism
+from pate_cli.mechanisms import LNMax, Mechanism, mechanism_from_dict
 from pate_cli.orders import as_orders
-from pate_cli.record import VerifyReport, verify_file
+from pate_cli.outputs import save_npy_atomic
+from pate_cli.record import (
+    FILE_ROLES,
+    VerifyReport,
+    as_printed,
+    load_record,
+)
+from pate_cli.record import verify as verify_record
 from pate_cli.report import AnalysisReport, InputSummary, SmoothSensitivityReport
 from pate_cli.votes import VoteFormat, Votes
 from pate_cli.votes import load_votes as _load_votes
@@ -380,6 +388,47 @@ def aggregate(
         half_even=half_even,
         progress=progress,
     )
+
+
+def _replay(
+    record: dict[str, Any], resolved: dict[str, str], scratch: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Run the recorded library call on the resolved files: its report's JSON, and the
+    files it writes (aggregate's labels and answered mask) under ``scratch`` by role."""
+    call = record["call"]
+    function = call["function"]
+    votes = load_votes(resolved["votes"], indices=resolved.get("indices"), **call["votes"])
+    mechanism = mechanism_from_dict(call["mechanism"])
+    options = dict(call["options"])
+    options.update({role: resolved[role] for role in FILE_ROLES[function] if role in resolved})
+    if record.get("seed") is not None:
+        options["seed"] = record["seed"]
+    if function == "analyze":
+        return as_printed(analyze(votes, mechanism, **options).to_dict()), {}
+    if function == "smooth_sensitivity":
+        return as_printed(smooth_sensitivity(votes, mechanism, **options).to_dict()), {}
+    result = aggregate(votes, mechanism, **options)
+    written = {
+        "labels": os.path.join(scratch, "labels.npy"),
+        "answered_mask": os.path.join(scratch, "answered_mask.npy"),
+    }
+    save_npy_atomic(written["labels"], result.labels.astype(np.int64))
+    save_npy_atomic(written["answered_mask"], result.answered.astype(bool))
+    return as_printed(result.to_dict()), written
+
+
+def verify_file(
+    record_path: str,
+    *,
+    overrides: dict[str, str] | None = None,
+    rtol: float | None = None,
+) -> VerifyReport:
+    """Read a record and check it (``pate_cli.record.verify``, replaying through this API)."""
+    if rtol is not None and not 0 <= rtol < 1:
+        raise UsageError(f"--rtol {rtol}: expected a number in [0, 1)")
+    record = load_record(record_path)
+    checks = verify_record(record, record_path, overrides or {}, _replay, rtol=rtol)
+    return VerifyReport(record_path, record, tuple(checks))
 
 
 def verify(

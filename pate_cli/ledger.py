@@ -156,6 +156,10 @@ class Ledger:
     running_epsilon_data_independent: FloatArray
     """Data-independent epsilon of the first i+1 queries at ``data_independent_order``."""
 
+    def summary(self) -> dict[str, Any]:
+        """The JSON ``breakdown``: see ``ledger_summary``."""
+        return ledger_summary(self)
+
     @property
     def num_queries(self) -> int:
         """L, the number of rows."""

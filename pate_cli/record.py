@@ -22,7 +22,7 @@ import os
 import platform
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -31,9 +31,9 @@ import numpy as np
 import scipy
 
 from pate_cli import __version__
-from pate_cli.errors import InputError, PateError, UsageError
+from pate_cli.errors import InputError, PateError
 from pate_cli.report import dumps
-from pate_cli.votes import check_output_path, file_sha256, save_npy_atomic, write_atomic
+from pate_cli.votes import check_output_path, file_sha256, write_atomic
 
 SCHEMA = "pate-record"
 # A record holds one report (a few MB for the longest order grids); anything larger is not one.
@@ -307,58 +307,34 @@ def resolve_inputs(
 
 # The library functions a record's call can name, and the file roles each takes.
 REPLAYS = ("analyze", "smooth_sensitivity", "aggregate")
-_FILE_ROLES = {
+FILE_ROLES = {
     "analyze": ("baseline", "answered"),
     "smooth_sensitivity": ("baseline", "answered"),
     "aggregate": ("student_probs", "true_labels"),
 }
 
 
-def replay(
-    record: dict[str, Any], resolved: dict[str, str], scratch: str
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """Run the recorded library call on the resolved files: its report's JSON, and the
-    files it writes (aggregate's labels and answered mask) under ``scratch`` by role."""
-    from pate_cli import api  # the library layer above this module
-    from pate_cli.mechanisms import mechanism_from_dict
-
-    call = record["call"]
-    function = call["function"]
-    votes = api.load_votes(resolved["votes"], indices=resolved.get("indices"), **call["votes"])
-    mechanism = mechanism_from_dict(call["mechanism"])
-    options = dict(call["options"])
-    options.update({role: resolved[role] for role in _FILE_ROLES[function] if role in resolved})
-    if record.get("seed") is not None:
-        options["seed"] = record["seed"]
-    if function == "analyze":
-        return _as_printed(api.analyze(votes, mechanism, **options).to_dict()), {}
-    if function == "smooth_sensitivity":
-        return _as_printed(api.smooth_sensitivity(votes, mechanism, **options).to_dict()), {}
-    result = api.aggregate(votes, mechanism, **options)
-    written = {
-        "labels": os.path.join(scratch, "labels.npy"),
-        "answered_mask": os.path.join(scratch, "answered_mask.npy"),
-    }
-    save_npy_atomic(written["labels"], result.labels.astype(np.int64))
-    save_npy_atomic(written["answered_mask"], result.answered.astype(bool))
-    return _as_printed(result.to_dict()), written
-
-
-def _as_printed(report: dict[str, Any]) -> dict[str, Any]:
+def as_printed(report: dict[str, Any]) -> dict[str, Any]:
     """The report as ``--json`` prints it (numpy values as lists, infinities as strings)."""
     printed: dict[str, Any] = json.loads(dumps(report))
     return printed
+
+
+Replay = Callable[[dict[str, Any], dict[str, str], str], tuple[dict[str, Any], dict[str, str]]]
+"""replay(record, resolved input paths, scratch folder) -> (the report's JSON, the files it
+wrote by role): the recorded call run again (``pate_cli.api`` provides it)."""
 
 
 def verify(
     record: dict[str, Any],
     record_path: str,
     overrides: dict[str, str],
+    replay: Replay,
     *,
     rtol: float | None = None,
     atol: float = 1e-12,
 ) -> list[Check]:
-    """Check hashes, replay the recorded library call (``replay``), compare every number.
+    """Check hashes, replay the recorded library call with ``replay``, compare every number.
 
     With ``rtol`` None, numbers must agree to ``SAME_VERSION_RTOL`` when the record was
     made with the same versions of pate, numpy, scipy and Python, and to
@@ -516,17 +492,3 @@ class VerifyReport:
             "ok": self.ok,
             "checks": [check.to_json_dict() for check in self.checks],
         }
-
-
-def verify_file(
-    record_path: str,
-    *,
-    overrides: dict[str, str] | None = None,
-    rtol: float | None = None,
-) -> VerifyReport:
-    """Read a record and check it (``verify``): the report behind ``pate verify``."""
-    if rtol is not None and not 0 <= rtol < 1:
-        raise UsageError(f"--rtol {rtol}: expected a number in [0, 1)")
-    record = load_record(record_path)
-    checks = verify(record, record_path, overrides or {}, rtol=rtol)
-    return VerifyReport(record_path, record, tuple(checks))

@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from pate_cli.accounting import EpsilonResult, QueryTerms, RdpAccount
 
 if TYPE_CHECKING:
+    from pate_cli.ledger import Ledger
     from pate_cli.release import GnssRelease, Release
     from pate_cli.votes import Votes
 
@@ -130,7 +131,7 @@ class AnalysisReport:
     """The per-query terms they were composed from, for the release and the ledger."""
     answered_mask: NDArray[np.bool_] | None = field(default=None, repr=False, compare=False)
     """A realised run's answered mask (the queries it saw), as it was accounted."""
-    ledger: Any = field(default=None, repr=False, compare=False)
+    ledger: Ledger | None = field(default=None, repr=False, compare=False)
     """The per-query ledger (``pate_cli.ledger.Ledger``) when a breakdown was asked for."""
     files: tuple[tuple[str, str], ...] = ()
     """(key, path) of the files the command wrote from this report (ledger, plot)."""
@@ -159,9 +160,7 @@ class AnalysisReport:
             out["release"] = self.release.to_json_dict()
         out["warnings"] = list(self.warnings)
         if self.ledger is not None:
-            from pate_cli.ledger import ledger_summary  # the ledger module reads this one
-
-            out["breakdown"] = ledger_summary(self.ledger)
+            out["breakdown"] = self.ledger.summary()
         out.update(self.files)
         return out
 

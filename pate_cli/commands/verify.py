@@ -62,7 +62,7 @@ def verify(
         pate verify sample_data/mnist_table2.record.json
     """
     from pate_cli import render
-    from pate_cli.record import verify_file
+    from pate_cli.api import verify_file
 
     report = verify_file(record_path, overrides=_overrides(votes, inputs or []), rtol=rtol)
     rendered = render.render_verify(record_path, report.record, list(report.checks))
