@@ -39,12 +39,14 @@ def fmt_order(order: float) -> str:
     return f"{order:g}" if float(order).is_integer() else f"{order:.2f}"
 
 
-def input_line(summary: InputSummary) -> Text:
+def input_line(summary: InputSummary, dtype: str | None = None) -> Text:
+    """What was read: path, format, (dtype,) sizes, and the selection out of the file."""
     how = "detected" if summary.detected else "given"
     text = Text()
     text.append(summary.path, style="bold")
+    stored = "" if dtype is None else f", dtype {dtype}"
     text.append(
-        f"  format {summary.format} ({how}), {summary.num_queries} queries"
+        f"  format {summary.format} ({how}){stored}, {summary.num_queries} queries"
         f" x {summary.num_classes} classes, {summary.num_teachers} teachers"
     )
     if summary.num_queries != summary.num_file_queries:
@@ -455,15 +457,7 @@ def _histogram_table(title: str, column: str, histogram: Histogram, total: int) 
 def render_inspect(report: InspectReport) -> RenderableType:
     """The inspection as Rich renderables: input line, quantiles, two histograms, counts."""
     source, profile = report.input, report.profile
-    how = "detected" if source.detected else "given"
-    header = Text()
-    header.append(source.path, style="bold")
-    header.append(
-        f"  format {source.format} ({how}), dtype {report.dtype}, {source.num_queries} queries"
-        f" x {source.num_classes} classes, {source.num_teachers} teachers"
-    )
-    if source.num_queries != source.num_file_queries:
-        header.append(f" (of {source.num_file_queries} in the file)")
+    header = input_line(source, report.dtype)
     total = profile.num_queries
     plurality = ", ".join(f"{c}: {n}" for c, n in enumerate(profile.plurality_counts))
     return Group(
