@@ -145,3 +145,15 @@ def test_a_delta_above_one_over_the_queries_is_warned_about():
         ["compare", MNIST, "--sigma", 40, "--queries", 640, "--delta", 0.5, "--json"]
     )
     assert any("1/num_queries" in w for w in compared.json["warnings"])
+
+
+def test_aggregate_refuses_a_gate_it_cannot_compute_before_any_work(tmp_path: Path):
+    out = tmp_path / "labels.npy"
+    args = ["aggregate", MNIST, "--sigma", 40, "--delta", 1e-5, "--output", out]
+    line = one_line(run_cli([*args, "--gate-on", "released", "--max-epsilon", 1], expect=2))
+    assert line.startswith("pate: error:") and "--gate-on" in line
+    assert not out.exists()
+    help_text = run_cli(["aggregate", "--help"]).stdout
+    assert "worst-case" in help_text and "|released" not in help_text
+    run_cli([*args, "--gate-on", "worst-case", "--max-epsilon", 100])
+    assert out.exists()
