@@ -268,8 +268,19 @@ SeedOpt = Annotated[
     int | None,
     typer.Option(
         "--seed",
-        help="Seed of the sampled release; without it one is drawn and reported.",
+        help="Public seed of the noise, for experiments: the outputs are then not a private "
+        "release (the report says so). Default: OS entropy, never written anywhere.",
         callback=checks.seed,
+    ),
+]
+SeedFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--seed-file",
+        metavar="FILE",
+        help="Keep the noise reproducible and private: the seed is read from FILE, or a fresh "
+        "one written there (mode 0600) when it does not exist; a record holds only a "
+        "commitment to it, and 'pate verify --seed-file FILE' replays the random outputs.",
     ),
 ]
 SkipConditionsOpt = Annotated[
@@ -297,8 +308,8 @@ RecordOpt = Annotated[
     str | None,
     typer.Option(
         "--record",
-        help="Also write a release record (.json): the report, the command line, the seed and "
-        "the sha256 of every file, for 'pate verify'.",
+        help="Also write a release record (.json): the report, the library call, the sha256 "
+        "of every file and where the noise came from (never a private seed), for 'pate verify'.",
     ),
 ]
 

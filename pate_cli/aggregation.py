@@ -20,7 +20,6 @@ messages (which name the flags), and invalid arrays :class:`~pate_cli.errors.Inp
 
 from __future__ import annotations
 
-import operator
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pate_cli import checks
 from pate_cli.accounting import Conversion, as_conversion, check_delta
 from pate_cli.aggregators import (
     AggregationResult,
@@ -49,7 +47,7 @@ from pate_cli.mechanisms import (
 )
 from pate_cli.orders import as_orders
 from pate_cli.report import AggregateReport, AnalysisReport, InputSummary
-from pate_cli.seeds import fresh_seed
+from pate_cli.seeds import Noise, noise_source
 from pate_cli.votes import Votes, load_student_probs, load_true_labels
 
 FloatArray = NDArray[np.float64]
@@ -68,9 +66,8 @@ class AggregateResult:
 
     mechanism: Mechanism
     """The aggregator that ran."""
-    seed: int | None
-    """The seed of the noise (drawn from the operating system when none was given);
-    None when the caller passed a ``numpy.random.Generator``."""
+    noise: Noise
+    """Where the noise came from; its seed is shown only when it was public (``seed=N``)."""
     labels: NDArray[np.int64]
     """The released label of every query; -1 where nothing was released (the aggregator
     abstained, or a stop condition ended the run before the query)."""
@@ -118,7 +115,7 @@ class AggregateResult:
     @property
     def warnings(self) -> tuple[str, ...]:
         """One-line notes for the user (from reading the votes and the realised accounting)."""
-        return self.privacy.warnings
+        return self.noise.notes + self.privacy.warnings
 
     def to_report(
         self, *, output: str | None = None, answered_mask: str | None = None
@@ -132,8 +129,7 @@ class AggregateResult:
         return AggregateReport(
             input=self.input,
             mechanism=self.mechanism.to_json_dict(),
-            # A library run may have no seed (a Generator was given) and no output file.
-            seed=self.seed,
+            noise=self.noise,
             num_queries=self.num_queries,
             num_seen=self.num_seen,
             answered=self.num_answered,
@@ -164,7 +160,6 @@ class AggregateResult:
 
 def check_parameters(
     *,
-    seed: int | None = None,
     max_answered: int | None = None,
     max_queries: int | None = None,
     student_confidence: float | None = None,
@@ -175,13 +170,12 @@ def check_parameters(
     any file.
 
     Raises:
-        UsageError: a stop condition below 1, a negative seed, a student confidence
+        UsageError: a stop condition below 1, a student confidence
             outside [0, 1]; the message names the command line's flag.
     """
     for name, value in (("--max-answered", max_answered), ("--max-queries", max_queries)):
         if value is not None and value < 1:
             raise UsageError(f"{name} {value}: expected a whole number of at least 1")
-    checks.seed(seed)
     if student_confidence is not None and not 0 <= student_confidence <= 1:
         raise UsageError(f"--student-confidence {student_confidence}: expected a number in [0, 1]")
 
@@ -308,6 +302,7 @@ def aggregate_votes(
     *,
     delta: float,
     seed: int | np.random.Generator | None = None,
+    seed_file: PathLike | None = None,
     orders: ArrayLike | str | None = None,
     conversion: Conversion | str = Conversion.CLASSIC,
     student_probs: ArrayLike | PathLike | None = None,
@@ -324,9 +319,11 @@ def aggregate_votes(
         votes: votes from ``load_votes``.
         mechanism: ``GNMax``, ``ConfidentGNMax``, ``InteractiveGNMax`` or ``LNMax``.
         delta: target delta, in (0, 1).
-        seed: an integer seed (the same seed gives the same labels, byte for byte), or a
-            ``numpy.random.Generator`` to draw from; default a seed drawn from the operating
-            system's entropy, reported in the result.
+        seed: a public integer seed (the same seed gives the same labels, byte for byte;
+            the run is then reported as not private), or a ``numpy.random.Generator`` to
+            draw from; default OS entropy, whose seed is never written anywhere.
+        seed_file: a seed file that keeps the run reproducible and private (created, mode
+            0600, when missing; see CLI.md "Secrets"). Not with ``seed``.
         orders: Renyi orders (an array, or the command line's text); default the 298 of the
             2018 reference.
         conversion: "classic" (the 2018 paper) or "improved".
@@ -353,20 +350,16 @@ def aggregate_votes(
     """
     check_delta(delta)
     check_parameters(
-        seed=None if isinstance(seed, np.random.Generator) else seed,
         max_answered=max_answered,
         max_queries=max_queries,
         student_confidence=student_confidence,
     )
+    noise = noise_source(seed, seed_file)
     kind = as_conversion(conversion)
     grid = as_orders(orders)
     probs = _student_probs(student_probs, votes, mechanism)
     truth = _true_labels(true_labels, votes)
-    if isinstance(seed, np.random.Generator):
-        rng, used_seed = seed, None
-    else:
-        used_seed = fresh_seed() if seed is None else operator.index(seed)
-        rng = np.random.default_rng(used_seed)
+    rng = noise.generator()
 
     run = _run(
         votes.counts,
@@ -418,7 +411,7 @@ def aggregate_votes(
     )
     return AggregateResult(
         mechanism=mechanism,
-        seed=used_seed,
+        noise=noise,
         labels=run.labels,
         answered=mask,
         student_labelled=run.num_student,

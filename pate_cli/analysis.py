@@ -27,7 +27,7 @@ from pate_cli.errors import UsageError
 from pate_cli.mechanisms import LNMax, Mechanism
 from pate_cli.release import ConditionError, GnssRelease, NotReleased, Release, gnss_release
 from pate_cli.report import AnalysisReport, InputSummary
-from pate_cli.seeds import fresh_seed
+from pate_cli.seeds import Noise
 from pate_cli.votes import Votes, load_answered_mask, load_baseline
 
 FloatArray = NDArray[np.float64]
@@ -118,7 +118,7 @@ def release_of(
     answered: NDArray[np.bool_] | None = None,
     beta: float | None = None,
     sigma_ss: float | None = None,
-    seed: int | None = None,
+    noise: Noise | None = None,
     reference_local_sensitivity: bool = False,
     skip_conditions: bool = False,
     half_even: bool = False,
@@ -147,7 +147,7 @@ def release_of(
             answered=answered,
             beta=beta,
             sigma_ss=sigma_ss,
-            seed=fresh_seed() if seed is None else seed,
+            noise=noise,
             strict=not reference_local_sensitivity,
             skip_conditions=skip_conditions,
             half_even=half_even,
@@ -166,7 +166,7 @@ def with_release(
     baseline: FloatArray | None,
     answered: NDArray[np.bool_] | None,
     data_independent: bool,
-    seed: int | None,
+    noise: Noise | None,
     beta: float | None,
     sigma_ss: float | None,
     reference_local_sensitivity: bool,
@@ -190,7 +190,7 @@ def with_release(
                 answered=answered,
                 beta=beta,
                 sigma_ss=sigma_ss,
-                seed=seed,
+                noise=noise,
                 reference_local_sensitivity=reference_local_sensitivity,
                 half_even=half_even,
                 progress=progress,

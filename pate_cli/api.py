@@ -47,6 +47,7 @@ from pate_cli.record import (
 )
 from pate_cli.record import verify as verify_record
 from pate_cli.report import AnalysisReport, InputSummary, SmoothSensitivityReport
+from pate_cli.seeds import noise_source
 from pate_cli.votes import VoteFormat, Votes
 from pate_cli.votes import load_votes as _load_votes
 
@@ -147,7 +148,8 @@ def analyze(
     answered: PathLike | None = None,
     data_independent: bool = False,
     release: bool = True,
-    seed: int | None = None,
+    seed: int | np.random.Generator | None = None,
+    seed_file: PathLike | None = None,
     beta: float | None = None,
     sigma_ss: float | None = None,
     reference_local_sensitivity: bool = False,
@@ -168,7 +170,11 @@ def analyze(
         answered: an answered mask written by ``pate aggregate``: account the realised run.
         data_independent: force data-independent bounds.
         release: add the GNSS release of the data-dependent epsilon (GNMax family).
-        seed: the release's seed (default: drawn from the operating system's entropy).
+        seed: a public seed of the release's noise, for experiments (the report then says
+            it is not private), or a ``numpy.random.Generator``; default OS entropy, never
+            written anywhere.
+        seed_file: a seed file that keeps the noise reproducible and private (created,
+            mode 0600, when missing; see CLI.md "Secrets"). Not with ``seed``.
         beta: fix the release's smoothness (default: the reference's choice on the votes).
         sigma_ss: fix the release's noise multiplier (default: as beta).
         reference_local_sensitivity: the 2018 reference's local sensitivity, which can be
@@ -181,8 +187,8 @@ def analyze(
     Returns:
         The report; ``to_dict()`` is ``pate analyze --json``.
     """
-    checks.seed(seed)
     checks.sigma_ss(sigma_ss)
+    noise = noise_source(seed, seed_file)
     votes, report, baseline_array, answered_mask = _analysis(
         votes,
         mechanism,
@@ -203,7 +209,7 @@ def analyze(
             baseline=baseline_array,
             answered=answered_mask,
             data_independent=data_independent,
-            seed=seed,
+            noise=noise,
             beta=beta,
             sigma_ss=sigma_ss,
             reference_local_sensitivity=reference_local_sensitivity,
@@ -235,7 +241,8 @@ def smooth_sensitivity(
     answered: PathLike | None = None,
     beta: float | None = None,
     sigma_ss: float | None = None,
-    seed: int | None = None,
+    seed: int | np.random.Generator | None = None,
+    seed_file: PathLike | None = None,
     skip_conditions: bool = False,
     reference_local_sensitivity: bool = False,
     half_even: bool = False,
@@ -253,8 +260,8 @@ def smooth_sensitivity(
     """
     if isinstance(mechanism, LNMax):
         raise UsageError("smooth-sensitivity covers gnmax, confident-gnmax and interactive-gnmax")
-    checks.seed(seed)
     checks.sigma_ss(sigma_ss)
+    noise = noise_source(seed, seed_file)
     votes, analysis, baseline_array, answered_mask = _analysis(
         votes,
         mechanism,
@@ -276,7 +283,7 @@ def smooth_sensitivity(
         answered=answered_mask,
         beta=beta,
         sigma_ss=sigma_ss,
-        seed=seed,
+        noise=noise,
         reference_local_sensitivity=reference_local_sensitivity,
         skip_conditions=skip_conditions,
         half_even=half_even,
@@ -357,6 +364,7 @@ def aggregate(
     *,
     delta: float,
     seed: int | np.random.Generator | None = None,
+    seed_file: PathLike | None = None,
     orders: str | ArrayLike | None = None,
     conversion: str | Conversion = "classic",
     student_probs: ArrayLike | PathLike | None = None,
@@ -378,6 +386,7 @@ def aggregate(
         mechanism,
         delta=delta,
         seed=seed,
+        seed_file=seed_file,
         orders=orders,
         conversion=conversion,
         student_probs=student_probs,
@@ -390,23 +399,49 @@ def aggregate(
     )
 
 
+# What a run's random draw decides, by command: replayed only with the run's seed.
+_RANDOM_FIELDS = {
+    "analyze": ("release.epsilon_released", "release.noise"),
+    "smooth_sensitivity": ("epsilon_released", "noise"),
+    "aggregate": (
+        "noise",
+        "num_seen",
+        "answered",
+        "student_labelled",
+        "abstained",
+        "agreement_with_plurality",
+        "accuracy",
+        "privacy",
+        "outputs.labels",
+        "outputs.answered_mask",
+    ),
+}
+
+
 def _replay(
-    record: dict[str, Any], resolved: dict[str, str], scratch: str
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """Run the recorded library call on the resolved files: its report's JSON, and the
-    files it writes (aggregate's labels and answered mask) under ``scratch`` by role."""
+    record: dict[str, Any],
+    resolved: dict[str, str],
+    scratch: str,
+    noise: dict[str, Any] | None,
+) -> tuple[dict[str, Any], dict[str, str], tuple[str, ...]]:
+    """Run the recorded library call on the resolved files: its report's JSON, the files it
+    writes (aggregate's labels and answered mask) under ``scratch`` by role, and the fields
+    it could not reproduce (everything the random draw decides, when ``noise`` is None)."""
     call = record["call"]
     function = call["function"]
     votes = load_votes(resolved["votes"], indices=resolved.get("indices"), **call["votes"])
     mechanism = mechanism_from_dict(call["mechanism"])
     options = dict(call["options"])
     options.update({role: resolved[role] for role in FILE_ROLES[function] if role in resolved})
-    if record.get("seed") is not None:
-        options["seed"] = record["seed"]
+    unreplayed = () if noise is not None else _RANDOM_FIELDS[function]
+    options.update(noise or {})
     if function == "analyze":
-        return as_printed(analyze(votes, mechanism, **options).to_dict()), {}
+        return as_printed(analyze(votes, mechanism, **options).to_dict()), {}, unreplayed
     if function == "smooth_sensitivity":
-        return as_printed(smooth_sensitivity(votes, mechanism, **options).to_dict()), {}
+        report = smooth_sensitivity(votes, mechanism, **options)
+        return as_printed(report.to_dict()), {}, unreplayed
+    if noise is None:
+        return _aggregate_accounting(votes, mechanism, options, record), {}, unreplayed
     result = aggregate(votes, mechanism, **options)
     written = {
         "labels": os.path.join(scratch, "labels.npy"),
@@ -414,20 +449,49 @@ def _replay(
     }
     save_npy_atomic(written["labels"], result.labels.astype(np.int64))
     save_npy_atomic(written["answered_mask"], result.answered.astype(bool))
-    return as_printed(result.to_dict()), written
+    return as_printed(result.to_dict()), written, unreplayed
+
+
+def _aggregate_accounting(
+    votes: Votes, mechanism: Mechanism, options: dict[str, Any], record: dict[str, Any]
+) -> dict[str, Any]:
+    """What an aggregate record states that its noise does not decide: the expected cost."""
+    expected = analyze(
+        votes,
+        mechanism,
+        delta=options["delta"],
+        orders=options.get("orders"),
+        conversion=options.get("conversion", "classic"),
+        baseline=options.get("student_probs"),
+        half_even=options.get("half_even", False),
+        release=False,
+    )
+    block = as_printed(expected.to_dict())
+    for key in ("command", "input", "mechanism", "warnings"):
+        block.pop(key)
+    return {
+        "command": "aggregate",
+        "input": as_printed(expected.to_dict())["input"],
+        "mechanism": mechanism.to_json_dict(),
+        "num_queries": votes.num_queries,
+        "expected_privacy": block,
+    }
 
 
 def verify_file(
     record_path: str,
     *,
     overrides: dict[str, str] | None = None,
+    seed_file: str | None = None,
     rtol: float | None = None,
 ) -> VerifyReport:
     """Read a record and check it (``pate_cli.record.verify``, replaying through this API)."""
     if rtol is not None and not 0 <= rtol < 1:
         raise UsageError(f"--rtol {rtol}: expected a number in [0, 1)")
     record = load_record(record_path)
-    checks = verify_record(record, record_path, overrides or {}, _replay, rtol=rtol)
+    checks = verify_record(
+        record, record_path, overrides or {}, _replay, seed_file=seed_file, rtol=rtol
+    )
     return VerifyReport(record_path, record, tuple(checks))
 
 
@@ -443,11 +507,15 @@ def verify(
     through this library) and every output hash of a record written by ``--record``.
 
     ``votes`` and ``inputs`` (role -> path) say where moved files are now; ``seed_file``
-    is not supported by this version (a record holds its seed).
+    is the run's seed file, which replays its random outputs (labels, answered mask,
+    released epsilon): a file that is not the run's fails the check.
     """
-    if seed_file is not None:
-        raise UsageError("seed_file: records of this version hold their seed; no seed file is read")
     overrides = {role: os.fspath(path) for role, path in (inputs or {}).items()}
     if votes is not None:
         overrides["votes"] = os.fspath(votes)
-    return verify_file(os.fspath(record), overrides=overrides, rtol=rtol)
+    return verify_file(
+        os.fspath(record),
+        overrides=overrides,
+        seed_file=None if seed_file is None else os.fspath(seed_file),
+        rtol=rtol,
+    )

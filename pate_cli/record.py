@@ -2,15 +2,21 @@
 
 A record holds the full JSON report of ``analyze``, ``smooth-sensitivity`` or
 ``aggregate`` together with what is needed to recompute it: the library call
-that computed it (``call``), the seed, the sha256 of every input and output
-file, and the versions of pate, numpy, scipy and Python (the command line is
-kept for people). ``verify`` checks the hashes, replays the call through
-``pate_cli.api`` on the same files (regenerated labels to a scratch folder) and
-compares every number of the recorded report with the recomputed one.
+that computed it (``call``), where its noise came from, the sha256 of every
+input and output file, and the versions of pate, numpy, scipy and Python (the
+command line is kept for people). ``verify`` checks the hashes, replays the call
+through ``pate_cli.api`` on the same files (regenerated labels to a scratch
+folder) and compares every number of the recorded report with the recomputed one.
+
+The noise is a secret (CLI.md, "Secrets"): a record holds the seed only of a run
+made with a public ``--seed``; a ``--seed-file`` run leaves a commitment
+(``seed_commitment``, the SHA-256 of the seed file) and ``verify --seed-file``
+replays its random outputs; without the seed, ``verify`` checks everything that
+does not depend on the draw and says that the random outputs were not replayed.
 
 Schema stability: ``schema`` is "pate-record" and ``version`` an integer. Within
-a version fields are only ever added; version 1 records, which replayed their
-command line, are refused with a hint.
+a version fields are only ever added. Earlier versions are refused with a hint:
+version 1 replayed its command line, version 2 stored every run's seed.
 """
 
 from __future__ import annotations
@@ -31,17 +37,20 @@ import numpy as np
 import scipy
 
 from pate_cli import __version__
-from pate_cli.errors import InputError, PateError
+from pate_cli.errors import InputError, PateError, UsageError
 from pate_cli.report import dumps
+from pate_cli.seeds import Noise, from_seed_file, json_seed
 from pate_cli.votes import check_output_path, file_sha256, write_atomic
 
 SCHEMA = "pate-record"
 # A record holds one report (a few MB for the longest order grids); anything larger is not one.
 MAX_RECORD_BYTES = 64 << 20
-VERSION = 2
-SUPPORTED_VERSIONS = (2,)
-# Version 1 records replayed their command line through the CLI; version 2 records hold the
-# library call (``call``) that ``verify`` replays. A version 1 record is refused with a hint.
+VERSION = 3
+SUPPORTED_VERSIONS = (3,)
+_OLD_VERSIONS = {
+    1: "version 1 records replay their command line",
+    2: "version 2 records hold the seed of every run, which gives the noise away",
+}
 
 SAME_VERSION_RTOL = 1e-12
 """Relative tolerance of ``verify`` when the record was made with the same versions of pate,
@@ -62,7 +71,7 @@ def build_record(
     report: dict[str, Any],
     inputs: dict[str, str | None],
     outputs: dict[str, str | None],
-    seed: int | None,
+    noise: Noise | None,
     call: dict[str, Any],
 ) -> dict[str, Any]:
     """The record of one run: its report plus what is needed to recompute it.
@@ -71,14 +80,19 @@ def build_record(
     REPLAYS, "votes": load_votes' options, "mechanism": the mechanism block, "options":
     the function's other keyword arguments}``; files are named by their role in
     ``inputs`` (votes, indices, baseline, answered, student_probs, true_labels).
+    ``noise`` is where the run's random draws came from (None: it drew none); only a
+    public seed is written, and a seed file's commitment.
     """
+    public = None if noise is None else noise.public_seed
     record = {
         "schema": SCHEMA,
         "version": VERSION,
         "command": command,
         "argv": list(argv),
         "call": call,
-        "seed": seed,
+        "noise": None if noise is None else noise.to_dict(),
+        "seed": None if public is None else json_seed(public),
+        "seed_commitment": None if noise is None else noise.commitment,
         "inputs": {
             role: {"path": path, "sha256": file_sha256(path)}
             for role, path in inputs.items()
@@ -151,11 +165,10 @@ def load_record(path: str) -> dict[str, Any]:
         raise InputError(f"{path}: not a readable JSON record ({error})") from None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         raise InputError(f'{path}: not a pate record (expected "schema": "{SCHEMA}")')
-    if record.get("version") == 1:
+    if record.get("version") in _OLD_VERSIONS:
         raise InputError(
-            f"{path}: record version 1 replays its command line; this pate replays the "
-            "library call of version 2 records: verify it with the pate that made it, or "
-            "record the run again"
+            f"{path}: {_OLD_VERSIONS[record['version']]}; this pate reads version {VERSION}: "
+            "verify it with the pate that made it, or record the run again"
         )
     if record.get("version") not in SUPPORTED_VERSIONS:
         raise InputError(
@@ -203,27 +216,36 @@ def _as_number(value: Any) -> float | None:
 
 
 def differences(
-    recorded: Any, recomputed: Any, *, rtol: float, atol: float, where: str = ""
+    recorded: Any,
+    recomputed: Any,
+    *,
+    rtol: float,
+    atol: float,
+    where: str = "",
+    skip: frozenset[str] = frozenset(),
 ) -> Iterator[str]:
-    """Dotted paths where the recomputed report differs from the recorded one."""
+    """Dotted paths where the recomputed report differs from the recorded one; the paths in
+    ``skip`` (and below them) are not compared."""
     if isinstance(recorded, dict) and isinstance(recomputed, dict):
         for key in sorted(set(recorded) | set(recomputed)):
-            if key in UNCHECKED:
-                continue
             path = f"{where}.{key}" if where else key
+            if key in UNCHECKED or path in skip:
+                continue
             if key not in recorded:
                 continue  # a field this record predates: the record's claims are what is checked
             if key not in recomputed:
                 yield f"{path}: in the record but not in the recomputed report"
                 continue
-            yield from differences(recorded[key], recomputed[key], rtol=rtol, atol=atol, where=path)
+            yield from differences(
+                recorded[key], recomputed[key], rtol=rtol, atol=atol, where=path, skip=skip
+            )
         return
     if isinstance(recorded, list) and isinstance(recomputed, list):
         if len(recorded) != len(recomputed):
             yield f"{where}: {len(recorded)} entries recorded, {len(recomputed)} recomputed"
             return
         for i, (a, b) in enumerate(zip(recorded, recomputed, strict=True)):
-            yield from differences(a, b, rtol=rtol, atol=atol, where=f"{where}[{i}]")
+            yield from differences(a, b, rtol=rtol, atol=atol, where=f"{where}[{i}]", skip=skip)
         return
     a, b = _as_number(recorded), _as_number(recomputed)
     if a is not None and b is not None:
@@ -320,9 +342,56 @@ def as_printed(report: dict[str, Any]) -> dict[str, Any]:
     return printed
 
 
-Replay = Callable[[dict[str, Any], dict[str, str], str], tuple[dict[str, Any], dict[str, str]]]
-"""replay(record, resolved input paths, scratch folder) -> (the report's JSON, the files it
-wrote by role): the recorded call run again (``pate_cli.api`` provides it)."""
+Replay = Callable[
+    [dict[str, Any], dict[str, str], str, dict[str, Any] | None],
+    tuple[dict[str, Any], dict[str, str], tuple[str, ...]],
+]
+"""replay(record, resolved input paths, scratch folder, noise) -> (the report's JSON, the
+files it wrote by role, the dotted fields it could not reproduce): the recorded call run
+again (``pate_cli.api`` provides it). ``noise`` is ``{"seed": N}`` or ``{"seed_file":
+path}`` to replay the random draw, or None to recompute only what does not depend on it;
+fields that depend on it are then listed as not reproduced (``outputs.ROLE`` for a file)."""
+
+
+def noise_options(
+    record: dict[str, Any], seed_file: str | None
+) -> tuple[dict[str, Any] | None, list[Check]]:
+    """How to replay the record's random draw: a public seed, the seed file (checked against
+    the record's commitment), or not at all; and the check lines that say which."""
+    if record.get("seed") is not None:
+        if seed_file is not None:
+            raise UsageError(
+                f"--seed-file {seed_file}: the record was made with a public --seed; no seed "
+                "file is needed"
+            )
+        return {"seed": int(record["seed"])}, []
+    commitment = record.get("seed_commitment")
+    if seed_file is None:
+        source = (record.get("noise") or {}).get("source")
+        if source is None:
+            return None, []  # the run drew nothing
+        why = (
+            "the noise came from OS entropy, which nobody can replay"
+            if source == "os-entropy"
+            else "give the run's seed file with --seed-file to replay them"
+        )
+        return None, [Check("random outputs", True, f"not replayed: {why}")]
+    if commitment is None:
+        raise UsageError(
+            f"--seed-file {seed_file}: the record was not made with a seed file "
+            "(it has no seed_commitment)"
+        )
+    given = from_seed_file(seed_file, create=False)
+    if given.commitment != commitment:
+        return None, [
+            Check(
+                "seed file",
+                False,
+                f"{seed_file}: its SHA-256 differs from the record's seed_commitment; it is "
+                "not the seed file of this run",
+            )
+        ]
+    return {"seed_file": seed_file}, [Check("seed file", True, "matches the record's commitment")]
 
 
 def verify(
@@ -331,6 +400,7 @@ def verify(
     overrides: dict[str, str],
     replay: Replay,
     *,
+    seed_file: str | None = None,
     rtol: float | None = None,
     atol: float = 1e-12,
 ) -> list[Check]:
@@ -338,7 +408,9 @@ def verify(
 
     With ``rtol`` None, numbers must agree to ``SAME_VERSION_RTOL`` when the record was
     made with the same versions of pate, numpy, scipy and Python, and to
-    ``OTHER_VERSION_RTOL`` otherwise; ``rtol`` 0 asks for exact equality.
+    ``OTHER_VERSION_RTOL`` otherwise; ``rtol`` 0 asks for exact equality. The random
+    outputs are replayed from a public seed or from ``seed_file``; otherwise only what does
+    not depend on the draw is checked, and a line says so.
     """
     if rtol is None:
         same = record.get("versions") == current_versions()
@@ -346,6 +418,7 @@ def verify(
     if rtol == 0:
         atol = 0.0
     resolved = resolve_inputs(record, record_path, overrides)
+    noise, noise_checks = noise_options(record, seed_file)
     checks = [
         Check(
             "record unchanged since written",
@@ -362,6 +435,7 @@ def verify(
             else f"the record says {record['command']!r} but its call is "
             f"{record['call']['function']!r}",
         ),
+        *noise_checks,
     ]
     for role, entry in record["inputs"].items():
         digest = file_sha256(resolved[role])
@@ -380,12 +454,13 @@ def verify(
     scratch = tempfile.mkdtemp(prefix="pate-verify-")
     try:
         try:
-            recomputed, written = replay(record, resolved, scratch)
+            recomputed, written, unreplayed = replay(record, resolved, scratch, noise)
         except PateError as error:
             checks.append(Check("recomputation", False, f"the replay failed: {error.message}"))
             return checks
-        checks.extend(_compare(record, recomputed, rtol, atol))
-        checks.extend(_output_checks(record, written))
+        skip = frozenset(unreplayed)
+        checks.extend(_compare(record, recomputed, rtol, atol, skip))
+        checks.extend(_output_checks(record, written, skip))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     checks.extend(_bound_checks(record["report"]))
@@ -393,12 +468,18 @@ def verify(
 
 
 def _compare(
-    record: dict[str, Any], recomputed: dict[str, Any], rtol: float, atol: float
+    record: dict[str, Any],
+    recomputed: dict[str, Any],
+    rtol: float,
+    atol: float,
+    skip: frozenset[str] = frozenset(),
 ) -> list[Check]:
     recorded = record["report"]
-    diffs = list(differences(recorded, recomputed, rtol=rtol, atol=atol))
+    diffs = list(differences(recorded, recomputed, rtol=rtol, atol=atol, skip=skip))
     checks = []
     for field in KEY_FIELDS.get(record["command"], []):
+        if field in skip or any(field.startswith(f + ".") for f in skip):
+            continue
         if _lookup(recorded, field) is None and _lookup(recomputed, field) is None:
             continue
         mine = [d for d in diffs if d.startswith(field + ":") or d.startswith(field + ".")]
@@ -425,9 +506,14 @@ def _compare(
     return checks
 
 
-def _output_checks(record: dict[str, Any], written: dict[str, str]) -> list[Check]:
+def _output_checks(
+    record: dict[str, Any], written: dict[str, str], skip: frozenset[str] = frozenset()
+) -> list[Check]:
     checks = []
     for role, entry in record["outputs"].items():
+        if f"outputs.{role}" in skip:
+            checks.append(_recorded_output_check(role, entry))
+            continue
         path = written.get(role)
         if path is None or not os.path.isfile(path):
             checks.append(Check(f"sha256 of output {role}", False, "the replay did not write it"))
@@ -442,6 +528,22 @@ def _output_checks(record: dict[str, Any], written: dict[str, str]) -> list[Chec
             )
         )
     return checks
+
+
+def _recorded_output_check(role: str, entry: dict[str, Any]) -> Check:
+    """An output that could not be regenerated (its noise is secret): the file where the
+    record says it is, if it is there, must still be the one the run wrote."""
+    path = entry.get("path")
+    if not isinstance(path, str) or not os.path.isfile(path):
+        return Check(f"sha256 of output {role}", True, "not regenerated, and not found to check")
+    same = file_sha256(path) == entry["sha256"]
+    return Check(
+        f"sha256 of output {role}",
+        same,
+        f"{path} is the file the run wrote (not regenerated)"
+        if same
+        else f"{path} differs from the file the run wrote",
+    )
 
 
 def _bound_checks(report: dict[str, Any]) -> list[Check]:

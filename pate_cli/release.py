@@ -41,6 +41,7 @@ from pate_cli.accounting import (
 from pate_cli.core import smooth_sensitivity as ss_core
 from pate_cli.errors import PateError, UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism
+from pate_cli.seeds import Noise, os_entropy
 
 FloatArray = NDArray[np.float64]
 
@@ -82,7 +83,8 @@ class GnssRelease:
     epsilon_expected_release: float | None = None
     noise_std: float | None = None
     epsilon_released: float | None = None
-    seed: int | None = None
+    noise: Noise | None = None
+    """Where the sample's noise came from (its seed is never shown unless public)."""
     parameters_chosen_on_data: bool = False
     strict_local_sensitivity: bool = False
     local_sensitivity: FloatArray | None = None
@@ -118,7 +120,7 @@ class GnssRelease:
             epsilon_expected_release=self.epsilon_expected_release,
             noise_std=self.noise_std,
             epsilon_released=self.epsilon_released,
-            seed=self.seed,
+            noise=None if self.noise is None else self.noise.to_dict(),
             parameters_chosen_on_data=self.parameters_chosen_on_data,
             strict_local_sensitivity=self.strict_local_sensitivity,
         )
@@ -182,7 +184,7 @@ def gnss_release(
     answered: NDArray[np.bool_] | None = None,
     beta: float | None = None,
     sigma_ss: float | None = None,
-    seed: int = 0,
+    noise: Noise | None = None,
     strict: bool = True,
     skip_conditions: bool = False,
     half_even: bool = False,
@@ -207,7 +209,7 @@ def gnss_release(
         answered: realised run: the answered mask of the queries seen (a prefix).
         beta: fix beta instead of choosing it on the data.
         sigma_ss: fix the GNSS noise multiplier instead of choosing it on the data.
-        seed: seed of the sampled release.
+        noise: the source of the sampled release's noise (default: OS entropy).
         strict: the sound local sensitivity (the default); False reproduces the reference's
             bounds, which can be below the truth (see ``core.smooth_sensitivity``).
         skip_conditions: compute even where C5/C6 fail (with a warning).
@@ -375,7 +377,9 @@ def gnss_release(
         warnings.append(NOT_PRIVATE_NOTE)
     gnss_cost = ss_core.rdp_gnss(beta, sigma_ss, order)
     noise_std = smooth * sigma_ss if smooth > 0 else 0.0
-    noise = float(np.random.default_rng(seed).normal(0.0, noise_std)) if noise_std > 0 else 0.0
+    source = os_entropy() if noise is None else noise
+    warnings.extend(source.notes)
+    sample = float(source.generator().normal(0.0, noise_std)) if noise_std > 0 else 0.0
     return GnssRelease(
         conditions=conditions,
         released=True,
@@ -385,8 +389,8 @@ def gnss_release(
         gnss_cost=gnss_cost,
         epsilon_expected_release=_epsilon_at(conversion, order, rdp_at_order + gnss_cost, delta),
         noise_std=noise_std,
-        epsilon_released=_epsilon_at(conversion, order, rdp_at_order + gnss_cost + noise, delta),
-        seed=seed,
+        epsilon_released=_epsilon_at(conversion, order, rdp_at_order + gnss_cost + sample, delta),
+        noise=source,
         parameters_chosen_on_data=chosen_on_data,
         strict_local_sensitivity=strict,
         local_sensitivity=ls,

@@ -24,6 +24,7 @@ from pate_cli.report import (
     InputSummary,
     SmoothSensitivityReport,
 )
+from pate_cli.seeds import Noise
 
 
 def fmt(value: float, digits: int = 4) -> str:
@@ -133,6 +134,18 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
     return Group(*parts)
 
 
+def noise_words(noise: Noise | None) -> str:
+    """Where a sample's noise came from, in a few words (the seed only when public)."""
+    if noise is None:
+        return "no noise"
+    if noise.public_seed is not None:
+        return f"public seed {noise.public_seed}, not private"
+    return {
+        "os-entropy": "private noise from OS entropy",
+        "seed-file": "private noise from the seed file",
+    }.get(noise.source, f"{noise.source}, not private")
+
+
 def release_line(release: Release) -> Text:
     """One line on the GNSS release shown under the analyze table."""
     if isinstance(release, NotReleased) or not release.released:
@@ -140,7 +153,7 @@ def release_line(release: Release) -> Text:
     return Text(
         f"GNSS-released epsilon (expected) = {release.epsilon_expected_release:.4f}"
         f" +/- {release.noise_std:.4f} at order {fmt_order(release.order)}"
-        f"; sampled (seed {release.seed}): {release.epsilon_released:.4f}",
+        f"; sampled ({noise_words(release.noise)}): {release.epsilon_released:.4f}",
         style="bold",
     )
 
@@ -188,7 +201,7 @@ def aggregate(report: AggregateReport) -> RenderableType:
         input_line(report.input),
         mechanism_line(report.mechanism),
         Text(
-            f"seed {report.seed}, delta {report.privacy.delta:g}, "
+            f"noise: {noise_words(report.noise)}, delta {report.privacy.delta:g}, "
             f"conversion {report.privacy.conversion}"
         ),
         counts,
@@ -238,7 +251,7 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
         "expected released epsilon", fmt(_number(release.epsilon_expected_release)), style="bold"
     )
     table.add_row(
-        f"sampled released epsilon (seed {release.seed})",
+        f"sampled released epsilon ({noise_words(release.noise)})",
         fmt(_number(release.epsilon_released)),
     )
     closing = Text()

@@ -21,6 +21,7 @@ from pate_cli.accounting import EpsilonResult, QueryTerms, RdpAccount
 if TYPE_CHECKING:
     from pate_cli.ledger import Ledger
     from pate_cli.release import GnssRelease, Release
+    from pate_cli.seeds import Noise
     from pate_cli.votes import Votes
 
 
@@ -171,8 +172,8 @@ class AggregateReport:
 
     input: InputSummary
     mechanism: dict[str, Any]
-    seed: int | None
-    """None when the caller gave a random generator, not a seed."""
+    noise: Noise
+    """Where the labels' noise came from (the seed only when it was public)."""
     num_queries: int
     num_seen: int
     answered: int
@@ -201,7 +202,7 @@ class AggregateReport:
             "command": "aggregate",
             "input": self.input.to_json_dict(),
             "mechanism": self.mechanism,
-            "seed": self.seed,
+            "noise": self.noise.to_dict(),
             "num_queries": self.num_queries,
             "num_seen": self.num_seen,
             "answered": self.answered,

@@ -141,13 +141,6 @@ def test_true_labels_give_accuracy(tmp_path, write_npy):
     assert report.json["accuracy"] == report.json["agreement_with_plurality"]
 
 
-def test_seed_is_drawn_and_reported_when_absent(tmp_path):
-    out = tmp_path / "labels.npy"
-    first = run_cli(["aggregate", *MNIST_640, *CONFIDENT, "--output", out, "--json"]).json
-    again, copy = _aggregate(tmp_path, seed=first["seed"], name="copy.npy")
-    assert np.array_equal(np.load(out), np.load(copy))
-
-
 @pytest.mark.parametrize(
     ("make", "culprit"),
     [

@@ -215,7 +215,7 @@ def test_verify_to_dict_is_the_cli_json():
     assert report.ok
     cli = run_cli(["verify", record, "--json"])
     assert as_json(report.to_dict()) == cli.json
-    with pytest.raises(pate.UsageError, match="no seed file is read"):
+    with pytest.raises(pate.UsageError, match="was not made with a seed file"):
         pate.verify(record, seed_file="seed")
     with pytest.raises(pate.UsageError, match="--rtol 2"):
         pate.verify(record, rtol=2)

@@ -157,7 +157,8 @@ def test_lnmax_on_labels_with_a_selection_orders_and_true_labels(tmp_path):
         tmp_path, args, ["--gamma", 0.1], ["--true-labels", truth_path]
     )
     assert _plain(result.to_dict(output=str(labels), answered_mask=str(mask))) == cli
-    assert result.warnings and "edge of the order grid" in result.warnings[0]
+    assert any("edge of the order grid" in warning for warning in result.warnings)
+    assert result.warnings[0].startswith("--seed 0: anyone who knows the seed")
 
 
 def test_stop_conditions_conversion_and_rounding(tmp_path, mnist_640):
@@ -199,18 +200,25 @@ def test_a_generator_gives_the_labels_of_its_seed(mnist_640):
     seeded = aggregate_votes(mnist_640, mechanism, delta=1e-5, seed=7)
     drawn = aggregate_votes(mnist_640, mechanism, delta=1e-5, seed=np.random.default_rng(7))
     assert np.array_equal(seeded.labels, drawn.labels)
-    assert seeded.seed == 7 and drawn.seed is None
+    assert seeded.noise.public_seed == 7 and drawn.noise.public_seed is None
     payload = drawn.to_dict()
-    assert (
-        payload["seed"] is None and payload["output"] is None and payload["answered_mask"] is None
-    )
+    # pate cannot vouch for a caller's generator: not reported as private, no seed shown.
+    assert payload["noise"] == {"source": "generator", "private": False}
+    assert payload["output"] is None and payload["answered_mask"] is None
+    assert seeded.to_dict()["noise"] == {"source": "seed", "private": False, "seed": 7}
 
 
-def test_without_a_seed_one_is_drawn_and_reproduces_the_run(mnist_640):
+def test_without_a_seed_the_noise_is_private_and_a_seed_file_reproduces_the_run(
+    mnist_640, tmp_path
+):
     first = aggregate_votes(mnist_640, GNMax(40.0), delta=1e-5, max_queries=20)
-    assert isinstance(first.seed, int)
-    again = aggregate_votes(mnist_640, GNMax(40.0), delta=1e-5, max_queries=20, seed=first.seed)
-    assert np.array_equal(first.labels, again.labels)
+    assert first.noise.source == "os-entropy" and first.noise.public_seed is None
+    assert first.to_dict()["noise"] == {"source": "os-entropy", "private": True}
+    seed_file = tmp_path / "run.seed"
+    kept = aggregate_votes(mnist_640, GNMax(4.0), delta=1e-5, seed_file=seed_file)
+    again = aggregate_votes(mnist_640, GNMax(4.0), delta=1e-5, seed_file=seed_file)
+    assert np.array_equal(kept.labels, again.labels)
+    assert kept.to_dict()["noise"] == {"source": "seed-file", "private": True}
 
 
 def test_result_arrays_are_read_only(mnist_640):
@@ -297,7 +305,7 @@ def test_bad_parameters_raise_the_cli_message(tmp_path, mnist_640, kwargs, flag,
 
 def test_check_parameters_skips_what_is_not_given():
     check_parameters()
-    check_parameters(seed=0, max_answered=1, max_queries=1, student_confidence=0.0)
+    check_parameters(max_answered=1, max_queries=1, student_confidence=0.0)
     with pytest.raises(UsageError):
         check_parameters(student_confidence=-0.1)
 

@@ -47,22 +47,26 @@ def _verify(record, *extra, expect=ExitCode.OK):
 def test_a_record_of_each_command_verifies(tmp_path, votes, command):
     record_path = _record(tmp_path, command, votes)
     record = json.loads(Path(record_path).read_text())
-    assert record["schema"] == "pate-record" and record["version"] == 2
+    assert record["schema"] == "pate-record" and record["version"] == 3
     assert record["command"] == command
     # The library call that verify replays (no command line is run again).
     assert record["call"]["function"] == command.replace("-", "_")
     assert record["call"]["mechanism"] == record["report"]["mechanism"]
     assert record["inputs"]["votes"]["sha256"] == record["report"]["input"]["sha256"]
     assert set(record["versions"]) == {"pate", "numpy", "scipy", "python"}
-    assert isinstance(record["seed"], int)
+    # No --seed: the noise came from OS entropy and no seed exists to record.
+    assert record["seed"] is None and record["seed_commitment"] is None
+    assert record["noise"] == {"source": "os-entropy", "private": True}
     if command == "aggregate":
         assert set(record["outputs"]) == {"labels", "answered_mask"}
     out = _verify(record_path)
     assert out["ok"] is True
     names = [check["name"] for check in out["checks"]]
     assert "sha256 of votes" in names and "data-dependent <= data-independent" in names
+    assert "random outputs" in names
     if command == "aggregate":
         assert "sha256 of output labels" in names
+        assert "expected_privacy.data_dependent.epsilon" in names
 
 
 def test_changing_one_vote_is_caught(tmp_path, votes):
@@ -211,14 +215,18 @@ def test_a_record_older_than_a_field_still_verifies_but_a_dropped_claim_fails(tm
     assert "a_claim_pate_never_makes: in the record but not in the recomputed" in failed["detail"]
 
 
-def test_a_version_1_record_is_refused_with_a_hint(tmp_path, votes):
+@pytest.mark.parametrize(
+    ("version", "words"), [(1, "replay their command line"), (2, "hold the seed of every run")]
+)
+def test_an_old_record_is_refused_with_a_hint(tmp_path, votes, version, words):
     record_path = _record(tmp_path, "analyze", votes)
     record = json.loads(Path(record_path).read_text())
-    record["version"] = 1
+    record["version"] = version
     del record["call"]
     _rewrite(record_path, record)
     result = run_cli(["verify", record_path], expect=ExitCode.BAD_INPUT)
-    assert "record version 1" in result.stderr and "record the run again" in result.stderr
+    assert f"version {version} records {words}" in result.stderr
+    assert "record the run again" in result.stderr
 
 
 def test_a_call_that_names_no_library_function_is_refused(tmp_path, votes):

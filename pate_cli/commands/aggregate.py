@@ -1,4 +1,4 @@
-"""``pate aggregate``: run an aggregator with a seed, write the labels, account the realised run.
+"""``pate aggregate``: run an aggregator, write the labels, account the realised run.
 
 The command checks its flags before it reads any file, calls
 :func:`pate_cli.aggregation.aggregate_votes`, writes the labels and the answered mask
@@ -26,6 +26,8 @@ from pate_cli._options import (
     OrdersOpt,
     QueriesOpt,
     RecordOpt,
+    SeedFileOpt,
+    SeedOpt,
     Sigma1Opt,
     SigmaOpt,
     TableGateOnOpt,
@@ -50,12 +52,8 @@ def aggregate(
         str, typer.Option("--output", help="Where to write the labels (.npy, int64, -1 = none).")
     ],
     delta: DeltaOpt,
-    seed: Annotated[
-        int | None,
-        typer.Option(
-            "--seed", help="Seed of the noise; without it a fresh seed is drawn and reported."
-        ),
-    ] = None,
+    seed: SeedOpt = None,
+    seed_file: SeedFileOpt = None,
     mechanism: MechanismOpt = None,
     sigma: SigmaOpt = None,
     threshold: ThresholdOpt = None,
@@ -108,8 +106,9 @@ def aggregate(
 ) -> None:
     """Run an aggregator on the votes, write the noisy labels, and account the realised run.
 
-    LNMax, GNMax, Confident-GNMax or Interactive-GNMax with a seeded
-    numpy Generator: the same seed gives the same labels, byte for byte. The
+    LNMax, GNMax, Confident-GNMax or Interactive-GNMax, with noise from OS
+    entropy that is never written anywhere (--seed-file keeps a run
+    reproducible without publishing its noise; --seed is for experiments). The
     labels (-1 where nothing was released) are written only after the run
     succeeds. The report gives the realised privacy cost (the threshold step
     on every query seen, the answer step on the answered ones) next to the
@@ -117,7 +116,7 @@ def aggregate(
 
     Example:
 
-        pate aggregate sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5 --seed 0 --output labels.out.npy
+        pate aggregate sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5 --output labels.out.npy
     """
     import numpy as np
 
@@ -137,11 +136,12 @@ def aggregate(
             "--indices": indices,
             "--student-probs": student_probs_path,
             "--true-labels": true_labels_path,
+            "--seed-file": seed_file,
         },
         {"--output": output, "--answered-output": answered_output, "--record": record_path},
     )
     which = GateOn(gate_on or GateOn.DATA_DEPENDENT)
-    check_parameters(max_answered=max_answered, max_queries=max_queries, seed=seed)
+    check_parameters(max_answered=max_answered, max_queries=max_queries)
     check_output_path(output, "--output", (".npy",))
     if answered_output is not None:
         check_output_path(answered_output, "--answered-output", (".npy",))
@@ -169,6 +169,7 @@ def aggregate(
         votes,
         chosen,
         seed=seed,
+        seed_file=seed_file,
         student_probs=student_probs_path,
         true_labels=true_labels_path,
         **options,
@@ -199,7 +200,7 @@ def aggregate(
                     "true_labels": true_labels_path,
                 },
                 outputs={"labels": output, "answered_mask": answered_output},
-                seed=result.seed,
+                noise=result.noise,
                 call={
                     "function": "aggregate",
                     "votes": votes_call(fmt, num_classes, teachers, queries),

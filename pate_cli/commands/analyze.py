@@ -27,6 +27,7 @@ from pate_cli._options import (
     OrdersOpt,
     QueriesOpt,
     RecordOpt,
+    SeedFileOpt,
     SeedOpt,
     Sigma1Opt,
     SigmaOpt,
@@ -79,6 +80,7 @@ def analyze(
     beta: BetaOpt = None,
     sigma_ss: SigmaSsOpt = None,
     seed: SeedOpt = None,
+    seed_file: SeedFileOpt = None,
     strict: StrictOpt = True,
     ledger_path: Annotated[
         str | None,
@@ -127,6 +129,7 @@ def analyze(
     from pate_cli.orders import parse_orders
     from pate_cli.outputs import check_distinct_files
     from pate_cli.record import build_record, check_record_path, write_record
+    from pate_cli.release import GnssRelease
 
     check_delta(delta)
     if record_path is not None:
@@ -137,6 +140,7 @@ def analyze(
             "--indices": indices,
             "--baseline": baseline_path,
             "--answered": answered_path,
+            "--seed-file": seed_file,
         },
         {"--ledger": ledger_path, "--plot": plot_path, "--record": record_path},
     )
@@ -172,6 +176,7 @@ def analyze(
         baseline=baseline_path,
         answered=answered_path,
         seed=seed,
+        seed_file=seed_file,
         progress=cli_progress(votes, as_json),
         **options,
     )
@@ -203,7 +208,7 @@ def analyze(
                     "answered": answered_path,
                 },
                 outputs={},
-                seed=(payload.get("release") or {}).get("seed"),
+                noise=report.release.noise if isinstance(report.release, GnssRelease) else None,
                 call={
                     "function": "analyze",
                     "votes": votes_call(fmt, num_classes, teachers, queries),

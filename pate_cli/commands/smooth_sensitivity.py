@@ -24,6 +24,7 @@ from pate_cli._options import (
     OrdersOpt,
     QueriesOpt,
     RecordOpt,
+    SeedFileOpt,
     SeedOpt,
     Sigma1Opt,
     SigmaOpt,
@@ -62,6 +63,7 @@ def smooth_sensitivity(
     beta: BetaOpt = None,
     sigma_ss: SigmaSsOpt = None,
     seed: SeedOpt = None,
+    seed_file: SeedFileOpt = None,
     skip_conditions: SkipConditionsOpt = False,
     strict: StrictOpt = True,
     orders_text: OrdersOpt = None,
@@ -105,6 +107,7 @@ def smooth_sensitivity(
             "--indices": indices,
             "--baseline": baseline_path,
             "--answered": answered_path,
+            "--seed-file": seed_file,
         },
         {"--record": record_path},
     )
@@ -133,6 +136,7 @@ def smooth_sensitivity(
         baseline=baseline_path,
         answered=answered_path,
         seed=seed,
+        seed_file=seed_file,
         progress=cli_progress(votes, as_json),
         **options,
     )
@@ -154,7 +158,7 @@ def smooth_sensitivity(
                     "answered": answered_path,
                 },
                 outputs={},
-                seed=release.seed,
+                noise=release.noise,
                 call={
                     "function": "smooth_sensitivity",
                     "votes": votes_call(fmt, num_classes, teachers, queries),

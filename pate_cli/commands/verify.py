@@ -37,6 +37,15 @@ def verify(
             "student_probs, true_labels).",
         ),
     ] = None,
+    seed_file: Annotated[
+        str | None,
+        typer.Option(
+            "--seed-file",
+            metavar="FILE",
+            help="The run's seed file: replays its random outputs (labels, answered mask, "
+            "released epsilon); a file that is not the run's fails the check (exit 1).",
+        ),
+    ] = None,
     rtol: Annotated[
         float | None,
         typer.Option(
@@ -52,10 +61,11 @@ def verify(
     Checks the sha256 of the votes and every other input against the record,
     replays the recorded library call (labels go to a scratch folder),
     compares every number of the recorded report with the recomputed one,
-    including the released epsilon reproduced from the seed, the C5/C6
-    conditions, and that the data-independent bound is above the
-    data-dependent one. Exit 0 when all hold, 1 when anything differs, 2 when
-    the record or a file cannot be used.
+    the C5/C6 conditions, and that the data-independent bound is above the
+    data-dependent one. The random outputs (labels, answered mask, released
+    epsilon) are replayed with --seed-file, or from the seed of a --seed run;
+    otherwise a line says they were not. Exit 0 when all hold, 1 when anything
+    differs, 2 when the record or a file cannot be used.
 
     Example:
 
@@ -64,7 +74,9 @@ def verify(
     from pate_cli import render
     from pate_cli.api import verify_file
 
-    report = verify_file(record_path, overrides=_overrides(votes, inputs or []), rtol=rtol)
+    report = verify_file(
+        record_path, overrides=_overrides(votes, inputs or []), seed_file=seed_file, rtol=rtol
+    )
     rendered = render.render_verify(record_path, report.record, list(report.checks))
     emit(report.to_dict(), rendered, (), as_json)
     if not report.ok:
