@@ -17,14 +17,14 @@ import typer
 
 from pate_cli import checks
 from pate_cli.choices import Conversion, GateOn, TableGateOn, VoteFormat
-from pate_cli.errors import ExitCode, UsageError
+from pate_cli.errors import ExitCode
 from pate_cli.mechanisms import MechanismName
 
 if TYPE_CHECKING:  # the rest loads when a command runs, not when the app starts
     from rich.console import Console
 
     from pate_cli.analysis import Progress
-    from pate_cli.report import AnalysisReport
+    from pate_cli.budget import Gate
     from pate_cli.votes import Votes
 
 # The command line of the run in progress (after ``pate``), set by the CLI group as it
@@ -132,13 +132,43 @@ MaxEpsilonOpt = Annotated[
         callback=checks.max_epsilon,
     ),
 ]
+_GATE_HELP = (
+    "Which epsilon --max-epsilon checks (default: {default}). publishable: the smallest "
+    "published figure not drawn at random (the data-independent bound, or the worst case "
+    "of Confident/Interactive-GNMax); data-dependent and data-independent may depend on the "
+    "votes; worst-case: every query answered{released}."
+)
 GateOnOpt = Annotated[
+    GateOn,
+    typer.Option(
+        "--gate-on",
+        help=_GATE_HELP.format(
+            default="publishable", released="; released: the expected GNSS-released epsilon"
+        ),
+    ),
+]
+ReleaseGateOnOpt = Annotated[
     GateOn | None,
-    typer.Option("--gate-on", help="Which epsilon --max-epsilon checks (default: data-dependent)."),
+    typer.Option(
+        "--gate-on",
+        help=_GATE_HELP.format(
+            default="released, or publishable with --public",
+            released="; released: the expected GNSS-released epsilon",
+        ),
+        show_default=False,
+    ),
 ]
 TableGateOnOpt = Annotated[
-    TableGateOn | None,
-    typer.Option("--gate-on", help="Which epsilon --max-epsilon checks (default: data-dependent)."),
+    TableGateOn,
+    typer.Option("--gate-on", help=_GATE_HELP.format(default="publishable", released="")),
+]
+PublicOpt = Annotated[
+    bool,
+    typer.Option(
+        "--public",
+        help="Print only the figures that may be published (and the gate, if it checks one); "
+        "nothing else derived from the votes.",
+    ),
 ]
 HalfEvenOpt = Annotated[
     bool,
@@ -169,40 +199,12 @@ def emit(
         err.print(f"warning: {warning}", style="yellow")
 
 
-def over_budget(
-    epsilons: dict[GateOn, float | None], max_epsilon: float | None, which: GateOn
-) -> bool:
-    """True when the gated epsilon exceeds the budget (False without one)."""
-    if max_epsilon is None:
-        return False
-    epsilon = epsilons.get(which)
-    if epsilon is None:
-        raise UsageError(f"--gate-on {which.value}: this run has no such epsilon")
-    # Written as "not <=" so that a NaN could never pass the gate.
-    return not epsilon <= max_epsilon
-
-
-def gate(epsilons: dict[GateOn, float | None], max_epsilon: float | None, which: GateOn) -> None:
+def enforce(gate: Gate | None) -> None:
     """The budget gate: after printing, exit 1 when the gated epsilon exceeds the budget."""
-    if max_epsilon is None or not over_budget(epsilons, max_epsilon, which):
+    if gate is None or gate.passed:
         return
-    error_line(
-        f"pate: {which.value} epsilon {epsilons[which]:.6g} exceeds --max-epsilon {max_epsilon:g}"
-    )
+    error_line(f"pate: {gate.message}")
     raise typer.Exit(int(ExitCode.BUDGET_EXCEEDED))
-
-
-def analysis_epsilons(report: AnalysisReport) -> dict[GateOn, float | None]:
-    """What an analysis offers to the gate: both bounds, and the release when there is one."""
-    from pate_cli.release import gated_epsilon
-
-    released = None if report.release is None else gated_epsilon(report.release)
-    return {
-        GateOn.DATA_DEPENDENT: report.data_dependent.epsilon,
-        GateOn.DATA_INDEPENDENT: report.data_independent.epsilon,
-        GateOn.WORST_CASE: report.worst_case.epsilon,
-        GateOn.RELEASED: released,
-    }
 
 
 def cli_progress(votes: Votes, as_json: bool) -> Progress:

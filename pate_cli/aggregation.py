@@ -21,12 +21,13 @@ messages (which name the flags), and invalid arrays :class:`~pate_cli.errors.Inp
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from pate_cli import checks
 from pate_cli.accounting import Conversion, as_conversion, check_delta
 from pate_cli.aggregators import (
     AggregationResult,
@@ -36,6 +37,15 @@ from pate_cli.aggregators import (
     aggregate_lnmax,
 )
 from pate_cli.analysis import Progress, analysis_report
+from pate_cli.budget import (
+    Gate,
+    analysis_epsilons,
+    apply_gate,
+    as_gate_on,
+    check_gate_choice,
+    gate_warnings,
+)
+from pate_cli.choices import GateOn
 from pate_cli.errors import InputError, UsageError
 from pate_cli.mechanisms import (
     ConfidentGNMax,
@@ -113,6 +123,11 @@ class AggregateResult:
         return self.num_seen - self.num_answered - self.student_labelled
 
     @property
+    def gate(self) -> Gate | None:
+        """The budget gate's verdict on the realised run, when a limit was given."""
+        return self.privacy.gate
+
+    @property
     def warnings(self) -> tuple[str, ...]:
         """One-line notes for the user (from reading the votes and the realised accounting)."""
         return self.noise.notes + self.privacy.warnings
@@ -141,6 +156,7 @@ class AggregateResult:
             privacy=self.privacy,
             expected_privacy=self.expected_privacy,
             warnings=self.warnings,
+            gate=self.gate,
         )
 
     def to_dict(
@@ -311,6 +327,8 @@ def aggregate_votes(
     max_answered: int | None = None,
     max_queries: int | None = None,
     half_even: bool = False,
+    max_epsilon: float | None = None,
+    gate_on: str | GateOn = GateOn.PUBLISHABLE,
     progress: Progress | None = None,
 ) -> AggregateResult:
     """What ``pate aggregate`` computes: noisy labels, and the cost of the run that drew them.
@@ -335,6 +353,10 @@ def aggregate_votes(
         max_answered: stop right after this many teacher answers.
         max_queries: process at most this many queries.
         half_even: round the threshold statistic half to even, as the 2018 reference does.
+        max_epsilon: a budget for the realised run: ``result.gate`` says whether its
+            ``gate_on`` figure (default publishable: the worst case) is within it; the
+            command line releases nothing when it is not.
+        gate_on: which epsilon the budget checks (not ``released``: nothing is).
         progress: reports the accounting passes (see :mod:`pate_cli.api`).
 
     Returns:
@@ -349,6 +371,9 @@ def aggregate_votes(
     Shapes: votes.counts (Q, C); student_probs (Q, C); true_labels (Q,).
     """
     check_delta(delta)
+    checks.max_epsilon(max_epsilon)
+    on = as_gate_on(gate_on)
+    check_gate_choice(on, releases=False, what="aggregate")
     check_parameters(
         max_answered=max_answered,
         max_queries=max_queries,
@@ -399,6 +424,11 @@ def aggregate_votes(
         answered=mask,
         half_even=half_even,
         progress=progress,
+    )
+    realised = replace(
+        realised,
+        gate=apply_gate(analysis_epsilons(realised), max_epsilon, on),
+        warnings=realised.warnings + gate_warnings(on, realised.mechanism, max_epsilon),
     )
     labels = run.labels[:seen]
     released = labels >= 0

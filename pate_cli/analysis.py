@@ -148,6 +148,7 @@ def release_of(
             beta=beta,
             sigma_ss=sigma_ss,
             noise=noise,
+            order_chosen_on_data=order is None and np.unique(report.orders).size > 1,
             strict=not reference_local_sensitivity,
             skip_conditions=skip_conditions,
             half_even=half_even,

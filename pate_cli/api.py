@@ -32,6 +32,15 @@ from pate_cli.analysis import (
     run_inputs,
     with_release,
 )
+from pate_cli.budget import (
+    analysis_epsilons,
+    apply_gate,
+    as_gate_on,
+    check_gate_choice,
+    gate_warnings,
+    release_epsilons,
+)
+from pate_cli.choices import GateOn
 from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_warning, sort_rows
 from pate_cli.errors import UsageError
 from pate_cli.inspection import InspectReport, inspect_votes
@@ -155,6 +164,8 @@ def analyze(
     reference_local_sensitivity: bool = False,
     half_even: bool = False,
     breakdown: bool = False,
+    max_epsilon: float | None = None,
+    gate_on: str | GateOn = GateOn.PUBLISHABLE,
     progress: Progress | None = None,
 ) -> AnalysisReport:
     """What ``pate analyze`` computes: the cost per order, at the best order, and the release.
@@ -182,12 +193,23 @@ def analyze(
         half_even: round the threshold statistic half to even, as the reference.
         breakdown: add the per-query ledger (``report.ledger``) and its summary by teacher
             agreement (``breakdown`` in the JSON), as ``--breakdown``.
+        max_epsilon: a budget: ``report.gate`` says whether the ``gate_on`` figure is within
+            it (``"publishable"`` by default: the smallest publishable figure not drawn at
+            random).
+        gate_on: which epsilon the budget checks (``GateOn`` or its value).
         progress: see the module docstring.
 
     Returns:
         The report; ``to_dict()`` is ``pate analyze --json``.
     """
     checks.sigma_ss(sigma_ss)
+    checks.max_epsilon(max_epsilon)
+    on = as_gate_on(gate_on)
+    check_gate_choice(
+        on,
+        releases=release and not data_independent and not isinstance(mechanism, LNMax),
+        what="this analysis (LNMax, --no-release or --data-independent)",
+    )
     noise = noise_source(seed, seed_file)
     votes, report, baseline_array, answered_mask = _analysis(
         votes,
@@ -226,7 +248,14 @@ def analyze(
             terms=report.terms,
         )
         report = replace(report, ledger=per_query)
-    return report
+    return _gated(report, analysis_epsilons, max_epsilon, on)
+
+
+def _gated(report: Any, epsilons: Any, max_epsilon: float | None, on: GateOn) -> Any:
+    """The report with its gate's verdict and, for a gate on a private figure, a warning."""
+    gate = apply_gate(epsilons(report), max_epsilon, on)
+    notes = gate_warnings(on, report.mechanism, max_epsilon)
+    return replace(report, gate=gate, warnings=report.warnings + notes)
 
 
 def smooth_sensitivity(
@@ -246,12 +275,15 @@ def smooth_sensitivity(
     skip_conditions: bool = False,
     reference_local_sensitivity: bool = False,
     half_even: bool = False,
+    max_epsilon: float | None = None,
+    gate_on: str | GateOn = GateOn.RELEASED,
     progress: Progress | None = None,
 ) -> SmoothSensitivityReport:
     """What ``pate smooth-sensitivity`` computes: the GNSS release of the data-dependent epsilon.
 
     Arguments as ``analyze``; ``order`` fixes the release's order (default: the best
-    data-dependent one), ``skip_conditions`` computes it where C5/C6 fail.
+    data-dependent one), ``skip_conditions`` computes it where C5/C6 fail; the gate checks
+    the expected released epsilon by default.
 
     Raises:
         UsageError: LNMax, or a release parameter outside its domain.
@@ -261,6 +293,8 @@ def smooth_sensitivity(
     if isinstance(mechanism, LNMax):
         raise UsageError("smooth-sensitivity covers gnmax, confident-gnmax and interactive-gnmax")
     checks.sigma_ss(sigma_ss)
+    checks.max_epsilon(max_epsilon)
+    on = as_gate_on(gate_on)
     noise = noise_source(seed, seed_file)
     votes, analysis, baseline_array, answered_mask = _analysis(
         votes,
@@ -289,7 +323,7 @@ def smooth_sensitivity(
         half_even=half_even,
         progress=progress,
     )
-    return SmoothSensitivityReport(
+    report = SmoothSensitivityReport(
         input=InputSummary.from_votes(votes),
         mechanism=mechanism.to_json_dict(),
         delta=delta,
@@ -299,6 +333,7 @@ def smooth_sensitivity(
         warnings=votes.warnings + gnss.warnings,
         analysis=analysis,
     )
+    return _gated(report, release_epsilons, max_epsilon, on)
 
 
 def compare(
@@ -312,12 +347,18 @@ def compare(
     sort: str | SortColumn = "epsilon",
     half_even: bool = False,
     max_epsilon: float | None = None,
+    gate_on: str | GateOn = GateOn.PUBLISHABLE,
 ) -> CompareReport:
     """What ``pate compare`` computes: each setting's expected cost, best first.
 
-    Each row has exactly the numbers ``analyze`` gives for that setting.
+    Each row has exactly the numbers ``analyze`` gives for that setting. With
+    ``max_epsilon``, each row says whether its ``gate_on`` figure is within it and
+    ``report.gate`` whether the best row's is.
     """
     check_delta(delta)
+    checks.max_epsilon(max_epsilon)
+    on = as_gate_on(gate_on)
+    check_gate_choice(on, releases=False, what="compare")
     votes = _votes(votes)
     if not mechanisms:
         raise UsageError("mechanisms: expected at least one mechanism to compare")
@@ -349,8 +390,20 @@ def compare(
         sort=column,
         rows=tuple(rows),
         max_epsilon=max_epsilon,
-        warnings=(*votes.warnings, *delta_warnings(delta, votes.num_queries), *edge_warning(rows)),
+        gate_on=on,
+        warnings=(
+            *votes.warnings,
+            *delta_warnings(delta, votes.num_queries),
+            *edge_warning(rows),
+            *gate_warnings(on, {"name": _one_name(mechanisms)}, max_epsilon),
+        ),
     )
+
+
+def _one_name(mechanisms: Sequence[Mechanism]) -> str:
+    """The rows' mechanism name when every row answers every query, for the gate's warning."""
+    names = {m.to_json_dict()["name"] for m in mechanisms}
+    return names.pop() if len(names) == 1 else "mixed"
 
 
 def inspect(votes: Votes | PathLike) -> InspectReport:
@@ -373,6 +426,8 @@ def aggregate(
     max_answered: int | None = None,
     max_queries: int | None = None,
     half_even: bool = False,
+    max_epsilon: float | None = None,
+    gate_on: str | GateOn = GateOn.PUBLISHABLE,
     progress: Progress | None = None,
 ) -> AggregateResult:
     """What ``pate aggregate`` computes, without writing a file.
@@ -395,6 +450,8 @@ def aggregate(
         max_answered=max_answered,
         max_queries=max_queries,
         half_even=half_even,
+        max_epsilon=max_epsilon,
+        gate_on=gate_on,
         progress=progress,
     )
 
@@ -412,6 +469,7 @@ _RANDOM_FIELDS = {
         "agreement_with_plurality",
         "accuracy",
         "privacy",
+        "gate",
         "outputs.labels",
         "outputs.answered_mask",
     ),
@@ -441,7 +499,7 @@ def _replay(
         report = smooth_sensitivity(votes, mechanism, **options)
         return as_printed(report.to_dict()), {}, unreplayed
     if noise is None:
-        return _aggregate_accounting(votes, mechanism, options, record), {}, unreplayed
+        return _aggregate_accounting(votes, mechanism, options), {}, unreplayed
     result = aggregate(votes, mechanism, **options)
     written = {
         "labels": os.path.join(scratch, "labels.npy"),
@@ -453,7 +511,7 @@ def _replay(
 
 
 def _aggregate_accounting(
-    votes: Votes, mechanism: Mechanism, options: dict[str, Any], record: dict[str, Any]
+    votes: Votes, mechanism: Mechanism, options: dict[str, Any]
 ) -> dict[str, Any]:
     """What an aggregate record states that its noise does not decide: the expected cost."""
     expected = analyze(
@@ -467,12 +525,12 @@ def _aggregate_accounting(
         release=False,
     )
     block = as_printed(expected.to_dict())
-    for key in ("command", "input", "mechanism", "warnings"):
+    shared = {key: block.pop(key) for key in ("input", "mechanism", "publishable")}
+    for key in ("command", "warnings"):
         block.pop(key)
     return {
         "command": "aggregate",
-        "input": as_printed(expected.to_dict())["input"],
-        "mechanism": mechanism.to_json_dict(),
+        **shared,
         "num_queries": votes.num_queries,
         "expected_privacy": block,
     }

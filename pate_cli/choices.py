@@ -39,6 +39,7 @@ class SortColumn(str, Enum):
 class GateOn(str, Enum):
     """Which epsilon the --max-epsilon gate compares."""
 
+    PUBLISHABLE = "publishable"
     DATA_DEPENDENT = "data-dependent"
     DATA_INDEPENDENT = "data-independent"
     WORST_CASE = "worst-case"
@@ -49,6 +50,7 @@ class TableGateOn(str, Enum):
     """``GateOn`` without ``released``: the choices of commands that release no epsilon
     (``compare``, ``aggregate``), so that their help lists only what they can gate on."""
 
+    PUBLISHABLE = "publishable"
     DATA_DEPENDENT = "data-dependent"
     DATA_INDEPENDENT = "data-independent"
     WORST_CASE = "worst-case"

@@ -50,7 +50,8 @@ from pate_cli.accounting import (
     epsilon_result,
     query_terms,
 )
-from pate_cli.choices import SortColumn
+from pate_cli.budget import Gate, apply_gate, bound_figure
+from pate_cli.choices import GateOn, SortColumn
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import (
     ConfidentGNMax,
@@ -266,6 +267,16 @@ class CompareRow:
     worst_case: EpsilonResult | None = None
     """Data-independent with every query answered: it does not depend on the votes."""
 
+    def epsilons(self) -> dict[GateOn, float | None]:
+        """What the row offers to the gate (publishable: its worst case)."""
+        worst = None if self.worst_case is None else self.worst_case.epsilon
+        return {
+            GateOn.PUBLISHABLE: worst,
+            GateOn.DATA_DEPENDENT: self.data_dependent.epsilon,
+            GateOn.DATA_INDEPENDENT: self.data_independent.epsilon,
+            GateOn.WORST_CASE: worst,
+        }
+
     def to_json_dict(self) -> dict[str, Any]:
         def block(result: EpsilonResult) -> dict[str, Any]:
             return {
@@ -387,6 +398,17 @@ class CompareReport:
     warnings: tuple[str, ...] = ()
     files: tuple[tuple[str, str], ...] = ()
     """(key, path) of the files the command wrote from this report (csv, plot)."""
+    gate_on: GateOn = GateOn.PUBLISHABLE
+    """The figure ``max_epsilon`` checks, per row (``within_budget``) and for the best row."""
+
+    @property
+    def gate(self) -> Gate | None:
+        """The best row's verdict: exit 1 when no setting is within budget."""
+        best: dict[GateOn, float | None] = {}
+        for on in GateOn:
+            values = [v for row in self.rows if (v := row.epsilons().get(on)) is not None]
+            best[on] = min(values) if values else None
+        return apply_gate(best, self.max_epsilon, self.gate_on)
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly what ``pate compare --json`` prints (without --csv and --plot)."""
@@ -396,8 +418,12 @@ class CompareReport:
         rows = []
         for row in self.rows:
             item = row.to_json_dict()
+            if row.worst_case is not None:
+                figure = bound_figure(item["mechanism"], row.worst_case.epsilon, self.delta)
+                item["publishable"] = [figure.to_json_dict()]
             if self.max_epsilon is not None:
-                item["within_budget"] = row.data_dependent.epsilon <= self.max_epsilon
+                value = row.epsilons().get(self.gate_on)
+                item["within_budget"] = value is not None and bool(value <= self.max_epsilon)
             rows.append(item)
         out: dict[str, Any] = {
             "command": "compare",
@@ -411,8 +437,10 @@ class CompareReport:
             "note": NOTE,
             "warnings": list(self.warnings),
         }
-        if self.max_epsilon is not None:
+        gate = self.gate
+        if gate is not None:
             out["max_epsilon"] = self.max_epsilon
+            out["gate"] = gate.to_json_dict()
         out.update(self.files)
         return out
 

@@ -86,6 +86,8 @@ class GnssRelease:
     noise: Noise | None = None
     """Where the sample's noise came from (its seed is never shown unless public)."""
     parameters_chosen_on_data: bool = False
+    order_chosen_on_data: bool = True
+    """The order is the best data-dependent one of several (not fixed in advance)."""
     strict_local_sensitivity: bool = False
     local_sensitivity: FloatArray | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
@@ -122,6 +124,7 @@ class GnssRelease:
             epsilon_released=self.epsilon_released,
             noise=None if self.noise is None else self.noise.to_dict(),
             parameters_chosen_on_data=self.parameters_chosen_on_data,
+            order_chosen_on_data=self.order_chosen_on_data,
             strict_local_sensitivity=self.strict_local_sensitivity,
         )
         return out
@@ -185,6 +188,7 @@ def gnss_release(
     beta: float | None = None,
     sigma_ss: float | None = None,
     noise: Noise | None = None,
+    order_chosen_on_data: bool = True,
     strict: bool = True,
     skip_conditions: bool = False,
     half_even: bool = False,
@@ -210,6 +214,8 @@ def gnss_release(
         beta: fix beta instead of choosing it on the data.
         sigma_ss: fix the GNSS noise multiplier instead of choosing it on the data.
         noise: the source of the sampled release's noise (default: OS entropy).
+        order_chosen_on_data: ``order`` is the best data-dependent order of several, so the
+            sample is not publishable as it is.
         strict: the sound local sensitivity (the default); False reproduces the reference's
             bounds, which can be below the truth (see ``core.smooth_sensitivity``).
         skip_conditions: compute even where C5/C6 fail (with a warning).
@@ -392,6 +398,7 @@ def gnss_release(
         epsilon_released=_epsilon_at(conversion, order, rdp_at_order + gnss_cost + sample, delta),
         noise=source,
         parameters_chosen_on_data=chosen_on_data,
+        order_chosen_on_data=order_chosen_on_data,
         strict_local_sensitivity=strict,
         local_sensitivity=ls,
         warnings=tuple(warnings),

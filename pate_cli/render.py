@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from pate_cli.budget import Figure, release_withheld
 from pate_cli.comparison import NOTE, PARAMETERS, CompareReport
 from pate_cli.inspection import QUANTILES, Histogram, InspectReport
 from pate_cli.ledger import Ledger, buckets, most_expensive
@@ -108,9 +109,10 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
             style=style,
         )
     closing = Text()
-    closing.append(f"epsilon = {dependent.epsilon:.4f}", style="bold green")
+    closing.append(f"epsilon = {dependent.epsilon:.4f}", style="bold")
     closing.append(
-        f" at order {fmt_order(dependent.order)} (data-dependent, delta {report.delta:g}); "
+        f" at order {fmt_order(dependent.order)} (data-dependent, private; delta "
+        f"{report.delta:g}); "
         f"data-independent epsilon = {independent.epsilon:.4f} at order "
         f"{fmt_order(independent.order)}; "
     )
@@ -131,6 +133,47 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
     parts: list[RenderableType] = [header, table, closing]
     if report.release is not None:
         parts.append(release_line(report.release))
+    parts.append(publishable_line(report.publishable))
+    return Group(*parts)
+
+
+def publishable_line(figures: tuple[Figure, ...]) -> Text:
+    """The figures that may be published, best first; everything else above is private."""
+    text = Text("publishable: ", style="bold")
+    for i, figure in enumerate(figures):
+        if i:
+            text.append("; ")
+        text.append(f"epsilon = {figure.epsilon:.4f}", style="bold green")
+        text.append(f" ({figure.basis}, delta {figure.delta:g})")
+    text.append(". Every other figure depends on the votes: private.")
+    return text
+
+
+def public(report: AnalysisReport | SmoothSensitivityReport | AggregateReport) -> RenderableType:
+    """``--public``: the publishable figures and nothing else derived from the votes."""
+    data = report.to_dict(public=True)
+    summary = data["input"]
+    header = Text(
+        f"format {summary['format']}, {summary['num_queries']} queries x "
+        f"{summary['num_classes']} classes, {summary['num_teachers']} teachers"
+    )
+    table = Table(title="What may be published", title_justify="left", header_style="bold")
+    for column, justify in (("basis", "left"), ("epsilon", "right"), ("delta", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    table.add_column("note", overflow="fold")
+    for figure in data["publishable"]:
+        table.add_row(
+            figure["basis"], f"{figure['epsilon']:.4f}", f"{figure['delta']:g}", figure["note"]
+        )
+    parts: list[RenderableType] = [header, mechanism_line(report.mechanism), table]
+    if report.gate is not None:
+        verdict = "within" if report.gate.passed else "over"
+        parts.append(
+            Text(
+                f"{report.gate.on.value} epsilon {report.gate.epsilon:.4f} is {verdict} the "
+                f"budget {report.gate.limit:g}"
+            )
+        )
     return Group(*parts)
 
 
@@ -207,6 +250,7 @@ def aggregate(report: AggregateReport) -> RenderableType:
         counts,
         cost,
         Text(written),
+        publishable_line(report.publishable),
     )
 
 
@@ -241,7 +285,8 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
     if not release.released:
         table.add_row("data-independent epsilon", fmt(_number(release.epsilon_data_independent)))
         table.add_row("worst case (every query answered)", fmt(_number(release.epsilon_worst_case)))
-        return Group(header, table, Text(f"nothing to release: {release.reason}", style="bold"))
+        nothing = Text(f"nothing to release: {release.reason}", style="bold")
+        return Group(header, table, nothing, publishable_line(report.publishable))
     table.add_row("beta", fmt(_number(release.beta)))
     table.add_row("smooth sensitivity E[SS_beta]", fmt(_number(release.smooth_sensitivity)))
     table.add_row("sigma_ss", fmt(_number(release.sigma_ss)))
@@ -256,14 +301,17 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
     )
     closing = Text()
     closing.append(
-        f"released epsilon = {_number(release.epsilon_expected_release):.4f}", style="bold green"
+        f"released epsilon = {_number(release.epsilon_expected_release):.4f}", style="bold"
     )
     closing.append(
         f" +/- {_number(release.noise_std):.4f} at order {fmt_order(release.order)} "
-        f"(data-dependent {release.epsilon_data_dependent:.4f} + GNSS cost "
+        f"(expected, private: data-dependent {release.epsilon_data_dependent:.4f} + GNSS cost "
         f"{_number(release.gnss_cost):.4f}); sampled: {_number(release.epsilon_released):.4f}"
     )
-    return Group(header, table, closing)
+    withheld = release_withheld(release)
+    if withheld is not None:
+        closing.append(f" (the sample is private: {withheld})")
+    return Group(header, table, closing, publishable_line(report.publishable))
 
 
 def _number(value: float | None) -> float:

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.accounting import EpsilonResult, QueryTerms, RdpAccount
+from pate_cli.budget import Figure, Gate, figures
 
 if TYPE_CHECKING:
     from pate_cli.ledger import Ledger
@@ -52,6 +53,33 @@ def _plain(value: Any) -> Any:
 def dumps(payload: dict[str, Any]) -> str:
     """Serialise a report dictionary; ``allow_nan=False`` is a tripwire behind ``_plain``."""
     return json.dumps(_plain(payload), allow_nan=False)
+
+
+def public_json(
+    command: str,
+    report: AnalysisReport | SmoothSensitivityReport | AggregateReport,
+    found: tuple[Figure, ...],
+    gate: Gate | None,
+) -> dict[str, Any]:
+    """``--public --json``: what may be published and nothing else derived from the votes.
+
+    The input keeps its format and sizes; its path and sha256 are left out (a hash of the
+    votes lets whoever holds all but one teacher's votes test every guess of the rest)."""
+    summary = report.input.to_json_dict()
+    for key in ("path", "sha256"):
+        summary.pop(key)
+    out: dict[str, Any] = {
+        "command": command,
+        "input": summary,
+        "mechanism": report.mechanism,
+        "delta": report.delta,
+        "conversion": report.conversion,
+        "num_queries": report.input.num_queries,
+        "publishable": [figure.to_json_dict() for figure in found],
+    }
+    if gate is not None:
+        out["gate"] = gate.to_json_dict()
+    return out
 
 
 @dataclass(frozen=True)
@@ -136,9 +164,23 @@ class AnalysisReport:
     """The per-query ledger (``pate_cli.ledger.Ledger``) when a breakdown was asked for."""
     files: tuple[tuple[str, str], ...] = ()
     """(key, path) of the files the command wrote from this report (ledger, plot)."""
+    gate: Gate | None = None
+    """The budget gate's verdict, when a limit was given."""
 
-    def to_dict(self) -> dict[str, Any]:
-        """Exactly what ``pate analyze --json`` prints."""
+    @property
+    def num_queries(self) -> int:
+        """Q, the queries of the selection (a realised run may have seen fewer)."""
+        return self.input.num_queries
+
+    @property
+    def publishable(self) -> tuple[Figure, ...]:
+        """The figures that may be published as they are, best first (CLI.md)."""
+        return figures(self.mechanism, self.worst_case.epsilon, self.delta, self.release)
+
+    def to_dict(self, *, public: bool = False) -> dict[str, Any]:
+        """Exactly what ``pate analyze --json`` prints (with ``--public`` when ``public``)."""
+        if public:
+            return public_json("analyze", self, self.publishable, self.gate)
         return self.to_json_dict()
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -159,6 +201,9 @@ class AnalysisReport:
         }
         if self.release is not None:
             out["release"] = self.release.to_json_dict()
+        out["publishable"] = [figure.to_json_dict() for figure in self.publishable]
+        if self.gate is not None:
+            out["gate"] = self.gate.to_json_dict()
         out["warnings"] = list(self.warnings)
         if self.ledger is not None:
             out["breakdown"] = self.ledger.summary()
@@ -186,16 +231,36 @@ class AggregateReport:
     privacy: AnalysisReport
     expected_privacy: AnalysisReport
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    gate: Gate | None = None
 
     @property
     def abstained(self) -> int:
         return self.num_seen - self.answered - self.student_labelled
 
+    @property
+    def delta(self) -> float:
+        return self.privacy.delta
+
+    @property
+    def conversion(self) -> str:
+        return self.privacy.conversion
+
+    @property
+    def publishable(self) -> tuple[Figure, ...]:
+        """As the realised run's: the worst case over every query of the votes."""
+        return self.privacy.publishable
+
+    def to_dict(self, *, public: bool = False) -> dict[str, Any]:
+        """Exactly what ``pate aggregate --json`` prints (with ``--public`` when ``public``)."""
+        if public:
+            return public_json("aggregate", self, self.publishable, self.gate)
+        return self.to_json_dict()
+
     def to_json_dict(self) -> dict[str, Any]:
         def privacy(report: AnalysisReport) -> dict[str, Any]:
             block = report.to_json_dict()
-            for key in ("command", "input", "mechanism", "warnings"):
-                block.pop(key)
+            for key in ("command", "input", "mechanism", "warnings", "publishable", "gate"):
+                block.pop(key, None)
             return block
 
         return {
@@ -214,6 +279,8 @@ class AggregateReport:
             "accuracy": self.accuracy,
             "privacy": privacy(self.privacy),
             "expected_privacy": privacy(self.expected_privacy),
+            "publishable": [figure.to_json_dict() for figure in self.publishable],
+            **({} if self.gate is None else {"gate": self.gate.to_json_dict()}),
             "warnings": list(self.warnings),
         }
 
@@ -231,9 +298,19 @@ class SmoothSensitivityReport:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     analysis: AnalysisReport | None = field(default=None, repr=False, compare=False)
     """The analysis the release was taken from (its data-independent figures)."""
+    gate: Gate | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """Exactly what ``pate smooth-sensitivity --json`` prints."""
+    @property
+    def publishable(self) -> tuple[Figure, ...]:
+        """The figures that may be published as they are, best first (CLI.md)."""
+        if self.analysis is None:
+            raise ValueError("a smooth-sensitivity report without its analysis")
+        return figures(self.mechanism, self.analysis.worst_case.epsilon, self.delta, self.release)
+
+    def to_dict(self, *, public: bool = False) -> dict[str, Any]:
+        """Exactly what ``pate smooth-sensitivity --json`` prints (``--public``: ``public``)."""
+        if public:
+            return public_json("smooth-sensitivity", self, self.publishable, self.gate)
         return self.to_json_dict()
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -245,5 +322,7 @@ class SmoothSensitivityReport:
             "conversion": self.conversion,
             "accounting": "realized" if self.realized else "expected",
             **self.release.to_json_dict(),
+            "publishable": [figure.to_json_dict() for figure in self.publishable],
+            **({} if self.gate is None else {"gate": self.gate.to_json_dict()}),
             "warnings": list(self.warnings),
         }

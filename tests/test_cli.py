@@ -91,13 +91,30 @@ def test_human_report_shows_detected_format_and_closing_line():
 
 
 def test_budget_gate_exits_1_after_printing():
+    """The default gate checks what may be published: the worst case, 4.7857 on Table 2."""
     result = run_cli(
-        ["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 1.5, "--json"],
+        ["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 2.0, "--json"],
         expect=ExitCode.BUDGET_EXCEEDED,
     )
-    assert json.loads(result.stdout)["data_dependent"]["epsilon"] > 1.5
-    assert "exceeds --max-epsilon 1.5" in result.stderr
-    run_cli(["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 2.0])
+    printed = json.loads(result.stdout)
+    assert printed["gate"] == {
+        "on": "publishable",
+        "epsilon": printed["data_independent_worst_case"]["epsilon"],
+        "limit": 2.0,
+        "passed": False,
+    }
+    assert "publishable epsilon 4.7857 exceeds --max-epsilon 2" in result.stderr
+    within = run_cli(["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 4.8, "--json"]).json
+    assert within["gate"]["passed"] is True
+    # The data-dependent epsilon (1.9988) is gated when asked for, with a word on stderr.
+    run_cli(
+        ["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 1.5, "--gate-on", "data-dependent"],
+        expect=ExitCode.BUDGET_EXCEEDED,
+    )
+    dependent = run_cli(
+        ["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 2.0, "--gate-on", "data-dependent"]
+    )
+    assert "depends on the votes and may not be published" in " ".join(dependent.stderr.split())
     # The data-independent epsilon (3.157) is gated when asked for.
     run_cli(
         ["analyze", *MNIST_640, *CONFIDENT, "--max-epsilon", 2.0, "--gate-on", "data-independent"],
@@ -114,11 +131,12 @@ def test_worst_case_is_every_query_answered_and_can_be_gated():
     assert worst["epsilon"] == pytest.approx(rdp + math.log(1e5) / (order - 1), rel=1e-12)
     assert worst["epsilon"] > report["data_independent"]["epsilon"]  # 4.786 > 3.157
     gated = ["--max-epsilon", 4.0, "--no-release", "--json"]
-    run_cli(["analyze", *MNIST_640, *CONFIDENT, *gated])
-    run_cli(
-        ["analyze", *MNIST_640, *CONFIDENT, *gated, "--gate-on", "worst-case"],
-        expect=ExitCode.BUDGET_EXCEEDED,
-    )
+    run_cli(["analyze", *MNIST_640, *CONFIDENT, *gated, "--gate-on", "data-independent"])
+    for on in ("worst-case", "publishable"):
+        run_cli(
+            ["analyze", *MNIST_640, *CONFIDENT, *gated, "--gate-on", on],
+            expect=ExitCode.BUDGET_EXCEEDED,
+        )
     # GNMax answers every query: its data-independent bound is already the worst case.
     gnmax = run_cli(["analyze", *MNIST_640, "--sigma", 40, "--no-release", "--json"]).json
     assert gnmax["data_independent_worst_case"] == gnmax["data_independent"]

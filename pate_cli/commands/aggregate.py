@@ -16,7 +16,6 @@ from pate_cli._options import (
     DeltaOpt,
     FormatOpt,
     GammaOpt,
-    GateOn,
     HalfEvenOpt,
     IndicesOpt,
     JsonOpt,
@@ -24,6 +23,7 @@ from pate_cli._options import (
     MechanismOpt,
     NumClassesOpt,
     OrdersOpt,
+    PublicOpt,
     QueriesOpt,
     RecordOpt,
     SeedFileOpt,
@@ -34,15 +34,13 @@ from pate_cli._options import (
     TeachersOpt,
     ThresholdOpt,
     VotesArg,
-    analysis_epsilons,
     current_argv,
     emit,
-    gate,
-    over_budget,
+    enforce,
     selection_options,
     votes_call,
 )
-from pate_cli.choices import Conversion, VoteFormat
+from pate_cli.choices import Conversion, GateOn, TableGateOn, VoteFormat
 from pate_cli.mechanisms import infer_mechanism
 
 
@@ -101,7 +99,8 @@ def aggregate(
     indices: IndicesOpt = None,
     record_path: RecordOpt = None,
     max_epsilon: MaxEpsilonOpt = None,
-    gate_on: TableGateOnOpt = None,
+    gate_on: TableGateOnOpt = TableGateOn.PUBLISHABLE,
+    public: PublicOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run an aggregator on the votes, write the noisy labels, and account the realised run.
@@ -123,9 +122,17 @@ def aggregate(
     from pate_cli import render
     from pate_cli.accounting import check_delta
     from pate_cli.aggregation import aggregate_votes, check_parameters
+    from pate_cli.budget import check_public_gate
     from pate_cli.outputs import check_distinct_files
     from pate_cli.record import build_record, check_record_path, write_record
+    from pate_cli.report import AggregateReport
     from pate_cli.votes import check_output_path, save_npy_atomic
+
+    def show(report: AggregateReport) -> None:
+        if public:
+            emit(report.to_dict(public=True), render.public(report), (), as_json)
+        else:
+            emit(report.to_json_dict(), render.aggregate(report), report.warnings, as_json)
 
     check_delta(delta)
     if record_path is not None:
@@ -140,7 +147,7 @@ def aggregate(
         },
         {"--output": output, "--answered-output": answered_output, "--record": record_path},
     )
-    which = GateOn(gate_on or GateOn.DATA_DEPENDENT)
+    which = GateOn(gate_on.value)
     check_parameters(max_answered=max_answered, max_queries=max_queries)
     check_output_path(output, "--output", (".npy",))
     if answered_output is not None:
@@ -156,6 +163,8 @@ def aggregate(
         has_baseline=student_probs_path is not None,
         baseline_flag="--student-probs",
     )
+    if public:
+        check_public_gate(which, chosen.to_json_dict(), max_epsilon)
     options: dict[str, Any] = {
         "delta": delta,
         "orders": orders_text,
@@ -164,6 +173,8 @@ def aggregate(
         "max_answered": max_answered,
         "max_queries": max_queries,
         "half_even": half_even,
+        "max_epsilon": max_epsilon,
+        "gate_on": which.value,
     }
     result = aggregate_votes(
         votes,
@@ -174,18 +185,18 @@ def aggregate(
         true_labels=true_labels_path,
         **options,
     )
-    if over_budget(analysis_epsilons(result.privacy), max_epsilon, which):
+    if result.gate is not None and not result.gate.passed:
         # Nothing over budget is released: no labels, no mask, no record; the report says so.
         report = result.to_report(output=None, answered_mask=None)
-        emit(report.to_json_dict(), render.aggregate(report), report.warnings, as_json)
-        gate(analysis_epsilons(result.privacy), max_epsilon, which)
+        show(report)
+        enforce(result.gate)
     report = result.to_report(output=output, answered_mask=answered_output)
     # Outputs are written only now that everything succeeded, each atomically.
     save_npy_atomic(output, result.labels.astype(np.int64))
     if answered_output is not None:
         save_npy_atomic(answered_output, result.answered.astype(bool))
     payload = report.to_json_dict()
-    emit(payload, render.aggregate(report), report.warnings, as_json)
+    show(report)
     if record_path is not None:
         write_record(
             record_path,
@@ -209,4 +220,4 @@ def aggregate(
                 },
             ),
         )
-    gate(analysis_epsilons(result.privacy), max_epsilon, which)
+    enforce(result.gate)

@@ -16,7 +16,6 @@ from pate_cli._options import (
     DeltaOpt,
     FormatOpt,
     GammaOpt,
-    GateOn,
     GateOnOpt,
     HalfEvenOpt,
     IndicesOpt,
@@ -25,6 +24,7 @@ from pate_cli._options import (
     MechanismOpt,
     NumClassesOpt,
     OrdersOpt,
+    PublicOpt,
     QueriesOpt,
     RecordOpt,
     SeedFileOpt,
@@ -36,15 +36,14 @@ from pate_cli._options import (
     TeachersOpt,
     ThresholdOpt,
     VotesArg,
-    analysis_epsilons,
     cli_progress,
     current_argv,
     emit,
-    gate,
+    enforce,
     selection_options,
     votes_call,
 )
-from pate_cli.choices import Conversion, VoteFormat
+from pate_cli.choices import Conversion, GateOn, VoteFormat
 from pate_cli.mechanisms import infer_mechanism
 
 
@@ -107,7 +106,8 @@ def analyze(
     ] = None,
     record_path: RecordOpt = None,
     max_epsilon: MaxEpsilonOpt = None,
-    gate_on: GateOnOpt = None,
+    gate_on: GateOnOpt = GateOn.PUBLISHABLE,
+    public: PublicOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Data-dependent and data-independent privacy cost of answering the queries.
@@ -126,6 +126,7 @@ def analyze(
 
     from pate_cli import api, ledger, plots, render
     from pate_cli.accounting import check_delta
+    from pate_cli.budget import check_public_gate
     from pate_cli.orders import parse_orders
     from pate_cli.outputs import check_distinct_files
     from pate_cli.record import build_record, check_record_path, write_record
@@ -153,6 +154,8 @@ def analyze(
         gamma=gamma,
         has_baseline=baseline_path is not None,
     )
+    if public:
+        check_public_gate(gate_on, chosen.to_json_dict(), max_epsilon)
     parse_orders(orders_text)  # checked before any output path, as every flag
     if plot_path is not None:
         plots.check_plot_path(plot_path)
@@ -169,6 +172,8 @@ def analyze(
         "reference_local_sensitivity": not strict,
         "half_even": half_even,
         "breakdown": ledger_path is not None or plot_path is not None or breakdown,
+        "max_epsilon": max_epsilon,
+        "gate_on": gate_on.value,
     }
     report = api.analyze(
         votes,
@@ -193,7 +198,10 @@ def analyze(
             written.append(("plot", plot_path))
         report = replace(report, files=tuple(written))
     payload = report.to_json_dict()
-    emit(payload, renderable, report.warnings, as_json)
+    if public:
+        emit(report.to_dict(public=True), render.public(report), (), as_json)
+    else:
+        emit(payload, renderable, report.warnings, as_json)
     if record_path is not None:
         write_record(
             record_path,
@@ -217,4 +225,4 @@ def analyze(
                 },
             ),
         )
-    gate(analysis_epsilons(report), max_epsilon, gate_on or GateOn.DATA_DEPENDENT)
+    enforce(report.gate)

@@ -12,7 +12,6 @@ from pate_cli._options import (
     ConversionOpt,
     DeltaOpt,
     FormatOpt,
-    GateOn,
     HalfEvenOpt,
     IndicesOpt,
     JsonOpt,
@@ -24,10 +23,10 @@ from pate_cli._options import (
     TeachersOpt,
     VotesArg,
     emit,
-    gate,
+    enforce,
     selection_options,
 )
-from pate_cli.choices import Conversion, SortColumn, VoteFormat
+from pate_cli.choices import Conversion, SortColumn, TableGateOn, VoteFormat
 from pate_cli.mechanisms import MechanismName
 
 # ---------------------------------------------------------------------------
@@ -106,7 +105,7 @@ def compare(
     csv_path: CsvOpt = None,
     plot_path: PlotOpt = None,
     max_epsilon: MaxEpsilonOpt = None,
-    gate_on: TableGateOnOpt = None,
+    gate_on: TableGateOnOpt = TableGateOn.PUBLISHABLE,
     as_json: JsonOpt = False,
 ) -> None:
     """Compare mechanisms and parameter settings side by side on the same votes.
@@ -117,9 +116,9 @@ def compare(
     with the plurality vote. Each row gives exactly the numbers 'pate
     analyze' gives for that setting. Picking a setting by its data-dependent
     cost is itself a use of the private votes (the output says so); only the
-    worst-case epsilon (every query answered, in the JSON) is safe to tune on.
+    worst-case epsilon (every query answered) is safe to tune on.
     --max-epsilon exits 1 after printing when no setting is within budget (the
-    best row's epsilon, data-dependent unless --gate-on says otherwise).
+    best row's publishable epsilon, unless --gate-on says otherwise).
 
     Example:
 
@@ -137,7 +136,6 @@ def compare(
         {"--csv": csv_path, "--plot": plot_path},
     )
     check_delta(delta)
-    which = GateOn(gate_on or GateOn.DATA_DEPENDENT)
     mechanisms = mechanism_grid(
         mechanism,
         sigmas=parse_list("--sigma", sigma),
@@ -162,8 +160,8 @@ def compare(
         sort=sort,
         half_even=half_even,
         max_epsilon=max_epsilon,
+        gate_on=gate_on.value,
     )
-    rows = report.rows
     written: list[tuple[str, str]] = []
     if csv_path is not None:
         text = compare_csv(report).encode("utf-8")
@@ -174,12 +172,4 @@ def compare(
         written.append(("plot", plot_path))
     report = replace(report, files=tuple(written))
     emit(report.to_json_dict(), render.render_compare(report), report.warnings, as_json)
-    gate(
-        {
-            GateOn.DATA_DEPENDENT: min(r.data_dependent.epsilon for r in rows),
-            GateOn.DATA_INDEPENDENT: min(r.data_independent.epsilon for r in rows),
-            GateOn.WORST_CASE: min(r.worst_case.epsilon for r in rows if r.worst_case is not None),
-        },
-        max_epsilon,
-        which,
-    )
+    enforce(report.gate)

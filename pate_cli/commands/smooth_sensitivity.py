@@ -14,7 +14,6 @@ from pate_cli._options import (
     DeltaOpt,
     FormatOpt,
     GateOn,
-    GateOnOpt,
     HalfEvenOpt,
     IndicesOpt,
     JsonOpt,
@@ -22,8 +21,10 @@ from pate_cli._options import (
     MechanismOpt,
     NumClassesOpt,
     OrdersOpt,
+    PublicOpt,
     QueriesOpt,
     RecordOpt,
+    ReleaseGateOnOpt,
     SeedFileOpt,
     SeedOpt,
     Sigma1Opt,
@@ -37,7 +38,7 @@ from pate_cli._options import (
     cli_progress,
     current_argv,
     emit,
-    gate,
+    enforce,
     selection_options,
     votes_call,
 )
@@ -77,7 +78,8 @@ def smooth_sensitivity(
     indices: IndicesOpt = None,
     record_path: RecordOpt = None,
     max_epsilon: MaxEpsilonOpt = None,
-    gate_on: GateOnOpt = None,
+    gate_on: ReleaseGateOnOpt = None,
+    public: PublicOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Smooth sensitivity of the data-dependent epsilon and its GNSS-released value.
@@ -86,17 +88,20 @@ def smooth_sensitivity(
     distance, the beta-smooth sensitivity, the RDP cost of the Gaussian
     release (Theorem 23) and one sampled released epsilon, after checking
     conditions C5/C6 at the order used. Exits 2 when they fail, unless
-    --skip-conditions. --max-epsilon gates on the expected released epsilon.
+    --skip-conditions. --max-epsilon gates on the expected released epsilon
+    (with --public, on the publishable figure). The sample is publishable
+    when its order, beta and sigma_ss were fixed in advance (--order, --beta,
+    --sigma-ss) and its noise is private.
 
     Example:
 
-        pate smooth-sensitivity sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5 --seed 0
+        pate smooth-sensitivity sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5
     """
     from pate_cli import api, render
     from pate_cli.accounting import check_delta
+    from pate_cli.budget import check_public_gate
     from pate_cli.outputs import check_distinct_files
     from pate_cli.record import build_record, check_record_path, write_record
-    from pate_cli.release import gated_epsilon
 
     check_delta(delta)
     if record_path is not None:
@@ -119,6 +124,9 @@ def smooth_sensitivity(
         sigma1=sigma1,
         has_baseline=baseline_path is not None,
     )
+    on = gate_on or (GateOn.PUBLISHABLE if public else GateOn.RELEASED)
+    if public:
+        check_public_gate(on, chosen.to_json_dict(), max_epsilon)
     options: dict[str, Any] = {
         "delta": delta,
         "order": order,
@@ -129,6 +137,8 @@ def smooth_sensitivity(
         "skip_conditions": skip_conditions,
         "reference_local_sensitivity": not strict,
         "half_even": half_even,
+        "max_epsilon": max_epsilon,
+        "gate_on": on.value,
     }
     report = api.smooth_sensitivity(
         votes,
@@ -140,10 +150,11 @@ def smooth_sensitivity(
         progress=cli_progress(votes, as_json),
         **options,
     )
-    analysis, release = report.analysis, report.release
-    if analysis is None:  # the API always sets it; a report built by hand may not
-        raise RuntimeError("smooth-sensitivity report without its analysis")
-    emit(report.to_json_dict(), render.smooth_sensitivity(report), report.warnings, as_json)
+    release = report.release
+    if public:
+        emit(report.to_dict(public=True), render.public(report), (), as_json)
+    else:
+        emit(report.to_json_dict(), render.smooth_sensitivity(report), report.warnings, as_json)
     if record_path is not None:
         write_record(
             record_path,
@@ -167,13 +178,4 @@ def smooth_sensitivity(
                 },
             ),
         )
-    gate(
-        {
-            GateOn.RELEASED: gated_epsilon(report.release),
-            GateOn.DATA_DEPENDENT: release.epsilon_data_dependent,
-            GateOn.DATA_INDEPENDENT: analysis.data_independent.epsilon,
-            GateOn.WORST_CASE: analysis.worst_case.epsilon,
-        },
-        max_epsilon,
-        gate_on or GateOn.RELEASED,
-    )
+    enforce(report.gate)

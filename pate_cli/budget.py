@@ -1,0 +1,225 @@
+"""What may be published, and the budget gate that checks it (CLI.md, "What may be published"
+and "Budget gates").
+
+Data-dependent numbers are functions of the private votes. A report's publishable figures
+are the ones that are not: the data-independent bound of a mechanism that answers every
+query (GNMax, LNMax), the worst case of one that may not (Confident/Interactive-GNMax,
+every query answered; their expected data-independent bound weights the answer step by
+Pr[answered], which depends on the votes), and a GNSS-released epsilon when everything
+that went into it but the votes was fixed in advance: its order, beta and sigma_ss, with
+private noise, conditions that hold and the sound local sensitivity.
+
+A budget gate (``--max-epsilon``) compares one epsilon with the limit. By default it is the
+smallest publishable figure that does not depend on a random draw, so the gate checks what
+may be claimed and answers the same on every run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pate_cli.choices import GateOn
+from pate_cli.errors import UsageError
+from pate_cli.release import GnssRelease, Release, gated_epsilon
+
+if TYPE_CHECKING:
+    from pate_cli.report import AnalysisReport, SmoothSensitivityReport
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One epsilon that may be published as it is."""
+
+    basis: str
+    """"data-independent", "worst-case" or "gnss-release"."""
+    epsilon: float
+    delta: float
+    note: str
+    random: bool = False
+    """A sample of private noise (the GNSS release): publishable, but not what a gate checks,
+    which must answer the same on every run."""
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "basis": self.basis,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "note": self.note,
+        }
+
+
+# Mechanisms that answer every query: their data-independent bound is the worst case.
+_EVERY_QUERY = ("gnmax", "lnmax")
+
+
+def bound_figure(mechanism: dict[str, Any], worst_case: float, delta: float) -> Figure:
+    """The data-independent bound with every query answered: a function of the parameters
+    and the number of queries alone."""
+    if mechanism["name"] in _EVERY_QUERY:
+        return Figure(
+            "data-independent",
+            worst_case,
+            delta,
+            "depends only on the mechanism's parameters and the number of queries",
+        )
+    return Figure(
+        "worst-case",
+        worst_case,
+        delta,
+        "every query answered: depends only on the mechanism's parameters and the number "
+        "of queries",
+    )
+
+
+def release_withheld(release: GnssRelease) -> str | None:
+    """Why a GNSS-released epsilon may not be published as it is; None when it may."""
+    if not release.released or release.epsilon_released is None:
+        return "nothing was released"
+    if release.noise is None or not release.noise.private:
+        return "its noise is public (--seed): anyone can undo it"
+    if release.order_chosen_on_data:
+        return (
+            "its order was chosen on the votes: fix it (smooth-sensitivity --order, or a "
+            "single order in --orders)"
+        )
+    if release.parameters_chosen_on_data:
+        return "beta and sigma_ss were chosen on the votes: fix them with --beta and --sigma-ss"
+    if not release.strict_local_sensitivity:
+        return "the reference's local sensitivity can understate the smooth sensitivity"
+    if release.conditions is None or not all(release.conditions):
+        return "conditions C5/C6 do not hold at its order"
+    return None
+
+
+def release_figure(release: Release | None, delta: float) -> Figure | None:
+    """The GNSS-released epsilon as a publishable figure, when it is one."""
+    if not isinstance(release, GnssRelease) or release_withheld(release) is not None:
+        return None
+    assert release.epsilon_released is not None
+    return Figure(
+        "gnss-release",
+        release.epsilon_released,
+        delta,
+        "one sample of the GNSS release, drawn with private noise",
+        random=True,
+    )
+
+
+def figures(
+    mechanism: dict[str, Any], worst_case: float, delta: float, release: Release | None = None
+) -> tuple[Figure, ...]:
+    """The publishable figures of a report, best (smallest) first."""
+    found = [bound_figure(mechanism, worst_case, delta)]
+    sample = release_figure(release, delta)
+    if sample is not None:
+        found.append(sample)
+    return tuple(sorted(found, key=lambda figure: figure.epsilon))
+
+
+def gate_figure(found: tuple[Figure, ...]) -> float:
+    """What ``--gate-on publishable`` checks: the smallest figure not drawn at random."""
+    return min(figure.epsilon for figure in found if not figure.random)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The verdict of ``--max-epsilon``: the JSON's ``"gate"`` object."""
+
+    on: GateOn
+    epsilon: float
+    limit: float
+
+    @property
+    def passed(self) -> bool:
+        # Written so that a NaN could never pass.
+        return bool(self.epsilon <= self.limit)
+
+    @property
+    def message(self) -> str:
+        return f"{self.on.value} epsilon {self.epsilon:.6g} exceeds --max-epsilon {self.limit:g}"
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "on": self.on.value,
+            "epsilon": self.epsilon,
+            "limit": self.limit,
+            "passed": self.passed,
+        }
+
+
+def as_gate_on(value: GateOn | str) -> GateOn:
+    try:
+        return GateOn(value)
+    except ValueError:
+        choices = ", ".join(choice.value for choice in GateOn)
+        raise UsageError(f"--gate-on {value!r}: expected one of {choices}") from None
+
+
+def apply_gate(
+    epsilons: Mapping[GateOn, float | None], limit: float | None, on: GateOn
+) -> Gate | None:
+    """The gate of a report's ``epsilons`` (None without a limit)."""
+    if limit is None:
+        return None
+    epsilon = epsilons.get(on)
+    if epsilon is None:
+        raise UsageError(f"--gate-on {on.value}: this run has no such epsilon")
+    return Gate(on, epsilon, limit)
+
+
+def gates_a_private_figure(on: GateOn, mechanism: dict[str, Any]) -> bool:
+    """True when the gated figure depends on the votes (so its verdict does too)."""
+    return on in (GateOn.DATA_DEPENDENT, GateOn.RELEASED) or (
+        on is GateOn.DATA_INDEPENDENT and mechanism["name"] not in _EVERY_QUERY
+    )
+
+
+def gate_warnings(on: GateOn, mechanism: dict[str, Any], limit: float | None) -> tuple[str, ...]:
+    """A gate on a figure that depends on the votes says so (``released``, the default of
+    ``smooth-sensitivity``, is the GNSS release's own figure and says nothing)."""
+    if limit is None or on is GateOn.RELEASED or not gates_a_private_figure(on, mechanism):
+        return ()
+    return (
+        f"--gate-on {on.value}: the gate checks a figure that depends on the votes and may not "
+        "be published (the default, publishable, checks what may be claimed)",
+    )
+
+
+def check_public_gate(on: GateOn, mechanism: dict[str, Any], limit: float | None) -> None:
+    """``--public`` prints nothing private; a gate's verdict on a private figure is."""
+    if limit is not None and gates_a_private_figure(on, mechanism):
+        raise UsageError(
+            f"--public with --gate-on {on.value}: the gate's verdict would depend on the votes; "
+            "gate on publishable (the default) or worst-case"
+        )
+
+
+def analysis_epsilons(report: AnalysisReport) -> dict[GateOn, float | None]:
+    """What an analysis offers to the gate."""
+    return {
+        GateOn.PUBLISHABLE: gate_figure(report.publishable),
+        GateOn.DATA_DEPENDENT: report.data_dependent.epsilon,
+        GateOn.DATA_INDEPENDENT: report.data_independent.epsilon,
+        GateOn.WORST_CASE: report.worst_case.epsilon,
+        GateOn.RELEASED: None if report.release is None else gated_epsilon(report.release),
+    }
+
+
+def release_epsilons(report: SmoothSensitivityReport) -> dict[GateOn, float | None]:
+    """What a smooth-sensitivity report offers to the gate."""
+    assert report.analysis is not None
+    return {
+        GateOn.PUBLISHABLE: gate_figure(report.publishable),
+        GateOn.DATA_DEPENDENT: report.release.epsilon_data_dependent,
+        GateOn.DATA_INDEPENDENT: report.analysis.data_independent.epsilon,
+        GateOn.WORST_CASE: report.analysis.worst_case.epsilon,
+        GateOn.RELEASED: gated_epsilon(report.release),
+    }
+
+
+def check_gate_choice(on: GateOn, *, releases: bool, what: str) -> None:
+    """Refuse, before any work, a gate on a figure the run will not compute."""
+    if on is GateOn.RELEASED and not releases:
+        raise UsageError(f"--gate-on released: {what} releases no epsilon")
