@@ -137,9 +137,12 @@ def _epsilon_at(kind: Conversion, order: float, rdp: float, delta: float) -> flo
 
 
 def _beta_for_sigma_ss(ls: FloatArray, rdp: float, order: float, sigma_ss: float) -> float:
-    """The reference's beta grid, minimising the release cost with sigma_ss fixed."""
-    best, best_cost = math.nan, math.inf
-    for beta in np.arange(0.3 / order, 0.495 / order, 0.01 / order):
+    """The reference's beta grid, minimising the release cost with sigma_ss fixed (its first
+    beta when every cost is infinite, as with a vanishing sigma_ss: the release then reports
+    an infinite cost, as it does for a beta given)."""
+    grid = np.arange(0.3 / order, 0.495 / order, 0.01 / order)
+    best, best_cost = float(grid[0]), math.inf
+    for beta in grid:
         cost = rdp + ss_core.rdp_gnss(beta, sigma_ss, order)
         cost += 2 * ss_core.smooth_sensitivity(ls, beta) * sigma_ss
         if cost < best_cost:

@@ -48,9 +48,11 @@ def test_a_failed_aggregate_option_writes_no_labels(tmp_path: Path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("beta", [[], ["--beta", 0.01]], ids=["beta-chosen", "beta-given"])
 @pytest.mark.parametrize("sigma_ss", [1e300, 1e-300])
-def test_extreme_sigma_ss_gives_numbers(sigma_ss):
-    out = run_cli([*SMOOTH, "--sigma-ss", sigma_ss, "--seed", 0, "--json"]).json
+def test_extreme_sigma_ss_gives_numbers(sigma_ss, beta):
+    args = ["smooth-sensitivity", MNIST, *TABLE2, *beta, "--sigma-ss", sigma_ss, "--json"]
+    out = run_cli(args).json
     gnss = out["gnss_cost"]
     if sigma_ss > 1:  # no noise cost left but the fixed part of Theorem 23
         assert 0 < float(gnss) < 1
