@@ -195,10 +195,10 @@ CORPUS = {
         ],
         t / "l.npy",
     ),
-    "negative labels": lambda t: (
+    "negative labels": lambda t: (  # -1 is an abstaining teacher; -2 is no label
         [
             "analyze",
-            _save(t / "l.npy", np.array([[0, -1], [1, 1]])),
+            _save(t / "l.npy", np.array([[0, -2], [1, 1]])),
             "--format",
             "labels",
             "--sigma",
@@ -229,7 +229,52 @@ CORPUS = {
         ["analyze", _good(t), "--queries", 5, "--sigma", 40, "--delta", 1e-5],
         t / "votes.npy",
     ),
+    # Strict reading (issue #15): never a guess that changes the numbers.
+    "counts or labels: ambiguous": _votes(
+        lambda t: _save(t / "v.npy", np.array([[240, 10], [100, 100]]))
+    ),
+    "--teachers below a row sum": lambda t: (
+        ["analyze", _good(t), "--teachers", 9, "--sigma", 40, "--delta", 1e-5],
+        t / "votes.npy",
+    ),
+    "--teachers below the labels' teachers": lambda t: (
+        [
+            "analyze",
+            _save(t / "l.npy", np.array([[0, 1], [1, 1], [0, 0]])),
+            "--format",
+            "labels",
+            "--teachers",
+            2,
+            "--sigma",
+            40,
+            "--delta",
+            1e-5,
+        ],
+        t / "l.npy",
+    ),
+    "npz member over the size limit": _votes(
+        lambda t: _raw(t / "v.npz", _zip_bytes(_header((10**9, 10)) + bytes(1 << 16)))
+    ),
+    "npz member with trailing data": _votes(
+        lambda t: _raw(t / "v.npz", _zip_bytes(_npy_bytes(GOOD) + bytes(24)))
+    ),
 }
+
+
+def _header(shape: tuple[int, ...]) -> bytes:
+    """A valid .npy header declaring ``shape`` of float64 (no data)."""
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buffer, {"descr": "<f8", "fortran_order": False, "shape": shape}
+    )
+    return buffer.getvalue()
+
+
+def _zip_bytes(member: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("arr_0.npy", member)
+    return buffer.getvalue()
 
 
 def _zip_member(array) -> bytes:

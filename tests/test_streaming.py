@@ -57,9 +57,9 @@ def test_streamed_source_reads_blocks_and_arrays(tmp_path, monkeypatch):
     np.testing.assert_array_equal(np.asarray(source), counts[:900].astype(float))
     assert sum(len(block) for _, block in source.blocks()) == 900
     bad = counts.astype(float)
-    bad[777, 2] = -1
+    bad[777, 2] = -2  # not -1: a whole-number array holding -1 may be labels (ambiguous)
     np.save(path, bad)
-    with pytest.raises(votes_module.InputError, match="row 777, column 2"):
+    with pytest.raises(votes_module.InputError, match="row 777, column 2 is -2; expected finite"):
         votes_module.load_votes(path)
 
 
@@ -151,7 +151,7 @@ def _outputs_of(path, flags: list, extra: list) -> dict[str, dict]:
         ),
         (2.5, "auto", None, r"votes rows sum to different totals .*detected --format counts"),
         (np.nan, "labels", None, r"teacher 3 for query 700 is nan; expected integer class labels"),
-        (-1, "labels", None, r"teacher 3 for query 700 is -1; expected integer class labels"),
+        (-2, "labels", None, r"teacher 3 for query 700 is -2; expected integer class labels"),
         # C = 1e300 + 1 rounds to 1e300 as a float, so the label is not below it; the
         # streamed path once named the class count instead.
         (1e300, "labels", None, r"teacher 3 for query 700 is 1e\+300; expected integer class"),

@@ -153,9 +153,17 @@ def test_labels_with_equal_row_sums_are_counts(tmp_path: Path) -> None:
 
 
 def test_integer_rows_with_different_sums_are_labels(tmp_path: Path) -> None:
-    array = np.array([[1, 2, 0], [0, 0, 4]])
+    # Labels as long as they imply no more classes than teachers and queries (CLI.md).
+    array = np.array([[1, 2, 0], [0, 0, 2], [2, 1, 1]])
     votes = load_votes(save(tmp_path, "votes.npy", array))
-    assert votes.format is VoteFormat.LABELS and votes.num_classes == 5
+    assert votes.format is VoteFormat.LABELS and votes.num_classes == 3
+
+
+def test_integer_rows_with_different_sums_and_many_classes_are_ambiguous(tmp_path: Path) -> None:
+    path = save(tmp_path, "votes.npy", np.array([[1, 2, 0], [0, 0, 4]]))  # 5 classes, 2 rows
+    with pytest.raises(InputError) as excinfo:
+        load_votes(path)
+    assert "--format labels, or --format counts --teachers M" in check_error(excinfo, path)
 
 
 def test_probs_detected_and_argmax_first_maximum(tmp_path: Path) -> None:
@@ -547,6 +555,11 @@ def test_huge_shape_header_in_npz(tmp_path: Path) -> None:
         archive.writestr("votes.npy", huge_header((10**12, 10)))
     with pytest.raises(InputError) as excinfo:
         load_votes(path)
+    assert "more than the" in check_error(excinfo, path)  # than an .npz array may hold
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("votes.npy", huge_header((10**6, 10)))  # 80 MB: within the limit
+    with pytest.raises(InputError) as excinfo:
+        load_votes(path)
     assert "truncated" in check_error(excinfo, path)
 
 
@@ -717,7 +730,7 @@ def test_num_classes_mismatch(tmp_path: Path, array: np.ndarray, fmt: str) -> No
     ("value", "num_classes", "expected"),
     [
         (3, 3, "is 3; expected integer class labels in [0, 3)"),
-        (-1, None, "is -1"),
+        (-2, None, "is -2"),  # -1 is an abstaining teacher
         (1.5, None, "is 1.5"),
         (np.nan, None, "is nan"),
     ],

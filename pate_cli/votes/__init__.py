@@ -20,6 +20,10 @@ be selected the same way. A large 2-D ``.npy`` analysed whole or by a prefix is 
 instead: never read whole, never mapped; its values pass through the same validator as an
 array in memory, block by block, and give the same result or the same error.
 
+Reading is strict: a file that ``--format auto`` could read two ways, or that contradicts
+``--teachers``, is an error asking for the flag that settles it, never a guess that changes
+the numbers (the rules are in ``formats``).
+
 Every problem is an :class:`~pate_cli.errors.InputError` (a bad file) or a
 :class:`~pate_cli.errors.UsageError` (a bad flag value) whose one-line message starts
 with the path as the user gave it. Shape letters: Q queries, C classes, M teachers.
@@ -94,6 +98,8 @@ STREAM_MIN_ROWS = 1 << 18
 _BLOCK_ROWS = 1 << 16  # queries per streamed block at most
 _BLOCK_CELLS = 1 << 22  # values per streamed block at most: 32 MB of float64
 _MAX_LABEL_COUNT_CELLS = 10**8  # Q * C of a labels file's counts; beyond this C is implausible
+# What an .npz member may inflate to is the reader's limit (reader.MAX_ARRAY_BYTES): it
+# applies to every array read from an archive, votes or not.
 
 
 @dataclass(frozen=True)
@@ -161,7 +167,8 @@ def load_votes(
         path: The votes file (.npy, or .npz holding one array).
         fmt: ``--format``; ``auto`` detects it (see ``pate_cli.votes.formats``).
         num_classes: ``--num-classes``: C for labels; must match the file otherwise.
-        teachers: ``--teachers``: overrides M; rows may then disagree on their sum (a warning).
+        teachers: ``--teachers``: overrides M. Counts rows may then sum to less than M (a
+            warning), never to more; labels and scores must not have more teachers than M.
         queries: ``--queries``: keep the first N queries (after ``indices``).
         indices: ``--indices``: an .npy of file query indices to keep, in its order.
 
@@ -198,8 +205,7 @@ def load_votes(
     if detected:
         if rows is not None and raw.size:
             row_scan = rows.scan()
-        sums = None if row_scan is None else row_scan.row_sums
-        fmt = detect_format(raw, where, teachers, sums, label_scan=label_scan)
+        fmt = detect_format(raw, where, teachers, row_scan, label_scan=label_scan)
     check_shape(raw, where, fmt, num_classes)
     axis = QUERY_AXIS[fmt]
     num_file_queries = int(raw.shape[axis])

@@ -3,25 +3,43 @@
 A votes file holds one of three layouts (CLI.md); every one becomes a float64 ``(Q, C)``
 histogram of votes:
 
-- ``counts``: (Q, C), finite non-negative vote counts; every row sums to M (or, under
-  ``--teachers M``, may not, with a warning).
-- ``labels``: (M, Q), whole-number class labels in [0, C); without ``--num-classes``, C is
-  one more than the largest label of the whole file, so that a selection cannot change C.
+- ``counts``: (Q, C), finite non-negative vote counts; every row sums to M. Under
+  ``--teachers M`` rows may sum to less (abstaining teachers, with a warning), never to more.
+- ``labels``: (M, Q), whole-number class labels in [0, C), or -1 for a teacher that abstains
+  on a query (counted in no class, so that query's histogram sums to less than M); M stays
+  the number of rows. Without ``--num-classes``, C is one more than the largest label of the
+  whole file (-1 plays no part), so that a selection cannot change C.
 - ``probs``: (M, Q, C), finite scores; each teacher votes for its highest score (the first
   one on ties).
 
-Detection (``--format auto``) looks at the whole file: 3-D is ``probs``; 2-D is ``counts``
-when every row has the same positive sum, else ``labels`` when the values are non-negative
-whole numbers and ``--teachers`` was not given, else ``counts`` (which then fails, or warns
-under ``--teachers``).
+``--teachers M`` is a claim about the file that the file can refute: below the largest row
+sum of counts, or below the number of rows of labels or scores, it is an input error; above
+them it is a note (abstaining teachers).
+
+Detection (``--format auto``) looks at the whole file and never guesses in a way that changes
+the numbers:
+
+- 3-D is ``probs``;
+- 2-D with ``--teachers`` is ``counts`` (which then fails, or warns on rows below M);
+- 2-D whose rows all have the same positive sum is ``counts``, unless it holds a negative
+  value (counts cannot: a -1 may be an abstaining teacher's label, so the next rule decides);
+- 2-D whose values are labels (whole numbers, at least -1) is ``labels`` only when the class
+  count it implies, C = largest label + 1, is at most both its number of rows (teachers)
+  and columns (queries). A labels reading of a counts file implies a class count near the
+  counts' number of teachers (``[[240, 10], [100, 100]]``: 241 classes for 2 teachers; a
+  transposed counts file: hundreds of classes for 10 queries), which a real labels file
+  does not have. Past that bound the file is ambiguous: an input error asking for
+  ``--format``;
+- anything else is ``counts`` (which then fails with the reason).
 
 The rules are written once, for a block of queries (:func:`first_bad`), and applied by one
 loop over blocks (:func:`scan_blocks`). Both ways of reading votes go through it: the
 in-memory path hands over its whole selection as a single block, the streamed path
 (``pate_cli.votes.stream``) the blocks it reads from a large file. So a file is accepted
-or rejected, with the same one-line message naming the first bad value, however it was
-read. A value is named by its place in the file: ``file_query`` maps a query of the
-checked array back to the file when a selection was taken first.
+or rejected, with the same one-line message naming the first bad value (of the first
+query holding one), however it was read. A value is named by its place in the file:
+``file_query`` maps a query of the checked array back to the file when a selection was
+taken first.
 
 Shape letters: Q queries, C classes, M teachers.
 """
@@ -48,6 +66,9 @@ _LAYOUTS = {
 #: The axis of the queries in each format's array: rows of counts, columns of labels/scores.
 QUERY_AXIS = {VoteFormat.COUNTS: 0, VoteFormat.LABELS: 1, VoteFormat.PROBS: 1}
 
+#: The label of a teacher that abstains on a query: it votes for no class.
+ABSTAIN = -1
+
 
 def show_value(value: object) -> str:
     """A numpy scalar as plain text: ``nan``, ``-1``, ``2.5``, and ``3`` for 3.0."""
@@ -60,6 +81,19 @@ def show_value(value: object) -> str:
 def first_index(mask: NDArray[np.bool_]) -> tuple[int, ...]:
     """Index of the first True entry (C order) of a mask known to have one."""
     return tuple(int(i) for i in np.unravel_index(int(np.argmax(mask)), mask.shape))
+
+
+def first_by_query(mask: NDArray[np.bool_], fmt: VoteFormat) -> tuple[int, ...]:
+    """Index of the first True entry of a mask known to have one, query by query.
+
+    Queries are taken in order (then the rest in C order), so that the first entry of a
+    whole array is the first of the first block holding one, however it is split along
+    :data:`QUERY_AXIS`.
+    """
+    axis = QUERY_AXIS[fmt]
+    index = list(first_index(np.moveaxis(mask, axis, 0)))
+    index.insert(axis, index.pop(0))
+    return tuple(index)
 
 
 def sum_rows(a: np.ndarray) -> NDArray[np.float64]:
@@ -100,7 +134,8 @@ def first_bad(
     """The rule of ``fmt`` on one block of votes: the index of its first bad value, or None.
 
     ``counts`` must be finite and non-negative; ``labels`` whole numbers in [0, C) (no
-    upper bound when ``num_classes`` is None); ``probs`` finite. "First" is in C order.
+    upper bound when ``num_classes`` is None) or :data:`ABSTAIN`; ``probs`` finite. "First"
+    is by query (:func:`first_by_query`).
 
     Shapes: ``block`` is (rows, C) counts, (M, queries) labels or (M, queries, C) scores.
     """
@@ -115,16 +150,16 @@ def first_bad(
         bad = ~np.isfinite(block) | (block < 0)
     elif fmt is VoteFormat.LABELS:
         limit = np.inf if num_classes is None else num_classes
-        if low >= 0 and high < limit and (block.dtype.kind in "iub" or _integral(block)):
+        if low >= ABSTAIN and high < limit and (block.dtype.kind in "iub" or _integral(block)):
             return None
-        bad = ~is_whole(block) | (block < 0)
+        bad = ~is_whole(block) | (block < ABSTAIN)
         if num_classes is not None:
             bad |= block >= num_classes
     else:
         if low > -np.inf and high < np.inf:
             return None
         bad = ~np.isfinite(block)
-    return first_index(bad) if bad.any() else None
+    return first_by_query(bad, fmt) if bad.any() else None
 
 
 @dataclass
@@ -139,7 +174,10 @@ class BlockScan:
         bad: Index in the whole array of the first bad value, or None.
         bad_value: That value, as read.
         largest: The largest label before the first block with a bad value (labels), as a
-            scalar of the array's dtype, so that it compares with C as the rule does.
+            scalar of the array's dtype, so that it compares with C as the rule does; 0
+            when every label read is :data:`ABSTAIN`.
+        abstain: Index in the whole array of the first :data:`ABSTAIN` label (by query)
+            before the first block with a bad value, or None (labels).
     """
 
     fmt: VoteFormat
@@ -148,6 +186,7 @@ class BlockScan:
     bad: tuple[int, ...] | None = None
     bad_value: object = None
     largest: Any = 0
+    abstain: tuple[int, ...] | None = None
 
     def check(
         self,
@@ -181,7 +220,8 @@ class BlockScan:
             limit = "[0, classes)" if self.num_classes is None else f"[0, {self.num_classes})"
             raise InputError(
                 f"{where}: label of teacher {self.bad[0]} for query {file_query(q)} is "
-                f"{value}; expected integer class labels in {limit}"
+                f"{value}; expected integer class labels in {limit}, or {ABSTAIN} for a "
+                "teacher that abstains"
             )
         raise InputError(
             f"{where}: score of teacher {self.bad[0]} for query {file_query(q)}, class "
@@ -235,6 +275,9 @@ def scan_blocks(
                 break
         elif fmt is VoteFormat.LABELS and block.size:
             scan.largest = max(scan.largest, block.max())
+            if scan.abstain is None and block.min() < 0:
+                index = first_by_query(block < 0, fmt)
+                scan.abstain = (index[0], index[1] + start)
     if sums is not None:
         scan.row_sums = sums
     return scan
@@ -244,14 +287,19 @@ def detect_format(
     raw: np.ndarray,
     where: str,
     teachers: int | None,
-    sums: NDArray[np.float64] | None = None,
+    row_scan: BlockScan | None = None,
     *,
     label_scan: BlockScan | None = None,
 ) -> VoteFormat:
     """Auto-detection rules; see the module docstring.
 
-    ``sums``: the row sums, if known; ``label_scan``: a streamed pass over a wide file
-    with the labels rule (C unbounded) and its row sums.
+    What a streamed pass has found spares reading the file again: ``row_scan``, a pass
+    over a tall file with the counts rule and its row sums; ``label_scan``, a pass over a
+    wide file with the labels rule (C unbounded) and its row sums.
+
+    Raises:
+        InputError: Not 2-D or 3-D, or a 2-D array that reads as labels only with more
+            classes than teachers or queries (it may be counts): ``--format`` must say.
     """
     if raw.ndim == 3:
         return VoteFormat.PROBS
@@ -263,15 +311,45 @@ def detect_format(
         )
     if raw.size == 0:
         return VoteFormat.COUNTS  # rejected as empty by the shape check
-    if sums is None:
-        sums = sum_rows(raw) if label_scan is None else label_scan.row_sums
-    if np.isfinite(sums[0]) and sums[0] > 0 and _all_near(sums, sums[0]):
+    summed = row_scan if row_scan is not None else label_scan
+    sums = sum_rows(raw) if summed is None else summed.row_sums
+    if teachers is not None:
         return VoteFormat.COUNTS
-    if label_scan is not None:
-        labels = label_scan.bad is None
-    else:
-        labels = first_bad(raw, VoteFormat.LABELS) is None
-    return VoteFormat.LABELS if teachers is None and labels else VoteFormat.COUNTS
+    if np.isfinite(sums[0]) and sums[0] > 0 and _all_near(sums, sums[0]):
+        # Counts, unless a negative value rules them out (-1: labels with abstentions).
+        if row_scan is not None:
+            negative = row_scan.bad is not None  # a bad count: the labels rule decides
+        elif label_scan is not None:
+            negative = label_scan.bad is None and label_scan.abstain is not None
+        else:
+            negative = raw.dtype.kind != "u" and bool(raw.min() < 0)
+        if not negative:
+            return VoteFormat.COUNTS
+    scan = label_scan if label_scan is not None else scan_blocks([(0, raw)], VoteFormat.LABELS)
+    if scan.bad is not None:
+        return VoteFormat.COUNTS
+    num_teachers, num_queries = (int(n) for n in raw.shape)
+    num_classes = int(scan.largest) + 1
+    if num_classes <= min(num_teachers, num_queries):
+        return VoteFormat.LABELS
+    shown = str(num_classes) if num_classes < 10**15 else f"{float(num_classes):.3g}"
+    as_labels = (
+        f"labels ({num_teachers} teachers, {num_queries} queries, {shown} classes: more "
+        "classes than teachers or queries)"
+    )
+    if scan.abstain is not None:  # not counts, and labels only with many classes
+        row, column = scan.abstain
+        raise InputError(
+            f"{where}: cannot tell the format: it could be {as_labels} with abstaining "
+            f"teachers ({ABSTAIN}), or counts with a bad value (row {row}, column {column} "
+            f"is {ABSTAIN}); pass --format labels, or fix the counts"
+        )
+    raise InputError(
+        f"{where}: cannot tell the format: it could be {as_labels} or counts with abstaining "
+        f"teachers ({num_teachers} queries, {num_queries} classes, rows summing to "
+        f"{show_value(sums.min())} to {show_value(sums.max())}); pass --format labels, or "
+        "--format counts --teachers M"
+    )
 
 
 def check_shape(raw: np.ndarray, where: str, fmt: VoteFormat, num_classes: int | None) -> None:
@@ -295,9 +373,15 @@ def check_shape(raw: np.ndarray, where: str, fmt: VoteFormat, num_classes: int |
 
 
 def counts_from_labels(labels: np.ndarray, num_classes: int) -> NDArray[np.float64]:
-    """Histogram each query's column of labels: (M, Q) -> (Q, C), one bincount."""
+    """Histogram each query's column of labels: (M, Q) -> (Q, C), one bincount.
+
+    A label :data:`ABSTAIN` is counted in no class.
+    """
     num_queries = labels.shape[1]
     flat = labels.astype(np.int64) + num_classes * np.arange(num_queries, dtype=np.int64)
+    if labels.size and labels.min() < 0:
+        # Dropped, not binned: -1 + C * q would land in the last class of query q - 1.
+        flat = flat[labels >= 0]
     counts = np.bincount(flat.ravel(), minlength=num_queries * num_classes)
     return counts.reshape(num_queries, num_classes).astype(np.float64)
 
@@ -309,7 +393,15 @@ def teachers_from_sums(
     notes: list[str],
     file_query: Callable[[int], int],
 ) -> int:
-    """M from the row sums of a counts array, or ``teachers`` with a note when they differ."""
+    """M from the row sums of a counts array, or ``teachers`` with a note when they differ.
+
+    Under ``teachers`` rows may sum to less than M (abstaining teachers), never to more
+    (a single vote above M makes its row sum more too: votes are non-negative).
+
+    Raises:
+        InputError: Every row sums to 0; rows disagree without ``teachers``; a row sums
+            to more than ``teachers``; the common sum is not a whole number.
+    """
     if not sums.any():
         raise InputError(
             f"{where}: every votes row sums to 0; expected rows that sum to the "
@@ -317,6 +409,14 @@ def teachers_from_sums(
         )
     if teachers is not None:
         off = ~np.isclose(sums, teachers, rtol=1e-9, atol=1e-9)
+        above = off & (sums > teachers)
+        if above.any():
+            q = int(np.argmax(above))
+            raise InputError(
+                f"{where}: votes row {file_query(q)} sums to {show_value(sums[q])}, more than "
+                f"--teachers {teachers}; --teachers must be at least the largest row sum "
+                f"({show_value(sums.max())})"
+            )
         if off.any():
             notes.append(
                 f"{where}: {int(off.sum())} of {sums.size} votes rows do not sum to "
@@ -388,8 +488,17 @@ def classes_of_labels(
 def teachers_of_labels(
     file_teachers: int, teachers: int | None, where: str, notes: list[str]
 ) -> int:
-    """M of a labels or scores file: its teacher count, or ``--teachers`` with a note."""
+    """M of a labels or scores file: its teacher count, or ``--teachers`` with a note.
+
+    Raises:
+        InputError: ``teachers`` is below the file's number of teachers (its rows).
+    """
     num_teachers = teachers if teachers is not None else file_teachers
+    if num_teachers < file_teachers:
+        raise InputError(
+            f"{where}: the file has {file_teachers} teachers but --teachers is {num_teachers}; "
+            f"--teachers must be at least the file's number of teachers, or be left out"
+        )
     if num_teachers != file_teachers:
         notes.append(
             f"{where}: the file has {file_teachers} teachers but --teachers is {num_teachers}"

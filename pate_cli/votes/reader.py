@@ -9,7 +9,12 @@ complex, datetimes), and compares the size the header declares with the bytes ac
 present, so a forged header cannot make it allocate gigabytes. Only then is the data read
 (``np.load(..., allow_pickle=False)``, memory-mapped for votes so that a query selection
 reads only the rows it needs). An ``.npz`` must hold exactly one array; its member is
-parsed the same way and copied out of the archive.
+parsed the same way and copied out of the archive. A member is inflated only after its
+header and the zip directory agree: the member's uncompressed size (``ZipInfo.file_size``)
+must be exactly the header plus the bytes the header declares (less is truncated, more is
+trailing data: an inconsistent archive), and those bytes must not exceed
+:data:`MAX_ARRAY_BYTES`, so a small archive cannot make the reader inflate gigabytes of
+zeros. No more than the declared bytes are ever inflated.
 
 It knows nothing about votes: ``what`` ("votes", "baseline", "indices", ...) only names
 the array in messages. Every problem is an :class:`~pate_cli.errors.InputError` whose
@@ -45,6 +50,11 @@ _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a local file header, or an empty
 _MAX_DIMENSION = np.iinfo(np.intp).max  # numpy's limit on one dimension of an array
 _MAX_HEADER_BYTES = 10_000  # numpy's own default limit for a header before literal_eval
 _NUMERIC_KINDS = "biuf"
+
+#: The most bytes of data an .npz member may declare: it is inflated into memory whole (an
+#: .npy is memory-mapped or streamed instead). Read when an archive is read, so setting it
+#: here (as the tests do) takes effect.
+MAX_ARRAY_BYTES = 4 << 30
 
 
 @dataclass(frozen=True)
@@ -137,6 +147,27 @@ def _truncated(where: str, what: str, header: NpyHeader, available: int) -> Inpu
     )
 
 
+def _check_member_size(where: str, what: str, header: NpyHeader, stored: int) -> None:
+    """Refuse an .npz member that declares too much, or that the zip directory contradicts.
+
+    ``stored``: the bytes after the header according to the zip directory.
+    """
+    if header.nbytes > MAX_ARRAY_BYTES:
+        raise InputError(
+            f"{where}: the header declares shape {header.shape} of {header.dtype!s} "
+            f"({header.nbytes} bytes), more than the {MAX_ARRAY_BYTES} bytes an .npz array may "
+            f"hold in memory; expected a smaller {what} array, or save it with numpy.save"
+        )
+    if stored < header.nbytes:
+        raise _truncated(where, what, header, stored)
+    if stored > header.nbytes:
+        raise InputError(
+            f"{where}: corrupt .npz archive: the header declares shape {header.shape} of "
+            f"{header.dtype!s} ({header.nbytes} bytes) but the archive stores {stored} bytes "
+            f"after it; expected the {what} saved with numpy.savez"
+        )
+
+
 def _load_npz(path: StrPath, where: str, what: str) -> np.ndarray:
     try:
         with zipfile.ZipFile(path) as archive:
@@ -150,9 +181,11 @@ def _load_npz(path: StrPath, where: str, what: str) -> np.ndarray:
             info, inner = members[0], f"{where}: array {keys[0]!r}"
             with archive.open(info) as member:
                 header = _read_header(member, inner, what)
-                if info.file_size - header.offset < header.nbytes:
-                    raise _truncated(inner, what, header, info.file_size - header.offset)
+                # Checked before any data is inflated: the header alone says how much.
+                _check_member_size(inner, what, header, info.file_size - header.offset)
                 data = member.read(header.nbytes)
+    except InputError:  # a ValueError, but already the one-line message
+        raise
     except (
         zipfile.BadZipFile,
         zlib.error,

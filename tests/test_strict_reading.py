@@ -1,0 +1,605 @@
+"""Strict reading (issue #15): never a guess that changes the numbers (CLI.md, "Inputs").
+
+- ``--format auto`` reads a 2-D array with unequal row sums as labels only when the class
+  count it implies is at most its number of teachers and of queries; past that it is exit 2
+  asking for ``--format``;
+- ``--teachers M`` below the largest counts row sum, or below the teachers of a labels or
+  scores file, is exit 2;
+- a label -1 is a teacher that abstains: counted in no class;
+- an ``.npz`` member is refused, before anything is inflated, when its header declares more
+  than the reader's limit or the zip directory disagrees with its header.
+
+Each case goes through :func:`pate_cli.load_votes` and the CLI, and, where a file can be
+streamed, through both reading paths, which must give the same result or the same error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import signal
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import pate_cli
+import pate_cli.votes as votes_module
+from pate_cli.errors import ExitCode, InputError
+from pate_cli.votes import reader as votes_reader
+from pate_cli.votes.formats import VoteFormat
+from tests.conftest import MNIST, MNIST_LABELS, run_cli
+
+ANALYZE = ["--sigma", 40, "--delta", 1e-5, "--json"]
+AMBIGUOUS_FIX = "pass --format labels, or --format counts --teachers M"
+
+
+def save(tmp_path: Path, name: str, array: Any) -> str:
+    path = str(tmp_path / name)
+    np.save(path, np.asarray(array), allow_pickle=False)
+    return path
+
+
+def counts_of(rng: np.random.Generator, teachers: int, queries: int, classes: int) -> np.ndarray:
+    """Random (Q, C) vote counts, every row summing to ``teachers``."""
+    return rng.multinomial(teachers, np.full(classes, 1 / classes), size=queries)
+
+
+def naive_counts(labels: np.ndarray, num_classes: int) -> np.ndarray:
+    """The histogram of each query's labels, one vote at a time; -1 votes for nothing."""
+    counts = np.zeros((labels.shape[1], num_classes))
+    for teacher in range(labels.shape[0]):
+        for query in range(labels.shape[1]):
+            if labels[teacher, query] != -1:
+                counts[query, int(labels[teacher, query])] += 1
+    return counts
+
+
+def message_of(excinfo: pytest.ExceptionInfo[InputError], path: str) -> str:
+    """The contract of every message: one line, starting with the path as given."""
+    message = str(excinfo.value)
+    assert "\n" not in message and message.startswith(f"{path}: "), message
+    return message
+
+
+def cli_error(args: list[Any], path: str) -> str:
+    """Run ``pate``; expect exit 2 and one stderr line naming ``path``; return that line."""
+    result = run_cli(args, expect=ExitCode.BAD_INPUT)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"pate: error: {path}: "), lines[0]
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    return lines[0]
+
+
+# --- both reading paths ---------------------------------------------------------------------
+
+
+def _outcome(path: str, kwargs: dict[str, Any]) -> votes_module.Votes | InputError:
+    try:
+        return pate_cli.load_votes(path, **kwargs)
+    except InputError as exc:
+        return exc
+
+
+def load_both(
+    path: str,
+    monkeypatch: pytest.MonkeyPatch,
+    block_rows: int = 3,
+    min_rows: int = 2,
+    **kwargs: Any,
+) -> votes_module.Votes:
+    """``pate_cli.load_votes`` in memory, then streamed (blocks of ``block_rows`` queries).
+
+    ``min_rows``: an axis this long is streamed (rows as counts, columns as labels).
+
+    The two must give the same result or the same error; returns the in-memory result or
+    raises its error.
+    """
+    in_memory = _outcome(path, kwargs)
+    opened: list[tuple[Any, Any]] = []
+    real_open_streams = votes_module.open_streams
+
+    def spy(*args: Any, **kw: Any) -> tuple[Any, Any]:
+        opened.append(real_open_streams(*args, **kw))
+        return opened[-1]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(votes_module, "STREAM_MIN_ROWS", min_rows)
+        patch.setattr(votes_module, "_BLOCK_ROWS", block_rows)
+        patch.setattr(votes_module, "open_streams", spy)
+        streamed = _outcome(path, kwargs)
+    assert opened and opened[-1] != (None, None), "the file was not streamed"
+    if isinstance(in_memory, InputError):
+        assert isinstance(streamed, InputError), f"streamed read {path}; in memory: {in_memory}"
+        assert streamed.message == in_memory.message
+        raise in_memory
+    assert not isinstance(streamed, InputError), f"streamed: {streamed}"
+    assert isinstance(streamed.counts, votes_module.ChunkedCounts)
+    np.testing.assert_array_equal(np.asarray(streamed.counts), in_memory.counts)
+    for name in ("format", "detected", "num_teachers", "num_classes", "warnings"):
+        assert getattr(streamed, name) == getattr(in_memory, name), name
+    return in_memory
+
+
+# --- 1. ambiguous auto-detection ------------------------------------------------------------
+
+
+def _ambiguous_cases() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(15)
+    missing = counts_of(rng, 250, 40, 10)
+    missing[17, int(np.argmax(missing[17]))] -= 1  # one vote missing: the row sums to 249
+    return {
+        "two rows": np.array([[240, 10], [100, 100]]),
+        "transposed counts": counts_of(rng, 250, 50, 10).T.copy(),  # (10, 50)
+        "one vote missing": missing,
+    }
+
+
+AMBIGUOUS = _ambiguous_cases()
+
+
+@pytest.mark.parametrize("name", sorted(AMBIGUOUS))
+def test_counts_that_read_as_labels_with_many_classes_are_ambiguous(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    array = AMBIGUOUS[name]
+    path = save(tmp_path, "votes.npy", array)
+    rows, columns = array.shape
+    with pytest.raises(InputError) as excinfo:
+        load_both(path, monkeypatch)
+    message = message_of(excinfo, path)
+    classes = int(array.max()) + 1
+    assert classes > min(rows, columns)
+    assert f"could be labels ({rows} teachers, {columns} queries, {classes} classes" in message
+    assert "or counts with abstaining teachers" in message and message.endswith(AMBIGUOUS_FIX)
+    assert cli_error(["analyze", path, *ANALYZE], path).endswith(message)
+
+
+def test_the_two_row_example_names_both_readings(tmp_path: Path) -> None:
+    path = save(tmp_path, "votes.npy", AMBIGUOUS["two rows"])
+    with pytest.raises(InputError) as excinfo:
+        pate_cli.load_votes(path)
+    assert message_of(excinfo, path) == (
+        f"{path}: cannot tell the format: it could be labels (2 teachers, 2 queries, 241 "
+        "classes: more classes than teachers or queries) or counts with abstaining teachers "
+        f"(2 queries, 2 classes, rows summing to 200 to 250); {AMBIGUOUS_FIX}"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(AMBIGUOUS))
+def test_the_flags_the_message_asks_for_settle_it(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    array = AMBIGUOUS[name]
+    path = save(tmp_path, "votes.npy", array)
+    labels = load_both(path, monkeypatch, fmt="labels")
+    assert (labels.format, labels.detected) == (VoteFormat.LABELS, False)
+    assert (labels.num_teachers, labels.num_classes) == (array.shape[0], int(array.max()) + 1)
+    np.testing.assert_array_equal(labels.counts, naive_counts(array, int(array.max()) + 1))
+    teachers = int(array.sum(axis=1).max())  # 250, but about 1300 for the transposed file
+    counts = load_both(path, monkeypatch, fmt="counts", teachers=teachers)
+    assert (counts.format, counts.num_teachers) == (VoteFormat.COUNTS, teachers)
+    np.testing.assert_array_equal(counts.counts, array)
+    assert len(counts.warnings) == 1
+    assert f"do not sum to --teachers {teachers}" in counts.warnings[0]
+    # --teachers alone keeps the rule of old: counts, rows below M with a note.
+    auto = load_both(path, monkeypatch, teachers=teachers)
+    assert (auto.format, auto.detected, auto.num_teachers) == (VoteFormat.COUNTS, True, teachers)
+    result = run_cli(["analyze", path, "--format", "labels", *ANALYZE])
+    assert result.json["input"]["format"] == "labels"
+    assert result.json["input"]["num_classes"] == int(array.max()) + 1
+
+
+@pytest.mark.parametrize(
+    ("shape", "largest", "expected"),
+    [
+        ((3, 5), 2, VoteFormat.LABELS),  # C = 3 = teachers
+        ((3, 5), 3, None),  # C = 4 > 3 teachers
+        ((5, 3), 2, VoteFormat.LABELS),  # C = 3 = queries
+        ((5, 3), 3, None),  # C = 4 > 3 queries
+        ((4, 4), 3, VoteFormat.LABELS),
+        ((4, 4), 4, None),
+    ],
+)
+def test_labels_may_imply_no_more_classes_than_teachers_and_queries(
+    shape: tuple[int, int],
+    largest: int,
+    expected: VoteFormat | None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    labels = np.zeros(shape, dtype=np.int64)
+    labels[0, 0] = largest
+    labels[-1, -1] = 1  # rows sum to different totals
+    path = save(tmp_path, "labels.npy", labels)
+    if expected is None:
+        with pytest.raises(InputError) as excinfo:
+            load_both(path, monkeypatch)
+        message = message_of(excinfo, path)
+        assert f"{largest + 1} classes: more classes than teachers or queries" in message
+        assert message.endswith(AMBIGUOUS_FIX)
+        return
+    votes = load_both(path, monkeypatch)
+    assert (votes.format, votes.detected, votes.num_classes) == (expected, True, largest + 1)
+    np.testing.assert_array_equal(votes.counts, naive_counts(labels, largest + 1))
+
+
+def test_the_sample_counts_are_still_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    votes = load_both(str(MNIST), monkeypatch, block_rows=997)
+    assert (votes.format, votes.detected) == (VoteFormat.COUNTS, True)
+    assert (votes.num_queries, votes.num_classes, votes.num_teachers) == (9000, 10, 250)
+    assert votes.warnings == ()
+
+
+def test_the_2017_labels_are_still_labels(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(votes_module, "_BLOCK_CELLS", 250 * 97)
+    votes = load_both(str(MNIST_LABELS), monkeypatch, block_rows=97)
+    assert (votes.format, votes.detected) == (VoteFormat.LABELS, True)
+    assert (votes.num_teachers, votes.num_classes) == (250, 10)
+    assert votes.counts.sum(axis=1).tolist() == [250.0] * votes.num_queries
+
+
+# --- 2. counts rows and --teachers M --------------------------------------------------------
+
+
+def test_teachers_below_the_row_sums_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = str(MNIST)
+    expected = (
+        f"{path}: votes row 0 sums to 250, more than --teachers 100; --teachers must be at "
+        "least the largest row sum (250)"
+    )
+    detected = " (detected --format counts; pass --format to override)"
+    for kwargs, suffix in (({"fmt": "counts"}, ""), ({}, detected), ({"queries": 640}, detected)):
+        with pytest.raises(InputError) as excinfo:
+            load_both(path, monkeypatch, block_rows=997, teachers=100, **kwargs)
+        assert message_of(excinfo, path) == expected + suffix
+    args = ["analyze", path, "--format", "counts", "--teachers", 100, *ANALYZE]
+    assert cli_error(args, path).endswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("array", "row", "total"),
+    [
+        (np.array([[1, 1], [0, 5], [2, 0]]), 1, "5"),  # a single vote above M = 4
+        (np.array([[1.0, 1.0], [2.0, 2.0], [2.5, 2.0]]), 2, "4.5"),
+        (np.array([[4, 0], [3, 1], [2, 3]]), 2, "5"),  # the largest is named too
+    ],
+)
+def test_a_row_above_teachers_is_named(
+    array: np.ndarray, row: int, total: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = save(tmp_path, "votes.npy", array)
+    with pytest.raises(InputError) as excinfo:
+        load_both(path, monkeypatch, fmt="counts", teachers=4)
+    message = message_of(excinfo, path)
+    assert f"votes row {row} sums to {total}, more than --teachers 4" in message
+    assert f"at least the largest row sum ({show(array.sum(axis=1).max())})" in message
+    args = ["analyze", path, "--format", "counts", "--teachers", 4, *ANALYZE]
+    assert cli_error(args, path).endswith(message)
+
+
+def show(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def test_a_row_above_teachers_is_named_by_its_file_index(tmp_path: Path) -> None:
+    array = np.array([[2, 2], [1, 3], [0, 4], [5, 0]])
+    path = save(tmp_path, "votes.npy", array)
+    indices = save(tmp_path, "idx.npy", np.array([1, 3]))
+    with pytest.raises(InputError) as excinfo:
+        pate_cli.load_votes(path, teachers=4, indices=indices)
+    assert "votes row 3 sums to 5, more than --teachers 4" in message_of(excinfo, path)
+    # Only the queries kept are checked, as every rule of the counts.
+    votes = pate_cli.load_votes(path, teachers=4, queries=3)
+    assert votes.num_teachers == 4 and votes.warnings == ()
+
+
+def test_rows_below_teachers_and_within_tolerance_are_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    array = counts_of(np.random.default_rng(2), 250, 30, 10).astype(np.float64)
+    array[3] *= 1 + 1e-12  # sums to 250 up to rounding: not above M
+    array[5, 0] -= 2  # two abstaining teachers
+    path = save(tmp_path, "votes.npy", array)
+    votes = load_both(path, monkeypatch, teachers=250)
+    assert (votes.format, votes.num_teachers) == (VoteFormat.COUNTS, 250)
+    np.testing.assert_array_equal(votes.counts, array)
+    assert len(votes.warnings) == 1 and "1 of 30 votes rows do not sum" in votes.warnings[0]
+    array[3, 0] += 1e-6  # beyond the tolerance
+    np.save(path, array)
+    with pytest.raises(InputError) as excinfo:
+        load_both(path, monkeypatch, teachers=250)
+    assert "votes row 3 sums to 250.000001" in message_of(excinfo, path)
+
+
+def test_rows_that_disagree_without_teachers_stay_an_error(tmp_path: Path) -> None:
+    path = save(tmp_path, "votes.npy", np.array([[3.0, 1.0], [2.0, 1.5]]))
+    with pytest.raises(InputError) as excinfo:
+        pate_cli.load_votes(path)
+    assert "rows sum to different totals" in message_of(excinfo, path)
+
+
+LABELS = np.array([[0, 1, 2, 1, 0], [1, 1, 2, 0, 0], [0, 2, 2, 1, 1]])  # 3 teachers, 5 queries
+
+
+@pytest.mark.parametrize("fmt", ["labels", "probs"])
+def test_teachers_below_the_file_teachers_is_an_error(
+    fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    array = LABELS if fmt == "labels" else np.eye(3)[LABELS]  # probs: one-hot scores
+    path = save(tmp_path, "votes.npy", array)
+    load = load_both if fmt == "labels" else _load_in_memory
+    with pytest.raises(InputError) as excinfo:
+        load(path, monkeypatch, fmt=fmt, teachers=2)
+    message = message_of(excinfo, path)
+    assert "the file has 3 teachers but --teachers is 2; --teachers must be at least" in message
+    args = ["analyze", path, "--format", fmt, "--teachers", 2, *ANALYZE]
+    assert cli_error(args, path).endswith(message)
+    assert load(path, monkeypatch, fmt=fmt, teachers=3).warnings == ()
+    above = load(path, monkeypatch, fmt=fmt, teachers=5)
+    assert above.num_teachers == 5 and len(above.warnings) == 1
+    np.testing.assert_array_equal(above.counts, naive_counts(LABELS, 3))
+
+
+def _load_in_memory(
+    path: str, monkeypatch: pytest.MonkeyPatch, **kwargs: Any
+) -> votes_module.Votes:
+    return pate_cli.load_votes(path, **kwargs)  # scores are never streamed
+
+
+# --- 3. -1: an abstaining teacher -----------------------------------------------------------
+
+
+ABSTAINING = np.array(
+    [
+        [0, 1, 2, -1, 0, 1],
+        [-1, 1, 2, 0, 0, -1],  # -1 of query 0 must not land in a class of any query
+        [0, 2, -1, 1, 1, -1],
+        [2, 1, 2, 1, -1, -1],
+    ]
+)  # 4 teachers, 6 queries, largest label 2: C = 3
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int64, np.float64])
+@pytest.mark.parametrize("fmt", ["auto", "labels"])
+def test_abstaining_teachers_are_counted_in_no_class(
+    dtype: type, fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = save(tmp_path, "labels.npy", ABSTAINING.astype(dtype))
+    votes = load_both(path, monkeypatch, fmt=fmt)
+    assert (votes.format, votes.detected) == (VoteFormat.LABELS, fmt == "auto")
+    assert (votes.num_teachers, votes.num_classes, votes.num_queries) == (4, 3, 6)
+    expected = [
+        [2, 0, 1],
+        [0, 3, 1],
+        [0, 0, 3],
+        [1, 2, 0],
+        [2, 1, 0],
+        [0, 1, 0],
+    ]
+    np.testing.assert_array_equal(votes.counts, expected)
+    np.testing.assert_array_equal(votes.counts, naive_counts(ABSTAINING, 3))
+    # Each query's histogram sums to M less the teachers that abstained on it.
+    np.testing.assert_array_equal(votes.counts.sum(axis=1), 4 - (ABSTAINING == -1).sum(axis=0))
+
+
+def test_abstentions_do_not_change_the_class_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = save(tmp_path, "labels.npy", ABSTAINING)
+    votes = load_both(path, monkeypatch, fmt="labels", num_classes=5)
+    assert votes.num_classes == 5
+    np.testing.assert_array_equal(votes.counts, naive_counts(ABSTAINING, 5))
+    prefix = load_both(path, monkeypatch, fmt="labels", queries=2)
+    assert prefix.num_classes == 3  # from the whole file, -1 aside
+    np.testing.assert_array_equal(prefix.counts, naive_counts(ABSTAINING, 3)[:2])
+    everyone_abstains = np.full((3, 4), -1)
+    everyone_abstains[0, 1] = 1
+    path = save(tmp_path, "quiet.npy", everyone_abstains)
+    votes = load_both(path, monkeypatch, fmt="labels")
+    assert (votes.num_teachers, votes.num_classes) == (3, 2)
+    np.testing.assert_array_equal(votes.counts, [[0, 0], [0, 1], [0, 0], [0, 0]])
+
+
+@pytest.mark.parametrize("min_rows", [2, 5], ids=["rows and columns", "columns"])
+def test_abstaining_labels_with_equal_row_sums_are_labels(
+    min_rows: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counts cannot be negative, so a shared row sum does not make -1 labels counts."""
+    labels = np.array(
+        [[0, 1, 2, -1, 0, 1], [1, -1, 2, 0, 0, 1], [2, 1, -1, 0, 1, 0]]
+    )  # every row sums to 3
+    path = save(tmp_path, "labels.npy", labels)
+    votes = load_both(path, monkeypatch, min_rows=min_rows)
+    assert (votes.format, votes.detected, votes.num_classes) == (VoteFormat.LABELS, True, 3)
+    np.testing.assert_array_equal(votes.counts, naive_counts(labels, 3))
+    result = run_cli(["analyze", path, *ANALYZE])
+    assert result.json["input"]["format"] == "labels"
+    assert result.json["input"]["num_teachers"] == 3
+
+
+def test_minus_one_with_many_classes_is_ambiguous(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A counts file with a -1 in it is no counts file, and labels only with 251 classes."""
+    array = counts_of(np.random.default_rng(4), 250, 20, 10)
+    array[7, 3] = -1
+    path = save(tmp_path, "votes.npy", array)
+    with pytest.raises(InputError) as excinfo:
+        load_both(path, monkeypatch)
+    message = message_of(excinfo, path)
+    assert f"could be labels (20 teachers, 10 queries, {array.max() + 1} classes" in message
+    assert "or counts with a bad value (row 7, column 3 is -1); pass --format labels" in message
+    assert cli_error(["analyze", path, *ANALYZE], path).endswith(message)
+    with pytest.raises(InputError) as excinfo:
+        load_both(path, monkeypatch, fmt="counts")
+    assert "row 7, column 3 is -1; expected finite non-negative" in message_of(excinfo, path)
+
+
+@pytest.mark.parametrize("value", [-2, -1.5, -np.inf])
+def test_other_negative_labels_stay_an_error(
+    value: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    labels = ABSTAINING.astype(np.float64)
+    labels[2, 4] = value
+    path = save(tmp_path, "labels.npy", labels)
+    with pytest.raises(InputError) as excinfo:
+        load_both(path, monkeypatch, fmt="labels")
+    message = message_of(excinfo, path)
+    assert f"label of teacher 2 for query 4 is {show_value(value)}; expected integer" in message
+    assert message.endswith("or -1 for a teacher that abstains")
+    args = ["analyze", path, "--format", "labels", *ANALYZE]
+    assert cli_error(args, path).endswith(message)
+    with pytest.raises(InputError) as excinfo:  # auto: not labels, so counts, which fail
+        load_both(path, monkeypatch)
+    assert "expected finite non-negative vote counts" in message_of(excinfo, path)
+
+
+def show_value(value: float) -> str:
+    return str(int(value)) if np.isfinite(value) and float(value).is_integer() else str(value)
+
+
+def test_the_first_bad_label_is_the_same_on_both_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The "first" bad value is by query: blocks of queries find the one a whole array does."""
+    labels = np.zeros((3, 9))
+    labels[0, 8] = np.nan
+    labels[2, 0] = -2
+    path = save(tmp_path, "labels.npy", labels)
+    with pytest.raises(InputError) as excinfo:
+        load_both(path, monkeypatch, fmt="labels")
+    assert "label of teacher 2 for query 0 is -2" in message_of(excinfo, path)
+
+
+def test_abstaining_labels_through_the_cli(tmp_path: Path) -> None:
+    path = save(tmp_path, "labels.npy", ABSTAINING)
+    inspect = run_cli(["inspect", path, "--json"]).json["input"]
+    assert (inspect["format"], inspect["format_detected"]) == ("labels", True)
+    assert (inspect["num_teachers"], inspect["num_classes"], inspect["num_queries"]) == (4, 3, 6)
+    analyze = run_cli(["analyze", path, "--format", "labels", *ANALYZE]).json["input"]
+    assert analyze["num_teachers"] == 4
+
+
+# --- 4. .npz members ------------------------------------------------------------------------
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def header_bytes(shape: tuple[int, ...], descr: str = "<f8") -> bytes:
+    buffer = io.BytesIO()
+    header = {"descr": descr, "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.getvalue()
+
+
+def write_npz(path: Path, member: bytes) -> str:
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("votes.npy", member)
+    return str(path)
+
+
+@contextlib.contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    """Fail instead of inflating for ever (POSIX only)."""
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def member_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes the reader asks of an archive member (what it lets the archive inflate)."""
+    sizes: list[int] = []
+    real_read = zipfile.ZipExtFile.read
+
+    def read(self: zipfile.ZipExtFile, n: int = -1) -> bytes:
+        sizes.append(n)
+        return real_read(self, n)
+
+    monkeypatch.setattr(zipfile.ZipExtFile, "read", read)
+    return sizes
+
+
+def test_an_npz_member_declaring_more_than_the_limit_is_refused_at_once(
+    tmp_path: Path, member_reads: list[int]
+) -> None:
+    shape = (10**6, 10**4)  # 80 GB of float64, in an archive of a few kB of zeros
+    path = write_npz(tmp_path / "votes.npz", header_bytes(shape) + bytes(1 << 20))
+    assert (tmp_path / "votes.npz").stat().st_size < 10_000
+    with deadline(10), pytest.raises(InputError) as excinfo:
+        pate_cli.load_votes(path)
+    message = message_of(excinfo, path)
+    assert message.startswith(
+        f"{path}: array 'votes': the header declares shape {shape} of float64 (80000000000 "
+        "bytes), more than the"
+    )
+    assert f"{votes_reader.MAX_ARRAY_BYTES} bytes an .npz array may hold in memory" in message
+    assert max(member_reads) < 1000  # the header only
+    with deadline(10):
+        assert cli_error(["analyze", path, *ANALYZE], path).endswith(message)
+
+
+def test_an_npz_member_within_the_archive_but_over_the_limit_is_not_inflated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, member_reads: list[int]
+) -> None:
+    zeros = np.zeros((300, 100))  # 240,000 bytes, consistent with the zip directory
+    path = write_npz(tmp_path / "votes.npz", npy_bytes(zeros))
+    monkeypatch.setattr(votes_reader, "MAX_ARRAY_BYTES", 1 << 16)  # read at call time
+    with pytest.raises(InputError) as excinfo:
+        pate_cli.load_votes(path)
+    message = message_of(excinfo, path)
+    assert message.startswith(f"{path}: array 'votes': the header declares shape (300, 100)")
+    assert "(240000 bytes), more than the 65536 bytes" in message
+    assert max(member_reads) < 1000
+    monkeypatch.setattr(votes_reader, "MAX_ARRAY_BYTES", 240_000)  # exactly the limit: read
+    np.testing.assert_array_equal(votes_reader.load_array(path, "votes"), zeros)
+
+
+def test_an_npz_member_with_trailing_data_is_refused(
+    tmp_path: Path, member_reads: list[int]
+) -> None:
+    counts = np.array([[3.0, 1.0], [2.0, 2.0]])
+    member = npy_bytes(counts)
+    path = write_npz(tmp_path / "votes.npz", member + bytes(64))
+    with pytest.raises(InputError) as excinfo:
+        pate_cli.load_votes(path)
+    message = message_of(excinfo, path)
+    assert message.startswith(
+        f"{path}: array 'votes': corrupt .npz archive: the header declares shape (2, 2) of "
+        "float64 (32 bytes)"
+    )
+    assert "but the archive stores 96 bytes after it" in message
+    assert max(member_reads) < 1000  # refused from the zip directory, before the data
+    assert cli_error(["analyze", path, *ANALYZE], path).endswith(message)
+    path = write_npz(tmp_path / "short.npz", member[:-8])
+    with pytest.raises(InputError) as excinfo:
+        pate_cli.load_votes(path)
+    assert message_of(excinfo, path).startswith(f"{path}: array 'votes': votes file is truncated")
+
+
+def test_an_npz_member_is_read_no_further_than_its_header_claims(
+    tmp_path: Path, member_reads: list[int]
+) -> None:
+    counts = np.array([[3.0, 1.0], [2.0, 2.0]])
+    member = npy_bytes(counts)
+    path = write_npz(tmp_path / "votes.npz", member)
+    votes = pate_cli.load_votes(path)
+    np.testing.assert_array_equal(votes.counts, counts)
+    assert all(n >= 0 for n in member_reads) and sum(member_reads) == len(member)
