@@ -26,6 +26,7 @@ from functools import partial
 import numpy as np
 from numpy.typing import NDArray
 
+from pate_cli import checks
 from pate_cli.choices import Conversion
 from pate_cli.core import conversion, gnmax, lnmax, threshold
 from pate_cli.errors import UsageError
@@ -38,11 +39,7 @@ FloatArray = NDArray[np.float64]
 
 def as_conversion(conversion: str | Conversion) -> Conversion:
     """A conversion from its name ("classic" or "improved")."""
-    try:
-        return Conversion(conversion)
-    except ValueError:
-        choices = ", ".join(c.value for c in Conversion)
-        raise UsageError(f"conversion {conversion!r}: expected one of {choices}") from None
+    return checks.choice(Conversion, conversion, "conversion")
 
 
 def check_delta(delta: float) -> None:

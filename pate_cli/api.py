@@ -364,11 +364,7 @@ def compare(
         raise UsageError("mechanisms: expected at least one mechanism to compare")
     grid = as_orders(orders)
     kind = as_conversion(conversion)
-    try:
-        column = SortColumn(sort)
-    except ValueError:
-        choices = ", ".join(c.value for c in SortColumn)
-        raise UsageError(f"sort {sort!r}: expected one of {choices}") from None
+    column = checks.choice(SortColumn, sort, "sort")
     baseline_array, _ = run_inputs(votes, baseline, None)
     rows = sort_rows(
         compare_rows(

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pate_cli import checks
 from pate_cli.choices import GateOn
 from pate_cli.errors import UsageError
 from pate_cli.release import GnssRelease, Release, gated_epsilon
@@ -150,11 +151,7 @@ class Gate:
 
 
 def as_gate_on(value: GateOn | str) -> GateOn:
-    try:
-        return GateOn(value)
-    except ValueError:
-        choices = ", ".join(choice.value for choice in GateOn)
-        raise UsageError(f"--gate-on {value!r}: expected one of {choices}") from None
+    return checks.choice(GateOn, value, "--gate-on")
 
 
 def apply_gate(

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import math
 import operator
+from enum import Enum
+from typing import TypeVar
 
 from pate_cli.errors import UsageError
+
+E = TypeVar("E", bound=Enum)
 
 
 def max_epsilon(value: float | None) -> float | None:
@@ -38,3 +42,12 @@ def seed(value: int | None) -> int | None:
     if number < 0:
         raise UsageError(f"--seed {value}: expected a non-negative integer")
     return number
+
+
+def choice(kind: type[E], value: E | str, name: str) -> E:
+    """One of the named choices of ``kind`` (a member or its value), for the option ``name``."""
+    try:
+        return kind(value)
+    except ValueError:
+        choices = ", ".join(str(member.value) for member in kind)
+        raise UsageError(f"{name} {value!r}: expected one of {choices}") from None

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -89,3 +92,19 @@ def mnist_counts() -> np.ndarray:
 settings.register_profile("ci", max_examples=2000, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=200, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@contextlib.contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    """Fail instead of hanging or inflating for ever (POSIX only)."""
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

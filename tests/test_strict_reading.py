@@ -15,11 +15,8 @@ streamed, through both reading paths, which must give the same result or the sam
 
 from __future__ import annotations
 
-import contextlib
 import io
-import signal
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +28,7 @@ import pate_cli.votes as votes_module
 from pate_cli.errors import ExitCode, InputError
 from pate_cli.votes import reader as votes_reader
 from pate_cli.votes.formats import VoteFormat
-from tests.conftest import MNIST, MNIST_LABELS, run_cli
+from tests.conftest import MNIST, MNIST_LABELS, deadline, run_cli
 
 ANALYZE = ["--sigma", 40, "--delta", 1e-5, "--json"]
 AMBIGUOUS_FIX = "pass --format labels, or --format counts --teachers M"
@@ -505,22 +502,6 @@ def write_npz(path: Path, member: bytes) -> str:
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("votes.npy", member)
     return str(path)
-
-
-@contextlib.contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    """Fail instead of inflating for ever (POSIX only)."""
-
-    def on_alarm(signum: int, frame: object) -> None:
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import builtins
-import contextlib
 import hashlib
 import itertools
 import os
-import signal
 import stat
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +26,7 @@ from pate_cli.votes import (
 )
 from pate_cli.votes import reader as votes_reader
 from pate_cli.votes.formats import QUERY_AXIS, BlockScan, scan_blocks
+from tests.conftest import deadline
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_COUNTS = ROOT / "sample_data" / "mnist_250_teachers.npy"
@@ -85,22 +83,6 @@ def check_error(excinfo: pytest.ExceptionInfo[PateError], path: str) -> str:
     assert message.startswith(f"{path}:"), message
     assert path in message
     return message
-
-
-@contextlib.contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    """Fail instead of hanging forever (POSIX only)."""
-
-    def on_alarm(signum: int, frame: object) -> None:
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # --- formats and detection ------------------------------------------------------------------
