@@ -355,8 +355,10 @@ def per_query(
     key: CostKey,
     cost: Callable[[FloatArray], FloatArray],
 ) -> FloatArray:
-    """w[q] cost(values)[q] for every query. Shapes: -> (Q, K)."""
-    out = cost(np.asarray(values, dtype=np.float64))
+    """w[q] cost(values)[q] for every query, each distinct value costed once.
+    Shapes: -> (Q, K)."""
+    distinct, inverse = np.unique(np.asarray(values, dtype=np.float64), return_inverse=True)
+    out = cost(distinct)[inverse.ravel()]
     return out if weights is None else weights[:, None] * out
 
 
@@ -438,6 +440,80 @@ def compose(
             terms.logq, weights, answer_key(mechanism), answer_cost(mechanism, orders)
         )
     return StepCosts(threshold_total, answer_total, threshold_independent, answer_independent)
+
+
+@dataclass(frozen=True)
+class PrefixEpsilons:
+    """For every k, the epsilon of the first k queries analysed alone: the minimum over the
+    orders, as ``epsilon_result`` takes it of a whole run. Shapes: (L,)."""
+
+    epsilon: FloatArray
+    order_index: NDArray[np.intp]
+
+
+def prefix_epsilons(
+    mechanism: Mechanism,
+    terms: QueryTerms,
+    orders: FloatArray,
+    delta: float,
+    kind: Conversion,
+    *,
+    weights: FloatArray | None,
+    data_independent: bool = False,
+    chunk_size: int = 2048,
+) -> tuple[PrefixEpsilons, PrefixEpsilons]:
+    """The running epsilon of a run, data-dependent and data-independent: for every prefix
+    of k queries, what the analysis of those k queries reports.
+
+    One pass over the queries: ``compose``'s per-query step costs, in chunks, are summed
+    into running totals (K,) and ``StepCosts``' rule (the minimum with the data-independent
+    total) is applied to each prefix's totals, as to a whole run's. Memory is a chunk times
+    the orders.
+
+    Shapes: terms (L,), weights (L,), orders (K,) -> two PrefixEpsilons of (L,).
+    """
+    orders = np.asarray(orders, dtype=np.float64)
+    num = terms.num_seen
+    running = [np.zeros(orders.size) for _ in range(4)]
+    dependent = PrefixEpsilons(np.empty(num), np.empty(num, dtype=np.intp))
+    independent = PrefixEpsilons(np.empty(num), np.empty(num, dtype=np.intp))
+    for start in range(0, num, chunk_size):
+        stop = min(start + chunk_size, num)
+        steps = compose(
+            mechanism,
+            _terms_slice(terms, start, stop),
+            orders,
+            weights=None if weights is None else weights[start:stop],
+            data_independent=(data_independent, data_independent),
+            total=per_query,
+        )
+        parts = (steps.threshold, steps.answer, steps.threshold_independent)
+        sums = [
+            np.cumsum(part, axis=0) + carry
+            for part, carry in zip((*parts, steps.answer_independent), running, strict=True)
+        ]
+        running = [total[-1] for total in sums]
+        prefix = StepCosts(*sums)
+        for out, rdp in (
+            (dependent, prefix.data_dependent),
+            (independent, prefix.data_independent),
+        ):
+            raw = eps_curve(kind, np.broadcast_to(orders, rdp.shape), rdp, delta)
+            best = np.argmin(raw, axis=1)  # the first of equal minima, as best_order
+            out.order_index[start:stop] = best
+            out.epsilon[start:stop] = np.maximum(raw[np.arange(stop - start), best], 0.0)
+    return dependent, independent
+
+
+def _terms_slice(terms: QueryTerms, start: int, stop: int) -> QueryTerms:
+    """The terms of queries [start, stop)."""
+
+    def part(values: FloatArray | None) -> FloatArray | None:
+        return None if values is None else values[start:stop]
+
+    return QueryTerms(
+        part(terms.log_pr_answered), part(terms.logq_threshold), part(terms.logq), stop - start
+    )
 
 
 def answer_key(mechanism: Mechanism) -> CostKey:

@@ -12,12 +12,14 @@ report's best data-dependent order, and keeps one row per query:
   mechanisms without a threshold;
 - its RDP: threshold step + Pr[answered] * answer step, exactly the terms that
   ``account`` sums (data-independent terms when the report forced them);
-- its share of the total and the running epsilon: the cumulative RDP at that
-  order converted with the report's conversion and delta, so the last value is
-  the report's epsilon.
-
-A second running epsilon does the same with the data-independent terms at the
-report's data-independent order, for the plot of epsilon against queries.
+- its share of the total;
+- the running epsilon: the epsilon of the first k queries analysed alone, the
+  minimum over the report's orders of their composed cost (the number ``analyze
+  --queries k`` gives), with the order that attains it; the last value is the
+  report's epsilon. A second running epsilon does the same with the
+  data-independent bounds, for the plot of epsilon against queries. Both come
+  from one pass over running sums of the per-query costs
+  (``accounting.prefix_epsilons``).
 
 Queries are also grouped by teacher agreement, the top vote share n_max / M,
 in the buckets of the 2018 paper's Figure 5 ([0, 0.5), [0.5, 0.6), ...,
@@ -45,8 +47,8 @@ from pate_cli.accounting import (
     QueryTerms,
     answer_weights,
     compose,
-    eps_curve,
     per_query,
+    prefix_epsilons,
     query_terms,
 )
 from pate_cli.mechanisms import Mechanism
@@ -70,6 +72,7 @@ COLUMNS = (
     "rdp",
     "share",
     "running_epsilon",
+    "running_order",
     "running_epsilon_data_independent",
 )
 
@@ -152,9 +155,11 @@ class Ledger:
     rdp: FloatArray
     """RDP of each query at ``order``: threshold step + pr_answered * answer step."""
     running_epsilon: FloatArray
-    """Epsilon of the first i+1 queries at ``order``."""
+    """Epsilon of the first i+1 queries analysed alone (the minimum over the orders)."""
+    running_order: FloatArray
+    """The order that attains ``running_epsilon``."""
     running_epsilon_data_independent: FloatArray
-    """Data-independent epsilon of the first i+1 queries at ``data_independent_order``."""
+    """Data-independent epsilon of the first i+1 queries (the minimum over the orders)."""
 
     def summary(self) -> dict[str, Any]:
         """The JSON ``breakdown``: see ``ledger_summary``."""
@@ -183,13 +188,6 @@ class Ledger:
             return np.zeros_like(self.rdp)
         share: FloatArray = self.rdp / total
         return share
-
-
-def _running_epsilon(rdp: FloatArray, order: float, delta: float, conversion: str) -> FloatArray:
-    """Epsilon of each prefix: cumulative RDP at one order, converted (never below 0)."""
-    cumulative = np.cumsum(rdp)
-    orders = np.full(cumulative.shape, order)
-    return np.maximum(eps_curve(Conversion(conversion), orders, cumulative, delta), 0.0)
 
 
 def _per_query_rdp(
@@ -254,9 +252,14 @@ def build_ledger(
     rdp = _per_query_rdp(
         mechanism, terms, order, weights, data_independent=report.forced_data_independent
     )
-    independent_order = report.data_independent.order
-    independent = _per_query_rdp(
-        mechanism, terms, independent_order, weights, data_independent=True
+    running, running_independent = prefix_epsilons(
+        mechanism,
+        terms,
+        report.orders,
+        report.delta,
+        Conversion(report.conversion),
+        weights=weights,
+        data_independent=report.forced_data_independent,
     )
     logq = terms.logq
     weight = np.ones(num) if weights is None else weights
@@ -273,7 +276,7 @@ def build_ledger(
         conversion=report.conversion,
         num_teachers=votes.num_teachers,
         order=order,
-        data_independent_order=independent_order,
+        data_independent_order=report.data_independent.order,
         epsilon=report.data_dependent.epsilon,
         index=index,
         top_votes=top,
@@ -281,10 +284,9 @@ def build_ledger(
         logq=logq,
         pr_answered=weight,
         rdp=rdp,
-        running_epsilon=_running_epsilon(rdp, order, report.delta, report.conversion),
-        running_epsilon_data_independent=_running_epsilon(
-            independent, independent_order, report.delta, report.conversion
-        ),
+        running_epsilon=running.epsilon,
+        running_order=report.orders[running.order_index],
+        running_epsilon_data_independent=running_independent.epsilon,
     )
 
 
@@ -344,6 +346,7 @@ def _row(ledger: Ledger, share: FloatArray, i: int) -> dict[str, Any]:
         "rdp": float(ledger.rdp[i]),
         "share": float(share[i]),
         "running_epsilon": float(ledger.running_epsilon[i]),
+        "running_order": float(ledger.running_order[i]),
         "running_epsilon_data_independent": float(ledger.running_epsilon_data_independent[i]),
     }
 
@@ -389,6 +392,7 @@ def _columns(ledger: Ledger) -> dict[str, np.ndarray]:
         "rdp": ledger.rdp,
         "share": ledger.share,
         "running_epsilon": ledger.running_epsilon,
+        "running_order": ledger.running_order,
         "running_epsilon_data_independent": ledger.running_epsilon_data_independent,
     }
 

@@ -92,10 +92,11 @@ def _setting(mechanism: Mapping[str, Any]) -> str:
 def plot_analysis(path: str, report: AnalysisReport, per_query: Ledger) -> None:
     """Epsilon against the number of queries, and the cost by teacher agreement.
 
-    Left: the running data-dependent epsilon at the report's best order and the
-    data-independent epsilon at its own best order; both end at the report's
-    epsilons. Right: for each agreement bucket (top vote share n_max / M), its
-    share of the queries and of the privacy cost.
+    Left: for every k, the epsilon of the first k queries analysed alone (the
+    best order for each k), data-dependent and data-independent; the curves
+    start at the one-query epsilon and end at the report's epsilons. Right: for
+    each agreement bucket (top vote share n_max / M), its share of the queries
+    and of the privacy cost.
 
     Raises:
         UsageError: Bad suffix or matplotlib missing.
@@ -107,13 +108,13 @@ def plot_analysis(path: str, report: AnalysisReport, per_query: Ledger) -> None:
     left.plot(
         seen,
         per_query.running_epsilon,
-        label=f"data-dependent (order {per_query.order:g})",
+        label="data-dependent (best order for each k)",
         color="tab:blue",
     )
     left.plot(
         seen,
         per_query.running_epsilon_data_independent,
-        label=f"data-independent (order {per_query.data_independent_order:g})",
+        label="data-independent (best order for each k)",
         color="tab:orange",
         linestyle="--",
     )

@@ -277,3 +277,46 @@ def test_analyze_bad_ledger_path_is_exit_2_with_one_line(tmp_path, name, words):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("pate: error:") and words in lines[0]
     assert result.stdout == "" and os.listdir(tmp_path) == []
+
+
+PREFIXES = (1, 2, 3, 7, 50, 100, 283, 500, 639, 640)
+
+
+def test_the_running_epsilon_of_k_queries_is_their_analysis(tmp_path):
+    """Table 2: for a sample of k, the ledger's running epsilon (and its order) is what
+    `analyze --queries k` reports, to 1e-12 relative; both curves start at one query."""
+    table2 = ["--threshold", 200, "--sigma1", 150, "--sigma", 40, "--delta", DELTA]
+    path = tmp_path / "ledger.json"
+    run_cli(["analyze", MNIST, *table2, "--queries", 640, "--no-release", "--ledger", path])
+    rows = json.loads(path.read_text())["queries"]
+    for k in PREFIXES:
+        alone = run_cli(["analyze", MNIST, *table2, "--queries", k, "--no-release", "--json"]).json
+        row = rows[k - 1]
+        assert row["running_epsilon"] == pytest.approx(
+            alone["data_dependent"]["epsilon"], rel=1e-12
+        )
+        assert row["running_order"] == alone["data_dependent"]["order"]
+        assert row["running_epsilon_data_independent"] == pytest.approx(
+            alone["data_independent"]["epsilon"], rel=1e-12
+        )
+    # The issue's figures: 0.129 for the first query and 0.754 after 100, not 0.886 and 1.046.
+    assert rows[0]["running_epsilon"] == pytest.approx(0.128752, abs=1e-6)
+    assert rows[99]["running_epsilon"] == pytest.approx(0.754176, abs=1e-6)
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS, ids=lambda m: m.to_json_dict()["name"])
+def test_running_epsilon_is_each_prefix_analysed_alone(mnist, mechanism):
+    """Every mechanism, prefixes of 60 queries, against analysis_report of the prefix."""
+    votes = load_votes(MNIST, queries=60)
+    report = analysis_report(votes, mechanism, ORDERS, DELTA, Conversion.CLASSIC)
+    per_query = ledger.build_ledger(votes, mechanism, report, terms=report.terms)
+    for k in (*range(1, 12), 25, 47, 60):
+        alone = analysis_report(
+            load_votes(MNIST, queries=k), mechanism, ORDERS, DELTA, Conversion.CLASSIC
+        )
+        assert per_query.running_epsilon[k - 1] == pytest.approx(
+            alone.data_dependent.epsilon, rel=1e-12
+        )
+        assert per_query.running_epsilon_data_independent[k - 1] == pytest.approx(
+            alone.data_independent.epsilon, rel=1e-12
+        )
