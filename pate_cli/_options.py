@@ -30,6 +30,12 @@ if TYPE_CHECKING:  # the rest loads when a command runs, not when the app starts
 # The command line of the run in progress (after ``pate``), set by the CLI group as it
 # parses it; --record stores it so that verify can replay the run.
 ARGV: ContextVar[tuple[str, ...]] = ContextVar("pate_argv", default=())
+QUIET: ContextVar[bool] = ContextVar("pate_quiet", default=False)
+
+
+def _set_quiet(value: bool) -> bool:
+    QUIET.set(value)
+    return value
 
 
 def current_argv() -> list[str]:
@@ -181,6 +187,16 @@ HalfEvenOpt = Annotated[
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print one JSON object on stdout, nothing else.")
 ]
+QuietOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="Print nothing but errors: the exit code says how it went.",
+        callback=_set_quiet,
+        is_eager=True,
+    ),
+]
 
 
 def emit(
@@ -190,6 +206,8 @@ def emit(
 
     from pate_cli.report import dumps
 
+    if QUIET.get():
+        return
     if as_json:
         typer.echo(dumps(payload))
         return
@@ -323,7 +341,7 @@ PROGRESS_MIN_WORK = 2_000_000
 
 def show_progress(as_json: bool, work: int) -> bool:
     """A progress bar only for people: never with --json, never into a pipe or a log."""
-    return not as_json and sys.stderr.isatty() and work >= PROGRESS_MIN_WORK
+    return not as_json and not QUIET.get() and sys.stderr.isatty() and work >= PROGRESS_MIN_WORK
 
 
 @contextmanager

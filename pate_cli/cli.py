@@ -10,6 +10,7 @@ boundary below turns typed errors into one line and their code.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
 from typing import Annotated, Any
@@ -32,6 +33,39 @@ from pate_cli.commands import (
 )
 from pate_cli.errors import ExitCode, PateError
 
+# One metavar style in every help: an upper-case word for a value, [a|b] for a choice.
+_LISTS = {"orders_text", "sigma", "threshold", "sigma1", "gamma"}  # comma lists where str
+_NAMED = {"inputs": "ROLE=PATH", "seed": "N", "queries": "N", "teachers": "M"}
+
+
+def _metavar(param: Any) -> str | None:
+    """The help's name for the value of ``param`` (None: a flag, nothing to show)."""
+    described = param.type_descriptor
+    kind = getattr(described, "annotation", None)
+    if param.name in _NAMED:
+        return _NAMED[param.name]
+    if described.is_choice:
+        return "[" + "|".join(str(getattr(c, "value", c)) for c in described.choices) + "]"
+    if kind is bool:
+        return None
+    if kind is float:
+        return "FLOAT"
+    if kind is int:
+        return "INT"
+    return "LIST" if param.name in _LISTS else "FILE"
+
+
+def _uniform_help(group: TyperGroup) -> None:
+    """Give every option of every command one metavar style, and arguments their bare name."""
+    for command in group.commands.values():
+        for param in getattr(command, "params", ()):
+            if param.param_type_name == "argument":
+                name = param.metavar or param.name.upper()
+                param.display_type_rich = lambda ctx: None
+                param._usage_display_name = lambda name=name: name
+            elif not getattr(param, "is_flag", False):
+                param.metavar = _metavar(param)
+
 
 class PateGroup(TyperGroup):
     """The single error boundary: typed errors -> one line and their exit code."""
@@ -39,7 +73,13 @@ class PateGroup(TyperGroup):
     def make_context(self, info_name: str | None, args: list[str], *more: Any, **extra: Any) -> Any:
         # Keep the command line as given: --record stores it for people to read.
         ARGV.set(tuple(args))
-        return super().make_context(info_name, args, *more, **extra)
+        _uniform_help(self)
+        try:
+            return super().make_context(info_name, args, *more, **extra)
+        except ClickUsageError as error:
+            # A parse error before any command (an unknown option of pate itself).
+            error_line(f"pate: error: {_our_words(error.format_message())} (see 'pate --help')")
+            raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -56,7 +96,7 @@ class PateGroup(TyperGroup):
             command = (
                 f"pate {ctx.invoked_subcommand} --help" if ctx.invoked_subcommand else "pate --help"
             )
-            error_line(f"pate: error: {error.format_message()} (see '{command}')")
+            error_line(f"pate: error: {_our_words(error.format_message())} (see '{command}')")
             raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
         except KeyboardInterrupt:
             error_line("pate: interrupted")
@@ -72,6 +112,25 @@ class PateGroup(TyperGroup):
             raise typer.Exit(int(ExitCode.INTERNAL)) from None
 
 
+# Typer's wording of a bad value (pydantic's), and ours.
+_WORDING = (
+    ("a valid number, unable to parse string as a number", "a number"),
+    ("a valid integer, unable to parse string as an integer", "an integer"),
+    ("a valid integer, got a number with a fractional part", "an integer"),
+    ("Input should be ", "expected "),
+    ("Value error, ", ""),
+)
+_INVALID = re.compile(r"Invalid value for '([^']+)'(?: / '[^']+')*: ")
+
+
+def _our_words(message: str) -> str:
+    """A parse error's message in the words of the rest of pate, on one line."""
+    message = _INVALID.sub(r"\1: ", " ".join(message.split()))
+    for theirs, ours in _WORDING:
+        message = message.replace(theirs, ours)
+    return message.rstrip(".")
+
+
 app = typer.Typer(
     cls=PateGroup,
     name="pate",
@@ -80,7 +139,8 @@ app = typer.Typer(
     "costs, smooth-sensitivity releases, noisy labels and comparisons. "
     "Exit codes: 0 ok, 1 budget exceeded (--max-epsilon), 2 bad input or usage, 70 a bug.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
 )
@@ -97,7 +157,7 @@ def _root(
     version: Annotated[
         bool | None,
         typer.Option(
-            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+            "--version", "-V", callback=_version, is_eager=True, help="Show the version and exit."
         ),
     ] = None,
 ) -> None:

@@ -154,7 +154,7 @@ def test_worst_case_is_every_query_answered_and_can_be_gated():
         (["analyze", MNIST, "--sigma", 40, "--delta", 1e-5, "--queries", 10**6], "--queries"),
         (["analyze", MNIST, "--sigma", 40], "--delta"),
         (["analyze", MNIST, "--sigma", 40, "--delta", 1e-5, "--no-such-flag"], "--no-such-flag"),
-        (["analyze", MNIST, "--sigma", "forty", "--delta", 1e-5], "Invalid value for '--sigma'"),
+        (["analyze", MNIST, "--sigma", "forty", "--delta", 1e-5], "--sigma: expected a number"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, words):

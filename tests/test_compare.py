@@ -435,13 +435,13 @@ def test_gate_passes_when_some_setting_is_within_budget():
     ("args", "words"),
     [
         (["--sigma", "20,,x"], "--sigma '20,,x'"),
-        (["--sigma", "40", "--sort", "nope"], "Invalid value for '--sort'"),
+        (["--sigma", "40", "--sort", "nope"], "--sort: 'nope' is not one of"),
         (["--sigma", "40", "--csv", "out.txt"], "expected a file name ending in .csv"),
         (["--sigma", "40", "--csv", "missing/out.csv"], "does not exist"),
         (["--sigma", "40", "--plot", "out.gif"], "expected a file name ending in .png"),
         (
             ["--sigma", "40", "--gate-on", "released", "--max-epsilon", "1"],
-            "Invalid value for '--gate-on'",
+            "--gate-on: 'released' is not one of",
         ),
         (["--threshold", "200", "--sigma", "40"], "needs --sigma1"),
         (

@@ -25,6 +25,7 @@ from pate_cli._options import (
     OrdersOpt,
     PublicOpt,
     QueriesOpt,
+    QuietOpt,
     RecordOpt,
     SeedFileOpt,
     SeedOpt,
@@ -102,6 +103,7 @@ def aggregate(
     gate_on: TableGateOnOpt = TableGateOn.PUBLISHABLE,
     public: PublicOpt = False,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Run an aggregator on the votes, write the noisy labels, and account the realised run.
 

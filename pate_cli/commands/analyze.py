@@ -26,6 +26,7 @@ from pate_cli._options import (
     OrdersOpt,
     PublicOpt,
     QueriesOpt,
+    QuietOpt,
     RecordOpt,
     SeedFileOpt,
     SeedOpt,
@@ -109,6 +110,7 @@ def analyze(
     gate_on: GateOnOpt = GateOn.PUBLISHABLE,
     public: PublicOpt = False,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Data-dependent and data-independent privacy cost of answering the queries.
 

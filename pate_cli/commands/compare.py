@@ -19,6 +19,7 @@ from pate_cli._options import (
     NumClassesOpt,
     OrdersOpt,
     QueriesOpt,
+    QuietOpt,
     TableGateOnOpt,
     TeachersOpt,
     VotesArg,
@@ -107,6 +108,7 @@ def compare(
     max_epsilon: MaxEpsilonOpt = None,
     gate_on: TableGateOnOpt = TableGateOn.PUBLISHABLE,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Compare mechanisms and parameter settings side by side on the same votes.
 

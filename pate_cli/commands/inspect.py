@@ -13,6 +13,7 @@ from pate_cli._options import (
     JsonOpt,
     NumClassesOpt,
     QueriesOpt,
+    QuietOpt,
     TeachersOpt,
     VotesArg,
     emit,
@@ -29,6 +30,7 @@ def inspect(
     queries: QueriesOpt = None,
     indices: IndicesOpt = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Describe a votes file: its format, size and how strongly the teachers agree.
 

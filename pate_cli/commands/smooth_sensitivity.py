@@ -23,6 +23,7 @@ from pate_cli._options import (
     OrdersOpt,
     PublicOpt,
     QueriesOpt,
+    QuietOpt,
     RecordOpt,
     ReleaseGateOnOpt,
     SeedFileOpt,
@@ -81,6 +82,7 @@ def smooth_sensitivity(
     gate_on: ReleaseGateOnOpt = None,
     public: PublicOpt = False,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Smooth sensitivity of the data-dependent epsilon and its GNSS-released value.
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from pate_cli._options import JsonOpt, emit
+from pate_cli._options import JsonOpt, QuietOpt, emit
 from pate_cli.errors import ExitCode, UsageError
 
 
@@ -55,6 +55,7 @@ def verify(
         ),
     ] = None,
     as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Recompute a release record from its files and check every number in it.
 

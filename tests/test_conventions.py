@@ -1,0 +1,92 @@
+"""Conventions of Python command lines: -h, -V, completion, --quiet, colour, one metavar
+style, and one error style at every level."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from pate_cli.cli import app
+from pate_cli.errors import ExitCode
+from tests.conftest import MNIST, TABLE2, run_cli
+
+COMMANDS = ("analyze", "smooth-sensitivity", "aggregate", "compare", "inspect", "verify")
+
+
+def test_short_help_and_version():
+    assert run_cli(["-h"]).stdout.startswith("Usage: pate [OPTIONS] COMMAND")
+    assert run_cli(["-V"]).stdout == run_cli(["--version"]).stdout
+    for command in COMMANDS:
+        assert run_cli([command, "-h"]).stdout == run_cli([command, "--help"]).stdout
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_scripts(shell):
+    script = run_cli(["--show-completion", shell]).stdout
+    assert "_PATE_COMPLETE" in script
+    assert "--install-completion" in run_cli(["--help"]).stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--bogus"], "No such option: --bogus (see 'pate --help')"),
+        (["nosuch"], "No such command 'nosuch' (see 'pate --help')"),
+        (["analyze", "--bogus"], "No such option: --bogus (see 'pate analyze --help')"),
+        (["analyze", MNIST, "--delta", 1e-5, "--sigma", "abc"], "--sigma: expected a number"),
+        (["analyze", MNIST, "--delta", 1e-5, "--queries", 1.5], "--queries: expected an integer"),
+        (["analyze", MNIST, "--delta", 1e-5, "--format", "x"], "--format: 'x' is not one of"),
+        (["analyze", "--delta", 1e-5], "Missing argument 'VOTES'"),
+        (["analyze", "missing.npy", "--delta", 1e-5, "--sigma", 4], "missing.npy: no such file"),
+        (["verify", "missing.json"], "missing.json: no such file"),
+    ],
+)
+def test_every_error_is_one_line_in_one_style(args, words):
+    result = run_cli(args, expect=ExitCode.BAD_INPUT)
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("pate: error: ") and words in line
+    assert "Input should be" not in line and "Value error" not in line
+
+
+def test_quiet_prints_nothing_but_errors():
+    quiet = run_cli(["analyze", MNIST, *TABLE2, "--quiet"])
+    assert quiet.stdout == "" and quiet.stderr == ""
+    assert run_cli(["analyze", MNIST, *TABLE2, "-q", "--json"]).stdout == ""
+    over = run_cli(
+        ["analyze", MNIST, *TABLE2, "-q", "--max-epsilon", 1], expect=ExitCode.BUDGET_EXCEEDED
+    )
+    assert over.stdout == "" and "exceeds --max-epsilon 1" in over.stderr
+    bad = run_cli(["analyze", MNIST, "--delta", 2, "--sigma", 4, "-q"], expect=ExitCode.BAD_INPUT)
+    assert bad.stderr.startswith("pate: error: --delta")
+    # Not sticky: the next run prints again.
+    assert run_cli(["inspect", MNIST]).stdout
+    for command in COMMANDS:
+        assert "--quiet" in run_cli([command, "--help"]).stdout
+
+
+@pytest.mark.parametrize(
+    ("env", "coloured"), [({"FORCE_COLOR": "1"}, True), ({"NO_COLOR": "1"}, False)]
+)
+def test_colour_follows_no_color_and_force_color(monkeypatch, env, coloured):
+    for name in ("NO_COLOR", "FORCE_COLOR", "TERM"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(app, ["analyze", str(MNIST), *map(str, TABLE2), "--no-release"])
+    assert result.exit_code == 0
+    assert ("\x1b[" in result.stdout) is coloured
+
+
+def test_one_metavar_style_in_every_help():
+    """An upper-case word for a value, [a|b] for a choice; never Typer's <str> or {VOTES}."""
+    for command in COMMANDS:
+        text = run_cli([command, "--help"]).stdout
+        assert not re.search(r"<[a-z]", text), command
+        assert "{" not in text.split("\n", 1)[0], command
+        for option, metavar in re.findall(
+            r"^  (--[a-z-]+)(?:, -[-a-z0-9]+)* (?!/)(\S+)", text, re.M
+        ):
+            assert re.fullmatch(r"[A-Z][A-Z=]*|\[[a-z|-]+\]", metavar), (command, option, metavar)
