@@ -178,9 +178,14 @@ def with_release(
     notes: tuple[str, ...] = ()
     outcome: Release
     if isinstance(mechanism, LNMax):
-        outcome = NotReleased("smooth sensitivity covers the GNMax family")
+        outcome = NotReleased(
+            "LNMax has no smooth-sensitivity release (2018 covers the GNMax family); its "
+            "data-independent epsilon is the one to publish"
+        )
     elif data_independent:
-        outcome = NotReleased("data-independent bounds were forced")
+        outcome = NotReleased(
+            "data-independent bounds were forced; the publishable figure is listed below"
+        )
     else:
         try:
             gnss = release_of(

@@ -297,8 +297,8 @@ def gnss_release(
                 + (
                     "the data-independent epsilon can be published as it is"
                     if threshold_step is None and answered is None
-                    else "nothing to release, but the number answered depends on the votes: "
-                    "publish the worst-case epsilon (every query answered)"
+                    else "the number answered depends on the votes, so publish the worst-case "
+                    "epsilon (every query answered)"
                 )
             ),
             epsilon_data_independent=epsilon_data_independent,

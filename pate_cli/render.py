@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -47,12 +48,32 @@ def input_line(summary: InputSummary, dtype: str | None = None) -> Text:
     text = Text()
     text.append(summary.path, style="bold")
     stored = "" if dtype is None else f", dtype {dtype}"
-    text.append(
-        f"  format {summary.format} ({how}){stored}, {summary.num_queries} queries"
-        f" x {summary.num_classes} classes, {summary.num_teachers} teachers"
+    queries = (
+        f"{summary.num_queries} queries"
+        if summary.num_queries == summary.num_file_queries
+        else f"{summary.num_queries} of the file's {summary.num_file_queries} queries"
     )
-    if summary.num_queries != summary.num_file_queries:
-        text.append(f" (of {summary.num_file_queries} in the file)")
+    text.append(
+        f"  format {summary.format} ({how}){stored}, {queries} x {summary.num_classes} "
+        f"classes, {summary.num_teachers} teachers"
+    )
+    return text
+
+
+# What a number is decides its colour: publishable figures green, private ones yellow.
+PUBLISHABLE = "green"
+PRIVATE = "yellow"
+
+
+def headline(figures: tuple[Figure, ...], private: str, delta: float) -> Text:
+    """The first line of a report: the epsilon to publish, then the private one."""
+    text = Text()
+    if figures:
+        best = figures[0]
+        text.append(f"epsilon {best.epsilon:.4f}", style=f"bold {PUBLISHABLE}")
+        text.append(f" publishable ({best.basis}), delta {delta:g}")
+    text.append("; ")
+    text.append(private, style=PRIVATE)
     return text
 
 
@@ -74,10 +95,17 @@ def _rows_near(orders: np.ndarray, centers: list[int], width: int) -> list[int]:
 
 
 def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableType:
-    """The analyze report: input, mechanism, orders around the optimum, and a closing line."""
+    """The analyze report: the headline, input, mechanism, the orders around the optimum
+    (a gap row where some are left out, and a legend), and the closing lines."""
     dependent, independent = report.data_dependent, report.data_independent
     orders = report.orders
     header = Group(
+        headline(
+            report.publishable,
+            f"data-dependent epsilon {dependent.epsilon:.4f} at order "
+            f"{fmt_order(dependent.order)} (private)",
+            report.delta,
+        ),
         input_line(report.input),
         mechanism_line(report.mechanism),
         Text(
@@ -86,41 +114,71 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
             + (", data-independent bounds forced" if report.forced_data_independent else "")
         ),
     )
-    table = Table(title="Renyi DP per order", title_justify="left", header_style="bold")
-    table.add_column("order", justify="right")
-    table.add_column("data-dep. RDP", justify="right")
-    table.add_column("data-dep. epsilon", justify="right")
-    table.add_column("data-indep. RDP", justify="right")
-    table.add_column("data-indep. epsilon", justify="right")
+    every_query = report.mechanism["name"] in ("gnmax", "lnmax")
+    independent_style = PUBLISHABLE if every_query else PRIVATE
     if all_orders:
         rows = list(range(orders.size))
     else:
         rows = _rows_near(orders, [dependent.order_index, independent.order_index], 4)
-    for i in rows:
-        style = "bold green" if i == dependent.order_index else None
-        mark = " *" if i == dependent.order_index else ""
-        mark_ind = " *" if i == independent.order_index else ""
-        table.add_row(
-            fmt_order(orders[i]),
-            fmt(dependent.rdp[i]),
-            fmt(dependent.eps[i]) + mark,
-            fmt(independent.rdp[i]),
-            fmt(independent.eps[i]) + mark_ind,
-            style=style,
+    by_value = np.argsort(orders, kind="stable")
+    rank = np.empty_like(by_value)
+    rank[by_value] = np.arange(orders.size)
+
+    def orders_table(headers: tuple[str, ...], wide: bool) -> Table:
+        table = Table(
+            title="Renyi DP per order",
+            title_justify="left",
+            header_style="bold",
+            box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD,
+            show_edge=wide,
+            pad_edge=wide,
+            padding=(0, 1) if wide else (0, 0),
         )
+        styles = (None, PRIVATE, PRIVATE, independent_style, independent_style)
+        for header, style in zip(headers, styles, strict=True):
+            table.add_column(header, justify="right", style=style, no_wrap=True)
+        previous = None
+        for i in rows:
+            if previous is not None and rank[i] > rank[previous] + 1:
+                table.add_row("...", "", "", "", "", style="dim")
+            previous = i
+            table.add_row(
+                fmt_order(orders[i]),
+                fmt(dependent.rdp[i]),
+                fmt(dependent.eps[i]) + (" *" if i == dependent.order_index else "  "),
+                fmt(independent.rdp[i]),
+                fmt(independent.eps[i]) + (" *" if i == independent.order_index else "  "),
+                style="bold" if i == dependent.order_index else None,
+            )
+        return table
+
+    table = Fit(
+        orders_table(
+            ("order", "data-dep. RDP", "data-dep. eps", "data-indep. RDP", "data-indep. eps"), True
+        ),
+        orders_table(("order", "dd RDP", "dd eps", "di RDP", "di eps"), False),
+    )
+    shown = (
+        "every order" if all_orders else "the orders around each optimum (--all-orders shows all)"
+    )
+    legend = Text(
+        f"{shown}; * the best order of the column; yellow: depends on the votes (private), "
+        "green: publishable as it is (dd: data-dependent, di: data-independent)",
+        style="dim",
+    )
     closing = Text()
-    closing.append(f"epsilon = {dependent.epsilon:.4f}", style="bold")
+    closing.append(f"data-dependent epsilon {dependent.epsilon:.4f}", style=f"bold {PRIVATE}")
     closing.append(
-        f" at order {fmt_order(dependent.order)} (data-dependent, private; delta "
-        f"{report.delta:g}); "
-        f"data-independent epsilon = {independent.epsilon:.4f} at order "
-        f"{fmt_order(independent.order)}; "
+        f" at order {fmt_order(dependent.order)} (private); data-independent epsilon "
+        f"{independent.epsilon:.4f} at order {fmt_order(independent.order)}"
+        f"{'' if every_query else ' (private: weighted by Pr[answered])'}; "
     )
     worst = report.worst_case
     if worst.epsilon != independent.epsilon:
         closing.append(
-            f"worst case (every query answered, publishable) = {worst.epsilon:.4f} at order "
-            f"{fmt_order(worst.order)}; "
+            f"worst case (every query answered) {worst.epsilon:.4f} at order "
+            f"{fmt_order(worst.order)}; ",
+            style=PUBLISHABLE,
         )
     if report.realized:
         closing.append(
@@ -130,7 +188,7 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
         closing.append(
             f"expected answered {report.expected_answered:.1f} of {report.num_queries_seen}"
         )
-    parts: list[RenderableType] = [header, table, closing]
+    parts: list[RenderableType] = [header, table, legend, closing]
     if report.release is not None:
         parts.append(release_line(report.release))
     parts.append(publishable_line(report.publishable))
@@ -143,7 +201,7 @@ def publishable_line(figures: tuple[Figure, ...]) -> Text:
     for i, figure in enumerate(figures):
         if i:
             text.append("; ")
-        text.append(f"epsilon = {figure.epsilon:.4f}", style="bold green")
+        text.append(f"epsilon = {figure.epsilon:.4f}", style=f"bold {PUBLISHABLE}")
         text.append(f" ({figure.basis}, delta {figure.delta:g})")
     text.append(". Every other figure depends on the votes: private.")
     return text
@@ -192,9 +250,9 @@ def noise_words(noise: Noise | None) -> str:
 def release_line(release: Release) -> Text:
     """One line on the GNSS release shown under the analyze table."""
     if isinstance(release, NotReleased) or not release.released:
-        return Text(f"GNSS release: nothing to release ({release.reason})")
+        return Text(f"GNSS release: none ({release.reason})")
     return Text(
-        f"GNSS-released epsilon (expected) = {release.epsilon_expected_release:.4f}"
+        f"GNSS-released epsilon (expected, private) = {release.epsilon_expected_release:.4f}"
         f" +/- {release.noise_std:.4f} at order {fmt_order(release.order)}"
         f"; sampled ({noise_words(release.noise)}): {release.epsilon_released:.4f}",
         style="bold",
@@ -397,8 +455,29 @@ def _compare_number(value: float) -> str:
     return f"{value:.4f}"
 
 
+class Fit:
+    """The wide renderable where it fits the console's width, else the narrow one: a table
+    folds into lines rather than cut a number."""
+
+    def __init__(self, wide: Table, narrow: RenderableType) -> None:
+        self.wide, self.narrow = wide, narrow
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        # Measured without the console's limit, which a measurement is clamped to.
+        needed = Measurement.get(console, options.update_width(1 << 16), self.wide).maximum
+        yield self.wide if needed <= options.max_width else self.narrow
+
+
+_COMPARE_LEGEND = (
+    "epsilon: data-dependent (private); indep.: data-independent (private where the number "
+    "answered depends on the votes); worst: every query answered (publishable); bold: the "
+    "best of its column"
+)
+
+
 def render_compare(report: CompareReport) -> RenderableType:
-    """The rows as a Rich table, the best value of each column highlighted."""
+    """The rows as a table (one line per setting, folded into a block per setting where the
+    console is too narrow), the best value of each column in bold."""
     rows = report.rows
     params = [p for p in PARAMETERS if any(p in r.mechanism.to_json_dict() for r in rows)]
     table = Table(
@@ -410,19 +489,12 @@ def render_compare(report: CompareReport) -> RenderableType:
         pad_edge=False,
         padding=(0, 0),  # the box's space between columns is enough; fits 80 columns
     )
-    table.add_column("#", justify="right")
-    table.add_column("mechanism")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("mechanism", no_wrap=True)
     for name in params:
-        table.add_column("T" if name == "threshold" else name, justify="right")
-    for name in (
-        "exp.\nanswered",
-        "epsilon",
-        "order",
-        "data-\nindep.\nepsilon",
-        "order",
-        "agree-\nment",
-    ):
-        table.add_column(name, justify="right")
+        table.add_column("T" if name == "threshold" else name, justify="right", no_wrap=True)
+    for name in ("answered", "epsilon", "order", "indep.", "order", "worst", "agree"):
+        table.add_column(name, justify="right", no_wrap=True)
 
     def best(values: list[float], largest: bool) -> float:
         return max(values) if largest else min(values)
@@ -430,47 +502,88 @@ def render_compare(report: CompareReport) -> RenderableType:
     best_answered = best([r.expected_answered for r in rows], True)
     best_dependent = best([r.data_dependent.epsilon for r in rows], False)
     best_independent = best([r.data_independent.epsilon for r in rows], False)
+    worsts = [r.worst_case.epsilon for r in rows if r.worst_case is not None]
+    best_worst = min(worsts) if worsts else math.nan
     best_agreement = best([r.agreement for r in rows], True)
 
-    def cell(text: str, is_best: bool) -> Text:
-        return Text(text, style="bold green" if is_best else "")
+    def cell(text: str, is_best: bool, colour: str = "") -> Text:
+        return Text(text, style=f"bold {colour}".strip() if is_best else colour)
 
+    blocks: list[RenderableType] = []
+    baseline = any(r.mechanism.name is MechanismName.GNMAX for r in rows) and any(
+        r.mechanism.name is not MechanismName.GNMAX for r in rows
+    )
     for rank, row in enumerate(rows, start=1):
         spec = row.mechanism.to_json_dict()
+        gated = row.epsilons().get(report.gate_on)
         over = report.max_epsilon is not None and not (
-            row.data_dependent.epsilon <= report.max_epsilon
+            gated is not None and gated <= report.max_epsilon
         )
-        table.add_row(
-            str(rank),
-            _SHORT_NAMES[row.mechanism.name],
-            *(f"{spec[p]:g}" if p in spec else "-" for p in params),
+        every_query = row.mechanism.name in (MechanismName.GNMAX, MechanismName.LNMAX)
+        independent_colour = PUBLISHABLE if every_query else PRIVATE
+        worst = row.worst_case.epsilon if row.worst_case is not None else math.nan
+        name = _SHORT_NAMES[row.mechanism.name]
+        cells = (
             cell(f"{row.expected_answered:.1f}", row.expected_answered == best_answered),
             cell(
                 _compare_number(row.data_dependent.epsilon),
                 row.data_dependent.epsilon == best_dependent,
+                PRIVATE,
             ),
-            fmt_order(row.data_dependent.order),
+            Text(fmt_order(row.data_dependent.order)),
             cell(
                 _compare_number(row.data_independent.epsilon),
                 row.data_independent.epsilon == best_independent,
+                independent_colour,
             ),
-            fmt_order(row.data_independent.order),
+            Text(fmt_order(row.data_independent.order)),
+            cell(_compare_number(worst), worst == best_worst, PUBLISHABLE),
             cell(f"{row.agreement:.4f}", row.agreement == best_agreement),
+        )
+        table.add_row(
+            str(rank),
+            name,
+            *(f"{spec[p]:g}" if p in spec else "-" for p in params),
+            *cells,
             style="dim" if over else None,
         )
+        setting = " ".join(
+            f"{'T' if p == 'threshold' else p}={spec[p]:g}" for p in params if p in spec
+        )
+        labels = ("answered", "epsilon", "order", "indep.", "order", "worst", "agree")
+        block = Text(f"{rank} {name} {setting}: ", style="dim" if over else "")
+        for i, (label, value) in enumerate(zip(labels, cells, strict=True)):
+            block.append(("; " if i else "") + f"{label} ")
+            block.append_text(value)
+        blocks.append(block)
     source = report.input
-    header = Text(
-        f"{source.path}  format {source.format} ({'detected' if source.detected else 'given'}), "
-        f"{source.num_queries} queries x {source.num_classes} classes, "
-        f"{source.num_teachers} teachers; delta {report.delta:g}, "
-        f"conversion {report.conversion}, expected cost; data-dependent epsilon and "
-        "data-independent epsilon, each at its best order"
+    header = input_line(source)
+    header.append(
+        f"; delta {report.delta:g}, conversion {report.conversion}, expected cost; each epsilon "
+        "at its best order"
     )
-    parts: list[RenderableType] = [header, table]
-    if report.max_epsilon is not None:
-        within = sum(r.data_dependent.epsilon <= report.max_epsilon for r in rows)
+    narrow = Group(
+        Text(f"{len(rows)} settings, sorted by {report.sort.value} (best first)"), *blocks
+    )
+    parts: list[RenderableType] = [header, Fit(table, narrow), Text(_COMPARE_LEGEND, style="dim")]
+    if baseline:
         parts.append(
-            Text(f"{within} of {len(rows)} settings within --max-epsilon {report.max_epsilon:g}")
+            Text(
+                "gnmax rows: the same --sigma without a threshold step, for comparison "
+                "(--mechanism leaves them out)",
+                style="dim",
+            )
+        )
+    if report.max_epsilon is not None:
+        within = sum(
+            (gated := r.epsilons().get(report.gate_on)) is not None and gated <= report.max_epsilon
+            for r in rows
+        )
+        parts.append(
+            Text(
+                f"{within} of {len(rows)} settings within --max-epsilon {report.max_epsilon:g} "
+                f"({report.gate_on.value})"
+            )
         )
     parts.append(Text(f"note: {NOTE}", style="italic"))
     return Group(*parts)

@@ -86,7 +86,7 @@ def test_json_stdout_is_one_object_and_nothing_else():
 def test_human_report_shows_detected_format_and_closing_line():
     out = " ".join(run_cli(["analyze", *MNIST_640, *CONFIDENT]).stdout.split())
     assert "format counts (detected)" in out
-    assert "epsilon = 1.9988 at order 14" in out
+    assert "data-dependent epsilon 1.9988 at order 14 (private)" in out
     assert "expected answered 282.7 of 640" in out
 
 

@@ -292,12 +292,16 @@ def test_table_highlights_the_best_of_each_column(rows, mnist):
     console.print(render.render_compare(report))
     styled = console.export_text(styles=True, clear=False)
     plain = console.export_text()
+    # Bold marks the best of a column; the colour says what a number is: yellow private
+    # (the data-dependent epsilon), green publishable (the worst case).
     best = min(r.data_dependent.epsilon for r in rows)
-    assert re.search(rf"\x1b\[1;32m *{best:.4f}\x1b", styled)
+    assert re.search(rf"\x1b\[1;33m *{best:.4f}\x1b", styled)
     most = max(r.agreement for r in rows)
-    assert re.search(rf"\x1b\[1;32m *{most:.4f}\x1b", styled)
+    assert re.search(rf"\x1b\[1m *{most:.4f}\x1b", styled)
     worst = max(r.data_dependent.epsilon for r in rows)
-    assert not re.search(rf"\x1b\[1;32m *{worst:.4f}\x1b", styled)
+    assert re.search(rf"\x1b\[33m *{worst:.4f}\x1b", styled)
+    cheapest = min(r.worst_case.epsilon for r in rows)
+    assert re.search(rf"\x1b\[1;32m *{cheapest:.4f}\x1b", styled)
     assert "note: choosing parameters" in " ".join(plain.split())
     assert "confident" in plain and "lnmax" in plain
 
