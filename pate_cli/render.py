@@ -299,6 +299,12 @@ def aggregate(report: AggregateReport) -> RenderableType:
     if report.answered_mask:
         written += f"; answered mask to {report.answered_mask}"
     return Group(
+        headline(
+            report.publishable,
+            f"realised data-dependent epsilon {report.privacy.data_dependent.epsilon:.4f} "
+            "(private)",
+            report.delta,
+        ),
         input_line(report.input),
         mechanism_line(report.mechanism),
         Text(
@@ -315,7 +321,13 @@ def aggregate(report: AggregateReport) -> RenderableType:
 def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
     """The GNSS release: the data-dependent epsilon, the cost of releasing it, one sample."""
     release = report.release
+    private = (
+        f"expected released epsilon {release.epsilon_expected_release:.4f} (private)"
+        if release.released and release.epsilon_expected_release is not None
+        else f"data-dependent epsilon {release.epsilon_data_dependent:.4f} (private)"
+    )
     header = Group(
+        headline(report.publishable, private, report.delta),
         input_line(report.input),
         mechanism_line(report.mechanism),
         Text(

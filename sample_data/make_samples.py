@@ -6,7 +6,9 @@ counts into such a matrix: for every query it lays out the 250 votes class by
 class and shuffles which teacher cast which vote with a fixed seed, so that
 counting the labels back gives exactly the original counts.
 
-It also writes mnist_table2.record.json: the record of the 2018 paper's MNIST
+It also writes mnist_student_probs.npy, a synthetic student's class probabilities
+for the Interactive-GNMax examples (see ``student_probabilities``), and
+mnist_table2.record.json: the record of the 2018 paper's MNIST
 analysis (Confident-GNMax, T=200, sigma1=150, sigma=40, 640 queries, its release drawn
 with private noise), which `pate verify sample_data/mnist_table2.record.json`
 recomputes (all but the sampled released epsilon, which no seed can replay).
@@ -37,11 +39,28 @@ def labels_from_counts(counts: np.ndarray, seed: int = SEED) -> np.ndarray:
     return np.ascontiguousarray(labels.T.astype(np.uint8 if num_classes <= 255 else np.int32))
 
 
+def student_probabilities(counts: np.ndarray, seed: int = SEED) -> np.ndarray:
+    """A synthetic student for Interactive-GNMax examples: (queries, classes) probabilities
+    that put 0.8 on a guess (the plurality class, replaced by a random class for one query
+    in five) and spread the rest evenly. Not a trained model: an input to try the flags."""
+    rng = np.random.default_rng(seed)
+    num_queries, num_classes = counts.shape
+    guess = counts.argmax(axis=1)
+    wrong = rng.random(num_queries) < 0.2
+    guess[wrong] = rng.integers(0, num_classes, int(wrong.sum()))
+    probs = np.full((num_queries, num_classes), 0.2 / (num_classes - 1))
+    probs[np.arange(num_queries), guess] = 0.8
+    return probs
+
+
 def main() -> None:
     counts = np.load(HERE / "mnist_250_teachers.npy", allow_pickle=False)
     labels = labels_from_counts(counts)
     np.save(HERE / "mnist_250_teachers_labels.npy", labels)
     print(f"wrote mnist_250_teachers_labels.npy {labels.shape} {labels.dtype}")
+    probs = student_probabilities(counts)
+    np.save(HERE / "mnist_student_probs.npy", probs)
+    print(f"wrote mnist_student_probs.npy {probs.shape} {probs.dtype}")
     from pate_cli.cli import app
 
     try:

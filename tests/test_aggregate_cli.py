@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pate_cli.errors import ExitCode
-from tests.conftest import MNIST, run_cli
+from tests.conftest import MNIST, SAMPLE, run_cli
 
 CONFIDENT = ["--threshold", 200, "--sigma1", 150, "--sigma", 40]
 MNIST_640 = [MNIST, "--queries", 640, "--delta", 1e-5]
@@ -193,3 +193,23 @@ def test_budget_gate_on_the_realised_run(tmp_path):
     assert not out.exists() and not mask.exists() and not record.exists()
     within, out = _aggregate(tmp_path, "--max-epsilon", 5.0)
     assert out.exists() and within.json["output"] == str(out)
+
+
+def test_the_student_votes_are_baseline_in_every_command(tmp_path):
+    """aggregate takes --baseline as analyze does (probabilities, or M times them), and the
+    old --student-probs still works: the same labels from the same seed."""
+    probs = np.load(SAMPLE / "mnist_student_probs.npy")
+    scaled = tmp_path / "scaled.npy"
+    np.save(scaled, probs * 250)
+    args = ["aggregate", *MNIST_640, *CONFIDENT, "--seed", 3, "--student-confidence", 0.7]
+    outputs = []
+    for flag, path in (
+        ("--baseline", SAMPLE / "mnist_student_probs.npy"),
+        ("--baseline", scaled),
+        ("--student-probs", SAMPLE / "mnist_student_probs.npy"),
+    ):
+        out = tmp_path / f"{len(outputs)}.npy"
+        report = run_cli([*args, flag, path, "--output", out, "--json"]).json
+        assert report["mechanism"]["name"] == "interactive-gnmax"
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] == outputs[2]

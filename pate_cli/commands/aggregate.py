@@ -61,8 +61,10 @@ def aggregate(
     student_probs_path: Annotated[
         str | None,
         typer.Option(
+            "--baseline",
             "--student-probs",
-            help="Interactive-GNMax: the student's probabilities (queries x classes, rows sum to 1).",
+            help="Interactive-GNMax: the student's votes, as in 'pate analyze --baseline': "
+            "its probabilities (queries x classes, rows summing to 1) or M times them.",
         ),
     ] = None,
     student_confidence: Annotated[
@@ -143,7 +145,7 @@ def aggregate(
         {
             "VOTES": votes_path,
             "--indices": indices,
-            "--student-probs": student_probs_path,
+            "--baseline": student_probs_path,
             "--true-labels": true_labels_path,
             "--seed-file": seed_file,
         },
@@ -163,7 +165,7 @@ def aggregate(
         sigma1=sigma1,
         gamma=gamma,
         has_baseline=student_probs_path is not None,
-        baseline_flag="--student-probs",
+        baseline_flag="--baseline",
     )
     if public:
         check_public_gate(which, chosen.to_json_dict(), max_epsilon)

@@ -144,21 +144,27 @@ def load_baseline(path: StrPath, votes: Votes) -> NDArray[np.float64]:
 
 
 def load_student_probs(path: StrPath, votes: Votes) -> NDArray[np.float64]:
-    """Read the student's class probabilities (rows summing to 1 within 1e-6).
+    """Read the student's class probabilities: rows summing to 1 within 1e-6, or M times
+    them (a baseline on the votes' scale, as ``load_baseline`` reads it).
 
     Returns:
         The probabilities. Shapes: (Q, C).
 
     Raises:
-        InputError: Wrong shape, a negative or non-finite entry, a row not summing to 1.
+        InputError: Wrong shape, a negative or non-finite entry, a row not summing to 1
+            (or to M).
     """
     probs = _load_per_query(path, votes, "student probabilities", "finite probabilities")
+    sums = sum_rows(probs)
+    if np.all(np.abs(sums - votes.num_teachers) <= 1e-6 * votes.num_teachers):
+        probs /= votes.num_teachers
     off = np.abs(sum_rows(probs) - 1.0) > 1e-6
     if off.any():
         (q,) = first_index(off)
         raise InputError(
             f"{os.fspath(path)}: student probabilities of query {q} sum to "
-            f"{show_value(sum_rows(probs)[q])}; expected every row to sum to 1"
+            f"{show_value(sum_rows(probs)[q])}; expected every row to sum to 1 (or to the "
+            f"number of teachers, {votes.num_teachers})"
         )
     return probs
 
