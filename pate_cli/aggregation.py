@@ -132,6 +132,10 @@ class AggregateResult:
         """One-line notes for the user (from reading the votes and the realised accounting)."""
         return self.noise.notes + self.privacy.warnings
 
+    def _repr_markdown_(self) -> str:
+        """The run in a notebook (Jupyter renders Markdown)."""
+        return self.to_report()._repr_markdown_()
+
     def to_report(
         self, *, output: str | None = None, answered_mask: str | None = None
     ) -> AggregateReport:

@@ -410,6 +410,12 @@ class CompareReport:
             best[on] = min(values) if values else None
         return apply_gate(best, self.max_epsilon, self.gate_on)
 
+    def _repr_markdown_(self) -> str:
+        """The report in a notebook (Jupyter renders Markdown)."""
+        from pate_cli import markdown
+
+        return markdown.compare(self)
+
     def to_dict(self) -> dict[str, Any]:
         """Exactly what ``pate compare --json`` prints (without --csv and --plot)."""
         return self.to_json_dict()

@@ -129,6 +129,12 @@ class InspectReport:
     warnings: tuple[str, ...] = ()
     """One-line notes from reading the votes."""
 
+    def _repr_markdown_(self) -> str:
+        """The report in a notebook (Jupyter renders Markdown)."""
+        from pate_cli import markdown
+
+        return markdown.inspect(self)
+
     def to_dict(self) -> dict[str, Any]:
         """Exactly what ``pate inspect --json`` prints."""
         profile, total = self.profile, self.profile.num_queries

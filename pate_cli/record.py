@@ -585,6 +585,12 @@ class VerifyReport:
         """True when every check holds."""
         return all(check.ok for check in self.checks)
 
+    def _repr_markdown_(self) -> str:
+        """The report in a notebook (Jupyter renders Markdown)."""
+        from pate_cli import markdown
+
+        return markdown.verify(self)
+
     def to_dict(self) -> dict[str, Any]:
         """Exactly what ``pate verify --json`` prints."""
         return {

@@ -177,6 +177,12 @@ class AnalysisReport:
         """The figures that may be published as they are, best first (CLI.md)."""
         return figures(self.mechanism, self.worst_case.epsilon, self.delta, self.release)
 
+    def _repr_markdown_(self) -> str:
+        """The report in a notebook (Jupyter renders Markdown)."""
+        from pate_cli import markdown
+
+        return markdown.analysis(self)
+
     def to_dict(self, *, public: bool = False) -> dict[str, Any]:
         """Exactly what ``pate analyze --json`` prints (with ``--public`` when ``public``)."""
         if public:
@@ -250,6 +256,12 @@ class AggregateReport:
         """As the realised run's: the worst case over every query of the votes."""
         return self.privacy.publishable
 
+    def _repr_markdown_(self) -> str:
+        """The report in a notebook (Jupyter renders Markdown)."""
+        from pate_cli import markdown
+
+        return markdown.aggregate(self)
+
     def to_dict(self, *, public: bool = False) -> dict[str, Any]:
         """Exactly what ``pate aggregate --json`` prints (with ``--public`` when ``public``)."""
         if public:
@@ -306,6 +318,12 @@ class SmoothSensitivityReport:
         if self.analysis is None:
             raise ValueError("a smooth-sensitivity report without its analysis")
         return figures(self.mechanism, self.analysis.worst_case.epsilon, self.delta, self.release)
+
+    def _repr_markdown_(self) -> str:
+        """The report in a notebook (Jupyter renders Markdown)."""
+        from pate_cli import markdown
+
+        return markdown.smooth_sensitivity(self)
 
     def to_dict(self, *, public: bool = False) -> dict[str, Any]:
         """Exactly what ``pate smooth-sensitivity --json`` prints (``--public``: ``public``)."""

@@ -219,3 +219,30 @@ def test_verify_to_dict_is_the_cli_json():
         pate.verify(record, seed_file="seed")
     with pytest.raises(pate.UsageError, match="--rtol 2"):
         pate.verify(record, rtol=2)
+
+
+def test_reports_render_in_a_notebook_without_a_terminal_library():
+    """Every report has _repr_markdown_ (Jupyter), made without importing rich or typer."""
+    script = f"""
+import sys
+import pate_cli as pate
+votes = pate.load_votes({str(MNIST)!r}, queries=200)
+table2 = pate.ConfidentGNMax(200, 150, 40)
+reports = [
+    pate.analyze(votes, table2, delta=1e-5, seed=0),
+    pate.smooth_sensitivity(votes, pate.GNMax(40), delta=1e-5, seed=0),
+    pate.aggregate(votes, table2, delta=1e-5, seed=0),
+    pate.compare(votes, [pate.GNMax(40), table2], delta=1e-5),
+    pate.inspect(votes),
+    pate.verify({str(ROOT / "sample_data" / "mnist_table2.record.json")!r}),
+]
+texts = [report._repr_markdown_() for report in reports]
+assert all(text.startswith("### pate ") and "| " in text for text in texts)
+worst = reports[0].publishable[0].epsilon
+assert f"**{{worst:.4f}}**" in texts[0] and "data-dependent (private)" in texts[0]
+print(sorted(m for m in ("typer", "rich", "click", "matplotlib") if m in sys.modules))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], check=True, capture_output=True, text=True, cwd=ROOT
+    ).stdout
+    assert out.strip() == "[]"
