@@ -397,14 +397,17 @@ def _number(value: float | None) -> float:
 
 def render_ledger(ledger: Ledger) -> RenderableType:
     """The most expensive queries and the cost by teacher agreement, as Rich tables."""
-    answered = "answered" if ledger.realized else escape("Pr[answered]")
+    answered = "answered" if ledger.realized else escape("Pr[ans]")
     top = Table(
-        title=f"Most expensive queries (RDP at order {fmt_order(ledger.order)})",
+        title=f"Most expensive queries (RDP at order {fmt_order(ledger.order)}; running: the "
+        "epsilon of the queries up to this one, at their best order)",
         title_justify="left",
         header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
     )
-    for column in ("query", "top votes", "gap", "log q", answered, "RDP", "share", "running eps"):
-        top.add_column(column, justify="right")
+    for column in ("query", "top", "gap", "log q", answered, "RDP", "share", "running"):
+        top.add_column(column, justify="right", no_wrap=True)
     share = ledger.share
     for i in most_expensive(ledger):
         top.add_row(
@@ -671,7 +674,7 @@ def render_verify(record_path: str, record: dict[str, Any], checks: list[Check])
     table = Table(title=f"Verification of {record_path}", title_justify="left", header_style="bold")
     table.add_column("check")
     table.add_column("result")
-    table.add_column("detail")
+    table.add_column("detail", overflow="fold")
     for check in checks:
         table.add_row(
             check.name,

@@ -177,7 +177,7 @@ def test_render_ledger_shows_both_tables(mnist):
     console = Console(record=True, width=100)
     console.print(render.render_ledger(ledger.build_ledger(mnist, mechanism, report)))
     text = console.export_text()
-    assert "Most expensive queries" in text and "Pr[answered]" in text
+    assert "Most expensive queries" in text and "Pr[ans]" in text
     assert "Cost by teacher agreement" in text and "[0.9, 1.0]" in text
     assert "-> epsilon 10.0376" in text
 

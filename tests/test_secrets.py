@@ -140,8 +140,11 @@ def test_verify_with_the_wrong_seed_file_for_a_release_is_exit_1(tmp_path):
     run_cli(["analyze", MNIST, *TABLE2, "--seed-file", seed_file, "--record", record])
     other = tmp_path / "other.seed"
     seeds.from_seed_file(other)
-    result = run_cli(["verify", record, "--seed-file", other], expect=ExitCode.BUDGET_EXCEEDED)
-    assert "not the seed file of this run" in result.stdout + result.stderr
+    result = run_cli(
+        ["verify", record, "--seed-file", other, "--json"], expect=ExitCode.BUDGET_EXCEEDED
+    )
+    (failed,) = [check for check in result.json["checks"] if not check["ok"]]
+    assert failed["name"] == "seed file" and "not the seed file of this run" in failed["detail"]
 
 
 def test_a_public_seed_is_reported_as_not_private(tmp_path):
