@@ -15,13 +15,19 @@ SAMPLE_README = (ROOT / "sample_data" / "README.md").read_text()
 
 
 def _commands(text: str) -> list[str]:
-    """Every line of a fenced block that runs `pate` on the sample data."""
-    blocks = re.findall(r"```\n(.*?)```", text, flags=re.S)
-    lines = [line.strip() for block in blocks for line in block.splitlines()]
+    """Every line of a fenced block that runs `pate` (the sample data, or files that the
+    lines before made)."""
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", text, flags=re.S | re.M)
+    lines = [
+        line.strip()
+        for language, block in blocks
+        if language in ("", "sh", "bash")
+        for line in block.splitlines()
+    ]
     return [
         line
         for line in lines
-        if "pate " in line and "sample_data/" in line and not line.startswith("#")
+        if line.startswith("pate ") or ("pate " in line and "sample_data/" in line)
     ]
 
 
