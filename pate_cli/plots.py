@@ -166,6 +166,24 @@ def pareto_front(rows: Sequence[Mapping[str, Any]]) -> list[int]:
     return front[::-1]
 
 
+def _labelled(
+    front: list[int], xs: list[float], ys: list[float], spacing: float = 0.07
+) -> list[tuple[int, float, float, bool]]:
+    """The front's points that get a label: at most ``_MAX_LABELS``, none closer than
+    ``spacing`` (a fraction of the front's extent) to one already labelled, the labels
+    alternately below and above their point so that neighbours do not overlap."""
+    width = (max(xs) - min(xs)) or 1.0
+    height = (max(ys) - min(ys)) or 1.0
+    chosen: list[tuple[int, float, float, bool]] = []
+    for i, x, y in zip(front, xs, ys, strict=True):
+        near = any(
+            math.hypot((x - a) / width, (y - b) / height) < spacing for _, a, b, _ in chosen
+        )
+        if not near and len(chosen) < _MAX_LABELS:
+            chosen.append((i, x, y, len(chosen) % 2 == 0))
+    return chosen
+
+
 def plot_compare(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
     """Epsilon against expected answered queries, one point per setting.
 
@@ -204,12 +222,12 @@ def plot_compare(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
         xs = [float(rows[i]["expected_answered"]) for i in front]
         ys = [float(rows[i]["data_dependent"]["epsilon"]) for i in front]
         axes.plot(xs, ys, color="black", linewidth=0.8, alpha=0.5, label="best trade-off")
-        for i, x, y in zip(front[:_MAX_LABELS], xs, ys, strict=False):
+        for i, x, y, below in _labelled(front, xs, ys):
             axes.annotate(
                 _setting(rows[i]["mechanism"]),
                 (x, y),
                 textcoords="offset points",
-                xytext=(4, -10),
+                xytext=(4, -10) if below else (4, 5),
                 fontsize=7,
             )
     axes.margins(x=0.1, y=0.08)  # room for the labels of the extreme settings
