@@ -176,9 +176,7 @@ def _labelled(
     height = (max(ys) - min(ys)) or 1.0
     chosen: list[tuple[int, float, float, bool]] = []
     for i, x, y in zip(front, xs, ys, strict=True):
-        near = any(
-            math.hypot((x - a) / width, (y - b) / height) < spacing for _, a, b, _ in chosen
-        )
+        near = any(math.hypot((x - a) / width, (y - b) / height) < spacing for _, a, b, _ in chosen)
         if not near and len(chosen) < _MAX_LABELS:
             chosen.append((i, x, y, len(chosen) % 2 == 0))
     return chosen
