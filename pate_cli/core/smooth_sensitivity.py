@@ -918,10 +918,29 @@ def _walk_chunks(
         yield row, step, table[gap], cost_table[gap]
 
 
+# Odd 64-bit multipliers of the row hash (fixed: the grouping is the same on every run).
+_HASH_MULTIPLIERS = np.random.default_rng(0x5EED).integers(1, 2**63, 4096, dtype=np.uint64) | 1
+
+
 def _canonical_rows(votes: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.intp]]:
-    """Distinct rows after sorting each in non-increasing order, and the inverse map."""
+    """Distinct rows after sorting each in non-increasing order, and the inverse map.
+
+    Rows are grouped by a 64-bit hash (a sort of Q integers, not of Q rows), and every
+    row is then compared with its group's first row: a collision, however unlikely,
+    falls back to the exact grouping of ``np.unique(axis=0)``. The groups come out in
+    the order of their hashes, which nothing downstream depends on.
+    """
     ordered = -np.sort(-votes, axis=1)
-    unique, inverse = np.unique(ordered, axis=0, return_inverse=True)
+    num_classes = ordered.shape[1]
+    if num_classes > _HASH_MULTIPLIERS.size:
+        unique, inverse = np.unique(ordered, axis=0, return_inverse=True)
+        return unique, inverse.reshape(-1)
+    with np.errstate(over="ignore"):  # arithmetic modulo 2**64
+        keys = ordered.astype(np.uint64) @ _HASH_MULTIPLIERS[:num_classes]
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    unique = ordered[first]
+    if not np.array_equal(unique[inverse], ordered):
+        unique, inverse = np.unique(ordered, axis=0, return_inverse=True)
     return unique, inverse.reshape(-1)
 
 

@@ -645,3 +645,21 @@ def test_pr_answered_weight_makes_the_answer_step_sensitive_when_data_independen
         [[10, 2, 3, 3]], 18, order, sigma, data_independent_step2=True, reference=True, **args
     )
     assert ss.smooth_sensitivity(reference, beta) < 2e-4  # 17x under the truth
+
+
+def test_distinct_rows_survive_hash_collisions(monkeypatch):
+    """The rows are grouped by a hash and checked; with every row colliding (multipliers
+    of 1 hash a row to its sum) the exact grouping takes over, and so do equal bounds."""
+    import pate_cli.core.smooth_sensitivity as ss
+
+    rng = np.random.default_rng(5)
+    votes = rng.multinomial(30, [0.5, 0.3, 0.15, 0.05], size=300)
+    unique, inverse = ss._canonical_rows(votes)
+    ordered = -np.sort(-votes, axis=1)
+    assert np.array_equal(unique[inverse], ordered)
+    assert len(unique) == len(np.unique(ordered, axis=0))
+    expected = ss.local_sensitivity_gnmax(votes, 30, 1.5, 8.0)
+    monkeypatch.setattr(ss, "_HASH_MULTIPLIERS", np.ones(4096, dtype=np.uint64))
+    collided, back = ss._canonical_rows(votes)
+    assert np.array_equal(collided[back], ordered) and len(collided) == len(unique)
+    assert np.array_equal(ss.local_sensitivity_gnmax(votes, 30, 1.5, 8.0), expected)
