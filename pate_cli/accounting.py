@@ -16,6 +16,7 @@ and not on the number of queries.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ from numpy.typing import NDArray
 
 from pate_cli import checks
 from pate_cli.choices import Conversion
-from pate_cli.core import conversion, gnmax, lnmax, threshold
+from pate_cli.core import conversion, exact, gnmax, lnmax, threshold
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism, assert_never
 
@@ -514,6 +515,58 @@ def _terms_slice(terms: QueryTerms, start: int, stop: int) -> QueryTerms:
     return QueryTerms(
         part(terms.log_pr_answered), part(terms.logq_threshold), part(terms.logq), stop - start
     )
+
+
+@dataclass(frozen=True)
+class ExactBound:
+    """A run's exact (epsilon, delta) curve, read at delta: no Renyi DP in between
+    (``pate_cli.core.exact``). A function of the parameters and the counts alone."""
+
+    epsilon: float
+    method: str
+    """"gaussian" (GNMax family: mu-Gaussian DP) or "pure-dp-optimal" (LNMax)."""
+    queries: int
+    """Queries whose threshold step (or whole step, without one) is composed."""
+    answered: int
+    """Answer steps composed: every query (worst case) or a realised run's mask count."""
+    mu: float | None = None
+    eps0: float | None = None
+
+    def to_json_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "epsilon": self.epsilon,
+            "method": self.method,
+            "queries": self.queries,
+            "answered": self.answered,
+        }
+        if self.mu is not None:
+            out["mu"] = self.mu
+        if self.eps0 is not None:
+            out["eps0"] = self.eps0
+        return out
+
+
+def exact_bound(mechanism: Mechanism, queries: int, answered: int, delta: float) -> ExactBound:
+    """The exact data-independent epsilon of ``queries`` threshold steps and ``answered``
+    answer steps (CLI.md, the ``exact`` family).
+
+    GNMax family: mu^2 = queries / sigma1^2 + 2 answered / sigma^2, the composition of
+    Gaussian mechanisms (the top count moves by 1, a histogram by sqrt(2) in L2; Dong,
+    Roth and Su 2022, Corollary 3.3). LNMax: the optimal composition of ``answered``
+    (2 gamma)-DP steps (Kairouz, Oh and Viswanath 2015, Theorem 3.5).
+    """
+    if isinstance(mechanism, LNMax):
+        eps0 = 2.0 * mechanism.gamma
+        epsilon = exact.pure_composition_epsilon(eps0, answered, delta)
+        return ExactBound(epsilon, "pure-dp-optimal", queries, answered, eps0=eps0)
+    answer_mu = math.sqrt(2.0 * answered) / mechanism.sigma
+    if isinstance(mechanism, ConfidentGNMax):
+        mu = math.hypot(math.sqrt(queries) / mechanism.sigma1, answer_mu)
+    elif isinstance(mechanism, GNMax):
+        mu = answer_mu
+    else:
+        assert_never(mechanism)
+    return ExactBound(exact.gaussian_epsilon(mu, delta), "gaussian", queries, answered, mu=mu)
 
 
 def answer_key(mechanism: Mechanism) -> CostKey:

@@ -21,6 +21,7 @@ from pate_cli.accounting import (
     account_terms,
     delta_warnings,
     epsilon_result,
+    exact_bound,
     query_terms,
 )
 from pate_cli.errors import UsageError
@@ -82,6 +83,8 @@ def analysis_report(
         data_independent=data_independent,
     )
     dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
+    seen = result.num_queries_seen
+    answered_count = seen if answered is None else int(np.count_nonzero(answered))
     warnings = [*votes.warnings, *delta_warnings(delta, votes.num_queries)]
     if dependent.at_grid_edge:
         warnings.append(
@@ -101,6 +104,8 @@ def analysis_report(
         data_dependent=dependent,
         data_independent=epsilon_result(orders, result.data_independent, delta, conversion),
         worst_case=epsilon_result(orders, result.worst_case, delta, conversion),
+        exact=exact_bound(mechanism, seen, answered_count, delta),
+        exact_worst_case=exact_bound(mechanism, votes.num_queries, votes.num_queries, delta),
         warnings=tuple(warnings),
         account=result,
         terms=terms,

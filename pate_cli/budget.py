@@ -26,6 +26,7 @@ from pate_cli.errors import UsageError
 from pate_cli.release import GnssRelease, Release, gated_epsilon
 
 if TYPE_CHECKING:
+    from pate_cli.accounting import ExactBound
     from pate_cli.report import AnalysisReport, SmoothSensitivityReport
 
 
@@ -108,11 +109,32 @@ def release_figure(release: Release | None, delta: float) -> Figure | None:
     )
 
 
+def exact_figure(exact: ExactBound, delta: float) -> Figure:
+    """The exact data-independent epsilon with every query answered."""
+    how = {
+        "gaussian": "Gaussian DP of the whole run",
+        "pure-dp-optimal": "the optimal composition of its pure-DP steps",
+    }[exact.method]
+    return Figure(
+        "data-independent-exact",
+        exact.epsilon,
+        delta,
+        f"every query answered, {how}: depends only on the mechanism's parameters and the "
+        "number of queries",
+    )
+
+
 def figures(
-    mechanism: dict[str, Any], worst_case: float, delta: float, release: Release | None = None
+    mechanism: dict[str, Any],
+    worst_case: float,
+    delta: float,
+    release: Release | None = None,
+    exact: ExactBound | None = None,
 ) -> tuple[Figure, ...]:
     """The publishable figures of a report, best (smallest) first."""
     found = [bound_figure(mechanism, worst_case, delta)]
+    if exact is not None:
+        found.append(exact_figure(exact, delta))
     sample = release_figure(release, delta)
     if sample is not None:
         found.append(sample)
@@ -169,7 +191,8 @@ def apply_gate(
 def gates_a_private_figure(on: GateOn, mechanism: dict[str, Any]) -> bool:
     """True when the gated figure depends on the votes (so its verdict does too)."""
     return on in (GateOn.DATA_DEPENDENT, GateOn.RELEASED) or (
-        on is GateOn.DATA_INDEPENDENT and mechanism["name"] not in _EVERY_QUERY
+        on in (GateOn.DATA_INDEPENDENT, GateOn.EXACT_DATA_INDEPENDENT)
+        and mechanism["name"] not in _EVERY_QUERY
     )
 
 
@@ -200,6 +223,7 @@ def analysis_epsilons(report: AnalysisReport) -> dict[GateOn, float | None]:
         GateOn.DATA_DEPENDENT: report.data_dependent.epsilon,
         GateOn.DATA_INDEPENDENT: report.data_independent.epsilon,
         GateOn.WORST_CASE: report.worst_case.epsilon,
+        GateOn.EXACT_DATA_INDEPENDENT: None if report.exact is None else report.exact.epsilon,
         GateOn.RELEASED: None if report.release is None else gated_epsilon(report.release),
     }
 
@@ -212,6 +236,9 @@ def release_epsilons(report: SmoothSensitivityReport) -> dict[GateOn, float | No
         GateOn.DATA_DEPENDENT: report.release.epsilon_data_dependent,
         GateOn.DATA_INDEPENDENT: report.analysis.data_independent.epsilon,
         GateOn.WORST_CASE: report.analysis.worst_case.epsilon,
+        GateOn.EXACT_DATA_INDEPENDENT: None
+        if report.analysis.exact is None
+        else report.analysis.exact.epsilon,
         GateOn.RELEASED: gated_epsilon(report.release),
     }
 

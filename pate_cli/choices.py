@@ -43,6 +43,7 @@ class GateOn(str, Enum):
     DATA_DEPENDENT = "data-dependent"
     DATA_INDEPENDENT = "data-independent"
     WORST_CASE = "worst-case"
+    EXACT_DATA_INDEPENDENT = "exact-data-independent"
     RELEASED = "released"
 
 
@@ -54,3 +55,4 @@ class TableGateOn(str, Enum):
     DATA_DEPENDENT = "data-dependent"
     DATA_INDEPENDENT = "data-independent"
     WORST_CASE = "worst-case"
+    EXACT_DATA_INDEPENDENT = "exact-data-independent"

@@ -42,15 +42,17 @@ from pate_cli.accounting import (
     Conversion,
     CostKey,
     EpsilonResult,
+    ExactBound,
     QueryTerms,
     answer_key,
     answer_weights,
     compose,
     data_independent_rdp,
     epsilon_result,
+    exact_bound,
     query_terms,
 )
-from pate_cli.budget import Gate, apply_gate, bound_figure
+from pate_cli.budget import Gate, apply_gate, figures
 from pate_cli.choices import GateOn, SortColumn
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import (
@@ -266,15 +268,20 @@ class CompareRow:
     """Expected agreement of the released labels with the plurality vote (a lower bound)."""
     worst_case: EpsilonResult | None = None
     """Data-independent with every query answered: it does not depend on the votes."""
+    exact: ExactBound | None = None
+    """The exact data-independent epsilon with every query answered."""
 
     def epsilons(self) -> dict[GateOn, float | None]:
-        """What the row offers to the gate (publishable: its worst case)."""
+        """What the row offers to the gate (publishable: its smallest publishable figure)."""
         worst = None if self.worst_case is None else self.worst_case.epsilon
+        exact = None if self.exact is None else self.exact.epsilon
+        publishable = [value for value in (worst, exact) if value is not None]
         return {
-            GateOn.PUBLISHABLE: worst,
+            GateOn.PUBLISHABLE: min(publishable) if publishable else None,
             GateOn.DATA_DEPENDENT: self.data_dependent.epsilon,
             GateOn.DATA_INDEPENDENT: self.data_independent.epsilon,
             GateOn.WORST_CASE: worst,
+            GateOn.EXACT_DATA_INDEPENDENT: exact,
         }
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -296,6 +303,7 @@ class CompareRow:
                 if self.worst_case is None
                 else {"data_independent_worst_case": block(self.worst_case)}
             ),
+            **({} if self.exact is None else {"data_independent_exact": self.exact.to_json_dict()}),
         }
 
 
@@ -324,6 +332,7 @@ def _row(
         worst_case=epsilon_result(
             orders, data_independent_rdp(mechanism, orders, num, num), delta, conversion
         ),
+        exact=exact_bound(mechanism, num, num, delta),
     )
 
 
@@ -425,8 +434,10 @@ class CompareReport:
         for row in self.rows:
             item = row.to_json_dict()
             if row.worst_case is not None:
-                figure = bound_figure(item["mechanism"], row.worst_case.epsilon, self.delta)
-                item["publishable"] = [figure.to_json_dict()]
+                found = figures(
+                    item["mechanism"], row.worst_case.epsilon, self.delta, exact=row.exact
+                )
+                item["publishable"] = [figure.to_json_dict() for figure in found]
             if self.max_epsilon is not None:
                 value = row.epsilons().get(self.gate_on)
                 item["within_budget"] = value is not None and bool(value <= self.max_epsilon)

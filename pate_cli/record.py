@@ -486,10 +486,14 @@ def _compare(
         value = _lookup(recorded, field)
         checks.append(Check(field, not mine, mine[0] if mine else f"reproduced: {value}"))
     keyed = {d for d in diffs for f in KEY_FIELDS.get(record["command"], []) if d.startswith(f)}
-    # Shallow differences first: a changed parameter is named before the numbers it moved.
+    # A changed parameter first, then shallow differences: the cause before the numbers.
     rest = sorted(
         (d for d in diffs if d not in keyed),
-        key=lambda d: (d.split(":")[0].count(".") + d.split(":")[0].count("["), d),
+        key=lambda d: (
+            not d.startswith(("mechanism.", "delta:", "conversion:")),
+            d.split(":")[0].count(".") + d.split(":")[0].count("["),
+            d,
+        ),
     )
     tolerance = "exactly" if rtol == 0 else f"within rtol {rtol:g}"
     if atol:

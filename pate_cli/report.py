@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accounting import EpsilonResult, QueryTerms, RdpAccount
+from pate_cli.accounting import EpsilonResult, ExactBound, QueryTerms, RdpAccount
 from pate_cli.budget import Figure, Gate, figures
 
 if TYPE_CHECKING:
@@ -151,6 +151,10 @@ class AnalysisReport:
     data_independent: EpsilonResult
     worst_case: EpsilonResult
     """Data-independent with every query answered: the bound to publish without GNSS."""
+    exact: ExactBound | None = None
+    """The exact data-independent epsilon of the run (a realised run: its mask's count)."""
+    exact_worst_case: ExactBound | None = None
+    """The same with every query of the votes answered: publishable as it is."""
     release: Release | None = None
     """The GNSS release of the data-dependent epsilon, or why there is none (None: not asked)."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
@@ -175,7 +179,9 @@ class AnalysisReport:
     @property
     def publishable(self) -> tuple[Figure, ...]:
         """The figures that may be published as they are, best first (CLI.md)."""
-        return figures(self.mechanism, self.worst_case.epsilon, self.delta, self.release)
+        return figures(
+            self.mechanism, self.worst_case.epsilon, self.delta, self.release, self.exact_worst_case
+        )
 
     def _repr_markdown_(self) -> str:
         """The report in a notebook (Jupyter renders Markdown)."""
@@ -205,6 +211,8 @@ class AnalysisReport:
             "data_independent": epsilon_json(self.data_independent),
             "data_independent_worst_case": epsilon_json(self.worst_case),
         }
+        if self.exact is not None:
+            out["data_independent_exact"] = self.exact.to_json_dict()
         if self.release is not None:
             out["release"] = self.release.to_json_dict()
         out["publishable"] = [figure.to_json_dict() for figure in self.publishable]
@@ -317,7 +325,14 @@ class SmoothSensitivityReport:
         """The figures that may be published as they are, best first (CLI.md)."""
         if self.analysis is None:
             raise ValueError("a smooth-sensitivity report without its analysis")
-        return figures(self.mechanism, self.analysis.worst_case.epsilon, self.delta, self.release)
+        analysis = self.analysis
+        return figures(
+            self.mechanism,
+            analysis.worst_case.epsilon,
+            self.delta,
+            self.release,
+            analysis.exact_worst_case,
+        )
 
     def _repr_markdown_(self) -> str:
         """The report in a notebook (Jupyter renders Markdown)."""

@@ -406,26 +406,25 @@ def test_csv_file_matches_the_json(tmp_path):
 
 
 def test_gate_passes_when_some_setting_is_within_budget():
-    """By default each row's publishable figure (its worst case) is gated: the GNMax
-    baseline's 4.693 is within 4.75, the Confident rows' 4.786 and 4.895 are not."""
-    payload = run_cli([*SMALL, *GRID, "--max-epsilon", 4.75, "--json"]).json
+    """By default each row's smallest publishable figure (its exact worst case) is gated:
+    the GNMax baseline's 3.849 is within 3.9, the Confident rows' 3.927 and 4.023 are not."""
+    payload = run_cli([*SMALL, *GRID, "--max-epsilon", 3.9, "--json"]).json
     within = {row["mechanism"]["name"]: row["within_budget"] for row in payload["rows"]}
     assert within == {"confident-gnmax": False, "gnmax": True}
     assert payload["gate"] == {
         "on": "publishable",
-        "epsilon": pytest.approx(4.693259175449132, rel=1e-12),
-        "limit": 4.75,
+        "epsilon": pytest.approx(3.8486102825409034, rel=1e-9),
+        "limit": 3.9,
         "passed": True,
     }
     assert all(
-        row["publishable"][0]["basis"] in ("worst-case", "data-independent")
-        for row in payload["rows"]
+        row["publishable"][0]["basis"] == "data-independent-exact" for row in payload["rows"]
     )
     result = run_cli(
-        [*SMALL, *GRID, "--max-epsilon", 4.6, "--json"], expect=ExitCode.BUDGET_EXCEEDED
+        [*SMALL, *GRID, "--max-epsilon", 3.8, "--json"], expect=ExitCode.BUDGET_EXCEEDED
     )
     assert result.json["rows"] and result.json["gate"]["passed"] is False  # printed first
-    assert "publishable epsilon 4.69326 exceeds --max-epsilon 4.6" in result.stderr
+    assert "publishable epsilon 3.84861 exceeds --max-epsilon 3.8" in result.stderr
     # A gate on what depends on the votes works when asked for, and says so.
     dependent = run_cli([*SMALL, *GRID, "--max-epsilon", 2.5, "--gate-on", "data-dependent"])
     assert "depends on the votes" in " ".join(dependent.stderr.split())

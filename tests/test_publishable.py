@@ -12,6 +12,8 @@ from tests.conftest import MNIST, TABLE2, run_cli
 
 # Prop. 8 on all 640 queries, lambda / (2 sigma1^2) + lambda / sigma^2 each: Table 2's worst case.
 WORST_CASE = 4.785703619893576
+# Gaussian DP of the same run, mu^2 = 640 / 150^2 + 2 * 640 / 40^2: the exact worst case.
+EXACT = 3.926701201162359
 FIXED = ["--beta", 0.0336, "--sigma-ss", 5.88]
 
 
@@ -21,7 +23,9 @@ def _worst_case(order: float) -> float:
 
 def test_the_table_2_analysis_publishes_its_worst_case_only():
     report = run_cli(["analyze", MNIST, *TABLE2, "--json"]).json
-    (figure,) = report["publishable"]
+    exact, figure = report["publishable"]
+    assert exact["basis"] == "data-independent-exact"
+    assert exact["epsilon"] == pytest.approx(EXACT, rel=1e-9)
     assert figure["basis"] == "worst-case" and figure["delta"] == 1e-5
     order = report["data_independent_worst_case"]["order"]
     assert figure["epsilon"] == pytest.approx(_worst_case(order), rel=1e-12)
@@ -34,18 +38,21 @@ def test_gnmax_and_lnmax_publish_their_data_independent_bound():
     for flags in (["--sigma", 40], ["--gamma", 0.1]):
         args = ["analyze", MNIST, "--queries", 640, "--delta", 1e-5, *flags, "--json"]
         report = run_cli(args).json
-        (figure,) = [f for f in report["publishable"] if f["basis"] != "gnss-release"]
-        assert figure["basis"] == "data-independent"
-        assert figure["epsilon"] == report["data_independent"]["epsilon"]
+        bases = {f["basis"]: f["epsilon"] for f in report["publishable"]}
+        assert set(bases) == {"data-independent", "data-independent-exact"}
+        assert bases["data-independent"] == report["data_independent"]["epsilon"]
+        assert bases["data-independent-exact"] == report["data_independent_exact"]["epsilon"]
+        assert bases["data-independent-exact"] < bases["data-independent"]
 
 
 def test_a_release_fixed_in_advance_with_private_noise_is_publishable():
     args = ["smooth-sensitivity", MNIST, *TABLE2, "--order", 14, *FIXED, "--json"]
     report = run_cli([*args, "--gate-on", "publishable", "--max-epsilon", 100]).json
-    assert [f["basis"] for f in report["publishable"]] == ["gnss-release", "worst-case"]
+    bases = [f["basis"] for f in report["publishable"]]
+    assert bases == ["gnss-release", "data-independent-exact", "worst-case"]
     assert report["publishable"][0]["epsilon"] == report["epsilon_released"]
     # The gate checks what answers the same on every run: not the sample.
-    assert report["gate"]["epsilon"] == pytest.approx(WORST_CASE, rel=1e-12)
+    assert report["gate"]["epsilon"] == pytest.approx(EXACT, rel=1e-12)
     # analyze releases at a fixed order when its grid has one order.
     single = run_cli(["analyze", MNIST, *TABLE2, "--orders", "14", *FIXED, "--json"]).json
     bases = [f["basis"] for f in single["publishable"]]
@@ -65,7 +72,7 @@ def test_a_release_fixed_in_advance_with_private_noise_is_publishable():
 def test_a_release_not_fixed_in_advance_stays_private_and_says_why(extra, why):
     args = ["smooth-sensitivity", MNIST, *TABLE2, *extra]
     report = run_cli([*args, "--json"]).json
-    assert [f["basis"] for f in report["publishable"]] == ["worst-case"]
+    assert [f["basis"] for f in report["publishable"]] == ["data-independent-exact", "worst-case"]
     table = " ".join(run_cli(args).stdout.split())
     assert f"the sample is private: {why}" in table
 
@@ -83,10 +90,11 @@ def test_public_json_holds_only_what_may_be_published():
     }
     assert "path" not in report["input"] and "sha256" not in report["input"]
     assert report["num_queries"] == 640
-    assert report["publishable"][0]["epsilon"] == pytest.approx(WORST_CASE, rel=1e-12)
+    assert report["publishable"][0]["epsilon"] == pytest.approx(EXACT, rel=1e-12)
     table = run_cli(["analyze", MNIST, *TABLE2, "--public"])
     text = table.stdout + table.stderr
-    assert "4.7857" in text and "1.9988" not in text and "282" not in text
+    assert "3.9267" in text and "4.7857" in text
+    assert "1.9988" not in text and "282" not in text
 
 
 @pytest.mark.parametrize("command", ["smooth-sensitivity", "aggregate"])
@@ -114,7 +122,7 @@ def test_public_refuses_a_gate_on_a_private_figure_before_any_work(tmp_path):
     gated = run_cli(["analyze", MNIST, *TABLE2, "--public", "--max-epsilon", 5, "--json"]).json
     assert gated["gate"] == {
         "on": "publishable",
-        "epsilon": pytest.approx(WORST_CASE, rel=1e-12),
+        "epsilon": pytest.approx(EXACT, rel=1e-12),
         "limit": 5.0,
         "passed": True,
     }

@@ -49,7 +49,7 @@ CASES = {
         "640",
         *DELTA,
         "--max-epsilon",
-        "4.75",
+        "3.9",
     ],
     "inspect": ["inspect", VOTES, "--queries", "640"],
     "verify": ["verify", "sample_data/mnist_table2.record.json", "--rtol", "1e-9"],

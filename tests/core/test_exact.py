@@ -1,0 +1,122 @@
+"""Exact (epsilon, delta) curves against independent computations: Google's dp_accounting
+(privacy loss distributions) for Gaussian DP, a direct high-precision sum for the optimal
+composition of pure-DP steps."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import pytest
+from dp_accounting.pld import privacy_loss_distribution as pld
+from scipy.stats import norm
+
+from pate_cli.core import exact
+from tests.conftest import MNIST, run_cli
+
+
+@pytest.mark.parametrize(
+    ("sigma", "queries", "delta"),
+    [(40, 640, 1e-5), (100, 10_000, 1e-8), (5, 100, 1e-6), (300, 50, 1e-3), (2, 1, 1e-5)],
+)
+def test_gaussian_dp_against_the_pld_accountant(sigma, queries, delta):
+    """Never above dp_accounting's PLD epsilon (a pessimistic discretisation), within 1%."""
+    mu = math.sqrt(2 * queries) / sigma
+    mine = exact.gaussian_epsilon(mu, delta)
+    distribution = pld.from_gaussian_mechanism(
+        standard_deviation=1 / mu, sensitivity=1, value_discretization_interval=1e-4
+    )
+    theirs = distribution.get_epsilon_for_delta(delta)
+    assert mine <= theirs <= mine * 1.01 + 1e-6
+
+
+@pytest.mark.parametrize("mu", [0.05, 0.9, 3.0, 20.0])
+def test_gaussian_dp_is_the_closed_form(mu):
+    """delta at the returned epsilon is the target (the curve of Dong, Roth and Su, by
+    scipy's normal cdf), and a hair below it the delta is above the target."""
+    delta = 1e-5
+    eps = exact.gaussian_epsilon(mu, delta)
+
+    def curve(e: float) -> float:
+        return norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2)
+
+    assert curve(eps) <= delta * (1 + 1e-9)
+    assert curve(eps * (1 - 1e-6)) > delta
+
+
+def _optimal_delta(eps: float, eps0: float, k: int) -> mpmath.mpf:
+    """Kairouz, Oh and Viswanath 2015, Theorem 3.5, summed term by term at 60 digits."""
+    mpmath.mp.dps = 60
+    total = mpmath.mpf(0)
+    for level in range(k + 1):
+        term = mpmath.binomial(k, level) * (
+            mpmath.e ** ((k - level) * eps0) - mpmath.e ** (eps + level * eps0)
+        )
+        total += max(term, 0)
+    return total / (1 + mpmath.e**eps0) ** k
+
+
+@pytest.mark.parametrize(
+    ("eps0", "k", "eps"),
+    [(0.2, 100, 3.0), (0.5, 50, 5.0), (1.0, 7, 2.0), (0.1, 400, 1.0), (0.02, 3000, 2.0)],
+)
+def test_optimal_composition_against_a_high_precision_sum(eps0, k, eps):
+    want = float(mpmath.log(_optimal_delta(eps, eps0, k)))
+    assert exact.log_delta_pure_composition(eps, eps0, k) == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize(("eps0", "k"), [(0.2, 100), (1.0, 7), (0.05, 2000)])
+def test_optimal_composition_epsilon_holds_its_delta(eps0, k):
+    delta = 1e-5
+    eps = exact.pure_composition_epsilon(eps0, k, delta)
+    assert float(_optimal_delta(eps, eps0, k)) <= delta * (1 + 1e-9)
+    assert float(_optimal_delta(eps * (1 - 1e-6), eps0, k)) > delta
+    assert eps < k * eps0  # tighter than the basic composition
+
+
+def test_the_mnist_sample_exact_bound_is_below_the_classic_one():
+    """Acceptance: 640 queries, sigma 40, delta 1e-5, plain GNMax."""
+    report = run_cli(
+        ["analyze", MNIST, "--sigma", 40, "--queries", 640, "--delta", 1e-5, "--json"]
+    ).json
+    exact_bound = report["data_independent_exact"]
+    assert exact_bound["method"] == "gaussian"
+    assert exact_bound["mu"] == pytest.approx(math.sqrt(2 * 640) / 40, rel=1e-15)
+    assert exact_bound["epsilon"] < report["data_independent"]["epsilon"]
+    closed = exact.gaussian_epsilon(math.sqrt(2 * 640) / 40, 1e-5)
+    assert exact_bound["epsilon"] == pytest.approx(closed, rel=1e-9)
+    assert exact_bound["epsilon"] == pytest.approx(3.84861028, rel=1e-8)
+
+
+def test_confident_gnmax_counts_every_query_or_the_mask(tmp_path):
+    """mu^2 = Q / sigma1^2 + 2 A / sigma^2: A = Q by default, the mask's count realised."""
+    table2 = ["--threshold", 200, "--sigma1", 150, "--sigma", 40, "--queries", 640]
+    report = run_cli(["analyze", MNIST, *table2, "--delta", 1e-5, "--json"]).json
+    bound = report["data_independent_exact"]
+    assert bound["answered"] == 640
+    assert bound["mu"] == pytest.approx(math.sqrt(640 / 150**2 + 2 * 640 / 40**2), rel=1e-15)
+    mask = tmp_path / "mask.npy"
+    run_cli(
+        [
+            "aggregate",
+            MNIST,
+            *table2,
+            "--delta",
+            1e-5,
+            "--seed",
+            1,
+            "--output",
+            tmp_path / "l.npy",
+            "--answered-output",
+            mask,
+        ]
+    )
+    realised = run_cli(
+        ["analyze", MNIST, *table2, "--delta", 1e-5, "--answered", mask, "--json"]
+    ).json
+    answered = realised["data_independent_exact"]["answered"]
+    assert answered == realised["expected_answered"] < 640
+    assert realised["data_independent_exact"]["epsilon"] < bound["epsilon"]
+    # Publishable stays the worst case: the mask's count depends on the votes.
+    bases = {f["basis"]: f["epsilon"] for f in realised["publishable"]}
+    assert bases["data-independent-exact"] == pytest.approx(bound["epsilon"], rel=1e-12)
