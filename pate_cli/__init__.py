@@ -29,6 +29,8 @@ _WHERE = {
     "inspect": "pate_cli.api",
     "aggregate": "pate_cli.api",
     "verify": "pate_cli.api",
+    "plan": "pate_cli.planning",
+    "PlanReport": "pate_cli.planning",
     "GNMax": "pate_cli.mechanisms",
     "ConfidentGNMax": "pate_cli.mechanisms",
     "InteractiveGNMax": "pate_cli.mechanisms",
@@ -56,6 +58,7 @@ __all__ = [
     "inspect",
     "aggregate",
     "verify",
+    "plan",
     "GNMax",
     "ConfidentGNMax",
     "InteractiveGNMax",
@@ -68,6 +71,7 @@ __all__ = [
     "InspectReport",
     "AggregateResult",
     "VerifyReport",
+    "PlanReport",
     "PateError",
     "InputError",
     "UsageError",
@@ -104,6 +108,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     from pate_cli.inspection import InspectReport
     from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
     from pate_cli.orders import DEFAULT_ORDERS
+    from pate_cli.planning import PlanReport, plan
     from pate_cli.record import VerifyReport
     from pate_cli.release import ConditionError
     from pate_cli.report import AnalysisReport, SmoothSensitivityReport

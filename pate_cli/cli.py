@@ -28,6 +28,7 @@ from pate_cli.commands import (
     analyze,
     compare,
     inspect,
+    plan,
     smooth_sensitivity,
     verify,
 )
@@ -170,6 +171,7 @@ app.command("aggregate")(aggregate.aggregate)
 app.command("compare")(compare.compare)
 app.command("inspect")(inspect.inspect)
 app.command("verify")(verify.verify)
+app.command("plan")(plan.plan)
 
 
 def main() -> None:

@@ -1,0 +1,102 @@
+"""``pate plan``: choose a parameter for a target (epsilon, delta) before looking at votes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pate_cli._options import (
+    ConversionOpt,
+    DeltaOpt,
+    GammaOpt,
+    JsonOpt,
+    MechanismOpt,
+    OrdersOpt,
+    QuietOpt,
+    Sigma1Opt,
+    SigmaOpt,
+    ThresholdOpt,
+    emit,
+)
+from pate_cli.choices import Conversion
+
+
+def plan(
+    delta: DeltaOpt,
+    epsilon: Annotated[float, typer.Option("--epsilon", help="The target epsilon (finite, > 0).")],
+    queries: Annotated[
+        int | None,
+        typer.Option("--queries", help="Number of queries (leave out to solve for it)."),
+    ] = None,
+    mechanism: MechanismOpt = None,
+    sigma: SigmaOpt = None,
+    threshold: ThresholdOpt = None,
+    sigma1: Sigma1Opt = None,
+    gamma: GammaOpt = None,
+    accountant: Annotated[
+        str,
+        typer.Option(
+            "--accountant",
+            help="exact (Gaussian DP of the run, or the optimal composition of LNMax's "
+            "pure-DP steps) or rdp (Prop. 8 over the orders, with --conversion).",
+        ),
+    ] = "exact",
+    conversion: ConversionOpt = Conversion.CLASSIC,
+    orders_text: OrdersOpt = None,
+    votes_path: Annotated[
+        str | None,
+        typer.Option(
+            "--votes",
+            help="Pilot (or public) votes: plan Confident-GNMax's expected cost on them; "
+            "the report says they were looked at.",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Solve for the one parameter left out so that the run meets a target epsilon.
+
+    Give the target (--epsilon, --delta) and every parameter but one of
+    sigma, the number of queries, sigma1 or gamma; plan returns the value at
+    which the publishable cost (every query answered, data-independent) is
+    within the target: never above it, and within 1e-7 relative of the
+    boundary (a count: the largest that fits). No votes are read unless
+    --votes gives pilot votes.
+
+    Example:
+
+        pate plan --delta 1e-5 --epsilon 2 --queries 640
+    """
+    from rich.text import Text
+
+    from pate_cli.planning import plan as solve
+
+    report = solve(
+        delta=delta,
+        epsilon=epsilon,
+        mechanism=mechanism,
+        sigma=sigma,
+        queries=queries,
+        threshold=threshold,
+        sigma1=sigma1,
+        gamma=gamma,
+        accountant=accountant,
+        conversion=conversion,
+        orders=orders_text,
+        votes=votes_path,
+    )
+    value = f"{int(report.value)}" if report.solve_for == "queries" else f"{report.value:.6g}"
+    setting = ", ".join(f"{k}={v:g}" for k, v in report.mechanism.items() if k != "name")
+    rendered = Text.assemble(
+        (f"{report.solve_for} = {value}", "bold green"),
+        f"  {report.mechanism['name']} {setting}, {report.queries} queries: epsilon "
+        f"{report.epsilon:.6g} <= {report.target:g} at delta {report.delta:g} "
+        f"({report.accountant} accountant, "
+        + (
+            "expected data-dependent cost on the pilot votes)"
+            if report.votes
+            else "every query answered)"
+        ),
+    )
+    emit(report.to_dict(), rendered, report.warnings, as_json)

@@ -1,0 +1,317 @@
+"""``pate plan``: the one parameter that meets a target (epsilon, delta), before any vote is
+seen.
+
+The cost planned is the publishable one: every query answered, data-independent (CLI.md,
+"pate plan"). It falls as sigma or sigma1 grows and rises with the number of queries and
+with gamma, so the unknown is found by bracketing and bisection on that monotone curve,
+always from the feasible side: the epsilon reported at the returned value never exceeds
+the target, and a continuous value is within 1e-7 relative of the boundary (a count is the
+largest within the target). With pilot votes (``votes``), Confident-GNMax's expected cost
+on them is planned instead, and the report says the votes were looked at.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pate_cli import checks
+from pate_cli.accounting import (
+    Conversion,
+    as_conversion,
+    check_delta,
+    data_independent_rdp,
+    epsilon_result,
+    exact_bound,
+)
+from pate_cli.errors import UsageError
+from pate_cli.mechanisms import (
+    ConfidentGNMax,
+    GNMax,
+    InteractiveGNMax,
+    LNMax,
+    Mechanism,
+    MechanismName,
+)
+from pate_cli.orders import as_orders
+
+UNKNOWNS = ("sigma", "queries", "sigma1", "gamma")
+ACCOUNTANTS = ("exact", "rdp")
+_RELATIVE = 1e-7  # bisection width, relative to the value
+_MAX_QUERIES = 10**15
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """What ``pate plan`` found: the value of the unknown and the cost there."""
+
+    solve_for: str
+    value: float
+    epsilon: float
+    """The cost at ``value``: never above ``target``."""
+    target: float
+    delta: float
+    accountant: str
+    conversion: str | None
+    mechanism: dict[str, Any]
+    queries: int
+    votes: str | None = None
+    """The pilot votes planned on (looked at), or None."""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.notes
+
+    def to_dict(self) -> dict[str, Any]:
+        """Exactly what ``pate plan --json`` prints."""
+        out: dict[str, Any] = {
+            "command": "plan",
+            "solve_for": self.solve_for,
+            "value": int(self.value) if self.solve_for == "queries" else self.value,
+            "epsilon": self.epsilon,
+            "target_epsilon": self.target,
+            "delta": self.delta,
+            "accountant": self.accountant,
+            "mechanism": self.mechanism,
+            "queries": self.queries,
+            "votes_looked_at": self.votes,
+            "warnings": list(self.notes),
+        }
+        if self.conversion is not None:
+            out["conversion"] = self.conversion
+        return out
+
+    to_json_dict = to_dict
+
+    def _repr_markdown_(self) -> str:
+        return (
+            f"### pate plan: {self.solve_for} = {self.value:g}\n\n"
+            f"epsilon {self.epsilon:.6g} <= {self.target:g} at delta {self.delta:g} "
+            f"({self.accountant} accountant)"
+        )
+
+
+def _mechanism(
+    name: MechanismName,
+    sigma: float | None,
+    threshold: float | None,
+    sigma1: float | None,
+    gamma: float | None,
+) -> Mechanism:
+    if name is MechanismName.LNMAX:
+        return LNMax(1.0 if gamma is None else gamma)
+    if name is MechanismName.GNMAX:
+        return GNMax(1.0 if sigma is None else sigma)
+    kind = InteractiveGNMax if name is MechanismName.INTERACTIVE_GNMAX else ConfidentGNMax
+    if threshold is None:
+        raise UsageError(
+            f"--threshold: {name.value} needs it (it does not change the planned worst case)"
+        )
+    return kind(threshold, 1.0 if sigma1 is None else sigma1, 1.0 if sigma is None else sigma)
+
+
+def _which(
+    mechanism: str | MechanismName | None,
+    sigma: float | None,
+    threshold: float | None,
+    sigma1: float | None,
+    gamma: float | None,
+) -> MechanismName:
+    if mechanism is not None:
+        return checks.choice(MechanismName, mechanism, "--mechanism")
+    if gamma is not None:
+        return MechanismName.LNMAX
+    if threshold is not None or sigma1 is not None:
+        return MechanismName.CONFIDENT_GNMAX
+    return MechanismName.GNMAX
+
+
+def _unknown(
+    name: MechanismName, given: dict[str, float | int | None]
+) -> tuple[str, tuple[str, ...]]:
+    wanted = {
+        MechanismName.GNMAX: ("sigma", "queries"),
+        MechanismName.LNMAX: ("gamma", "queries"),
+        MechanismName.CONFIDENT_GNMAX: ("sigma", "sigma1", "queries"),
+        MechanismName.INTERACTIVE_GNMAX: ("sigma", "sigma1", "queries"),
+    }[name]
+    extra = [k for k in UNKNOWNS if k not in wanted and given[k] is not None]
+    if extra:
+        raise UsageError(f"--{extra[0]}: {name.value} has no such parameter")
+    missing = [k for k in wanted if given[k] is None]
+    if len(missing) != 1:
+        said = "none" if not missing else ", ".join(f"--{k}" for k in missing)
+        raise UsageError(
+            f"plan solves for exactly one of {', '.join('--' + k for k in wanted)} "
+            f"({name.value}); missing: {said}"
+        )
+    return missing[0], wanted
+
+
+def plan(
+    *,
+    delta: float,
+    epsilon: float,
+    mechanism: str | MechanismName | None = None,
+    sigma: float | None = None,
+    queries: int | None = None,
+    threshold: float | None = None,
+    sigma1: float | None = None,
+    gamma: float | None = None,
+    accountant: str = "exact",
+    conversion: str | Conversion = "classic",
+    orders: str | NDArray[np.float64] | None = None,
+    votes: Any = None,
+) -> PlanReport:
+    """What ``pate plan`` computes: the value of the one parameter left out.
+
+    Args:
+        delta: target delta, in (0, 1).
+        epsilon: target epsilon, finite and > 0.
+        mechanism: the mechanism, when the flags leave it open.
+        sigma, queries, threshold, sigma1, gamma: the parameters; exactly one of sigma,
+            queries, sigma1 and gamma that the mechanism has is left out and solved for.
+        accountant: "exact" (Gaussian DP or the optimal pure-DP composition) or "rdp"
+            (Prop. 8 over the orders, converted with ``conversion``).
+        conversion: RDP to (epsilon, delta), for the rdp accountant.
+        orders: Renyi orders for the rdp accountant (default the 298 of 2018).
+        votes: pilot votes (``Votes`` or a path): plan Confident-GNMax's expected
+            data-dependent cost on them instead (rdp accountant); they are looked at.
+
+    Raises:
+        UsageError: no unknown or more than one, a target no value reaches, bad values.
+    """
+    check_delta(delta)
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise UsageError(f"--epsilon {epsilon}: expected a finite number greater than 0")
+    if accountant not in ACCOUNTANTS:
+        raise UsageError(f"--accountant {accountant!r}: expected one of exact, rdp")
+    if queries is not None and queries < 1:
+        raise UsageError(f"--queries {queries}: expected a whole number of at least 1")
+    name = _which(mechanism, sigma, threshold, sigma1, gamma)
+    pilot = None
+    if votes is not None:
+        from pate_cli.api import _votes  # the API's reading of a votes argument
+
+        if queries is not None:
+            raise UsageError("--votes: the pilot votes fix the number of queries")
+        pilot = _votes(votes)
+        queries = pilot.num_queries
+    given: dict[str, float | int | None] = {
+        "sigma": sigma,
+        "queries": queries,
+        "sigma1": sigma1,
+        "gamma": gamma,
+    }
+    unknown, _ = _unknown(name, given)
+    base = _mechanism(name, sigma, threshold, sigma1, gamma)  # checks the given values
+    kind = as_conversion(conversion)
+    grid = as_orders(orders)
+    if pilot is not None:
+        if not isinstance(base, ConfidentGNMax):
+            raise UsageError("--votes plans Confident-GNMax's expected cost: give --threshold")
+        accountant = "rdp"
+    notes: tuple[str, ...] = ()
+    if pilot is not None:
+        notes = (
+            f"planned on the votes of {pilot.path}: choosing parameters on votes is itself a "
+            "use of them, unless they are public or a pilot set apart from the private data",
+        )
+
+    def cost(value: float) -> float:
+        setting = dict(given, **{unknown: value})
+        count = int(setting["queries"] or 0) if pilot is None else pilot.num_queries
+        chosen = _mechanism(name, setting["sigma"], threshold, setting["sigma1"], setting["gamma"])
+        if pilot is not None:
+            from pate_cli.analysis import analysis_report
+
+            return analysis_report(pilot, chosen, grid, delta, kind).data_dependent.epsilon
+        if accountant == "exact":
+            return exact_bound(chosen, count, count, delta).epsilon
+        rdp = data_independent_rdp(chosen, grid, count, count)
+        return epsilon_result(grid, rdp, delta, kind).epsilon
+
+    if unknown == "queries":
+        value = float(_largest_count(cost, epsilon))
+    else:
+        rising = unknown == "gamma"  # the cost grows with gamma, falls with sigma and sigma1
+        value = _boundary(cost, epsilon, rising=rising, name=unknown)
+    final = cost(value)
+    solved = dict(given, **{unknown: value})
+    chosen = _mechanism(name, solved["sigma"], threshold, solved["sigma1"], solved["gamma"])
+    count = pilot.num_queries if pilot is not None else int(solved["queries"] or 0)
+    return PlanReport(
+        solve_for=unknown,
+        value=value,
+        epsilon=final,
+        target=epsilon,
+        delta=delta,
+        accountant=accountant,
+        conversion=kind.value if accountant == "rdp" else None,
+        mechanism=chosen.to_json_dict(),
+        queries=count,
+        votes=None if pilot is None else pilot.path,
+        notes=notes,
+    )
+
+
+def _largest_count(cost: Callable[[float], float], target: float) -> int:
+    """The largest number of queries whose cost is within the target."""
+    if not cost(1.0) <= target:
+        raise UsageError(f"--epsilon {target:g}: even one query costs {cost(1.0):.6g}")
+    low, high = 1, 2
+    while cost(float(high)) <= target:
+        low, high = high, high * 2
+        if high > _MAX_QUERIES:
+            raise UsageError(f"--epsilon {target:g}: more than {_MAX_QUERIES:g} queries fit")
+    while high - low > 1:
+        middle = (low + high) // 2
+        if cost(float(middle)) <= target:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _boundary(cost: Callable[[float], float], target: float, *, rising: bool, name: str) -> float:
+    """The value where the monotone cost meets the target, from the feasible side."""
+
+    def fits(value: float) -> bool:
+        return bool(cost(value) <= target)
+
+    # Bracket [bad, good] (rising: good below bad) by doubling or halving from 1.
+    good, bad = (None, None)
+    value = 1.0
+    for _ in range(2100):
+        if fits(value):
+            good = value
+            if bad is not None:
+                break
+            value = value * 2 if rising else value / 2
+        else:
+            bad = value
+            if good is not None:
+                break
+            value = value / 2 if rising else value * 2
+        if not (1e-300 < value < 1e300):
+            break
+    if good is None:
+        raise UsageError(
+            f"--epsilon {target:g}: no {name} reaches it (the other steps alone cost more)"
+        )
+    if bad is None:
+        return good  # every value fits: the cost does not depend on it here
+    low, high = sorted((good, bad))
+    while high / low - 1 > _RELATIVE:
+        middle = math.sqrt(low * high)
+        if fits(middle) == rising:
+            low = middle
+        else:
+            high = middle
+    return low if rising else high

@@ -1,0 +1,106 @@
+"""`pate plan`: each answer is checked by analysing at the returned value."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import pate_cli as pate
+from pate_cli.errors import ExitCode
+from tests.conftest import MNIST, run_cli
+
+PLAN = ["plan", "--delta", 1e-5, "--epsilon", 2]
+
+
+def _analysed(flags: list, accountant: str) -> float:
+    """The data-independent epsilon of `analyze` at the planned setting (every query
+    answered: --data-independent), by the same accountant."""
+    report = run_cli(
+        ["analyze", MNIST, "--delta", 1e-5, "--data-independent", "--json", *flags]
+    ).json
+    if accountant == "exact":
+        return report["data_independent_exact"]["epsilon"]
+    return report["data_independent_worst_case"]["epsilon"]
+
+
+@pytest.mark.parametrize("accountant", ["exact", "rdp"])
+def test_plan_sigma_for_640_queries_meets_the_target_from_below(accountant):
+    """Acceptance: the returned sigma analyses to <= 2 and within 1e-4 of it."""
+    out = run_cli([*PLAN, "--queries", 640, "--accountant", accountant, "--json"]).json
+    assert out["solve_for"] == "sigma" and out["accountant"] == accountant
+    assert out["epsilon"] <= 2
+    analysed = _analysed(["--queries", 640, "--sigma", repr(out["value"])], accountant)
+    assert analysed <= 2 and analysed >= 2 * (1 - 1e-4)
+    assert analysed == pytest.approx(out["epsilon"], rel=1e-12)
+
+
+def test_plan_queries_is_the_largest_count_within_the_target():
+    out = run_cli([*PLAN, "--sigma", 40, "--json"]).json
+    count = out["value"]
+    assert out["solve_for"] == "queries" and isinstance(count, int)
+    assert _analysed(["--queries", count, "--sigma", 40], "exact") <= 2
+    assert _analysed(["--queries", count + 1, "--sigma", 40], "exact") > 2
+
+
+def test_plan_sigma_of_confident_gnmax_is_its_worst_case():
+    args = [*PLAN, "--queries", 640, "--threshold", 200, "--sigma1", 150, "--json"]
+    out = run_cli(args).json
+    assert out["mechanism"]["name"] == "confident-gnmax"
+    flags = ["--queries", 640, "--threshold", 200, "--sigma1", 150, "--sigma", out["value"]]
+    analysed = run_cli(["analyze", MNIST, "--delta", 1e-5, "--json", "--no-release", *flags]).json
+    assert analysed["publishable"][0]["basis"] == "data-independent-exact"
+    assert 2 * (1 - 1e-4) <= analysed["publishable"][0]["epsilon"] <= 2
+
+
+def test_plan_gamma_and_sigma1():
+    gamma = run_cli(
+        [
+            "plan",
+            "--delta",
+            1e-6,
+            "--epsilon",
+            2,
+            "--queries",
+            100,
+            "--mechanism",
+            "lnmax",
+            "--json",
+        ]
+    ).json
+    assert gamma["solve_for"] == "gamma" and gamma["epsilon"] <= 2
+    again = pate.plan(delta=1e-6, epsilon=2, gamma=gamma["value"] * (1 + 1e-4))
+    assert again.solve_for == "queries" and again.value == 99  # a larger gamma fits fewer
+    sigma1 = pate.plan(delta=1e-5, epsilon=5, queries=640, threshold=200, sigma=40)
+    assert sigma1.solve_for == "sigma1" and 5 * (1 - 1e-4) <= sigma1.epsilon <= 5
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--queries", 640, "--sigma", 40], "exactly one of --sigma, --queries"),
+        ([], "exactly one of --sigma, --queries"),
+        (["--queries", 640, "--threshold", 200, "--sigma", 40], "no sigma1 reaches it"),
+        (["--queries", 640, "--gamma", 1], "--gamma: gnmax has no such parameter"),
+        (["--sigma", 1e-3], "even one query costs"),
+    ],
+)
+def test_plan_refuses_what_it_cannot_solve(args, words):
+    if "--gamma" in args:
+        args = [*args, "--mechanism", "gnmax"]
+    result = run_cli([*PLAN, *args], expect=ExitCode.BAD_INPUT)
+    assert result.stderr.startswith("pate: error: ") and words in result.stderr
+
+
+def test_plan_on_pilot_votes_says_they_were_looked_at():
+    args = ["plan", "--delta", 1e-5, "--epsilon", 4, "--threshold", 200, "--sigma1", 150]
+    out = run_cli([*args, "--votes", MNIST, "--json"]).json
+    assert out["votes_looked_at"] == str(MNIST) and out["warnings"]
+    report = pate.analyze(
+        pate.load_votes(MNIST),
+        pate.ConfidentGNMax(200, 150, out["value"]),
+        delta=1e-5,
+        release=False,
+    )
+    assert report.data_dependent.epsilon <= 4
+    assert math.isclose(report.data_dependent.epsilon, out["epsilon"], rel_tol=1e-12)
