@@ -168,6 +168,16 @@ TableGateOnOpt = Annotated[
     TableGateOn,
     typer.Option("--gate-on", help=_GATE_HELP.format(default="publishable", released="")),
 ]
+ThresholdBoundOpt = Annotated[
+    str,
+    typer.Option(
+        "--threshold-bound",
+        metavar="[theorem6|exact]",
+        help="The threshold step's data-dependent RDP: theorem6 (the 2018 paper, the default) "
+        "or exact (the divergence of its two outcomes, maximised over the neighbours; no "
+        "smooth-sensitivity release then).",
+    ),
+]
 PublicOpt = Annotated[
     bool,
     typer.Option(

@@ -262,6 +262,8 @@ class QueryTerms:
     logq: FloatArray | None
     """log q of the answer step (Q,); None when data-independent bounds are forced."""
     num_seen: int
+    margins: FloatArray | None = None
+    """The threshold step's statistic in noise units, (h - T) / sigma1 (Q,)."""
 
 
 def query_terms(
@@ -287,17 +289,19 @@ def query_terms(
     is_threshold = isinstance(mechanism, ConfidentGNMax)
     log_pr = np.empty(seen) if is_threshold else None
     logq_step1 = np.empty(seen) if is_threshold else None
+    step1_margins = np.empty(seen) if is_threshold else None
     logq = np.empty(seen) if need_logq else None
 
     def chunk(start: int) -> int:
         stop = min(start + chunk_size, seen)
         counts = np.asarray(votes[start:stop], dtype=np.float64)
         if isinstance(mechanism, ConfidentGNMax):
-            assert log_pr is not None and logq_step1 is not None
+            assert log_pr is not None and logq_step1 is not None and step1_margins is not None
             step1 = counts if baseline is None else counts - baseline[start:stop]
             margins = threshold.threshold_margins(
                 step1, mechanism.threshold, mechanism.sigma1, half_even=half_even
             )
+            step1_margins[start:stop] = margins
             log_pr[start:stop], logq_step1[start:stop] = threshold.outcomes_from_margins(margins)
         if logq is not None:
             logq[start:stop] = _logq(counts, mechanism)
@@ -309,7 +313,7 @@ def query_terms(
         for done in map(chunk, starts) if pool is None else pool.map(chunk, starts):
             if progress is not None:
                 progress(done)
-    return QueryTerms(log_pr, logq_step1, logq, seen)
+    return QueryTerms(log_pr, logq_step1, logq, seen, step1_margins)
 
 
 def _logq(counts: FloatArray, mechanism: Mechanism) -> FloatArray:
@@ -425,6 +429,13 @@ def compose(
         )
         if data_independent[0]:
             threshold_total = threshold_independent
+        elif mechanism.threshold_bound == "exact":
+            assert terms.margins is not None
+            key = ("threshold-exact", mechanism.sigma1)
+            exact_cost = partial(
+                threshold.rdp_threshold_joint, sigma1=mechanism.sigma1, orders=orders
+            )
+            threshold_total = total(terms.margins, None, key, exact_cost)
         else:
             assert terms.logq_threshold is not None
             key = ("threshold", mechanism.sigma1)
@@ -513,8 +524,49 @@ def _terms_slice(terms: QueryTerms, start: int, stop: int) -> QueryTerms:
         return None if values is None else values[start:stop]
 
     return QueryTerms(
-        part(terms.log_pr_answered), part(terms.logq_threshold), part(terms.logq), stop - start
+        part(terms.log_pr_answered),
+        part(terms.logq_threshold),
+        part(terms.logq),
+        stop - start,
+        part(terms.margins),
     )
+
+
+def guaranteed_rdp(
+    mechanism: ConfidentGNMax,
+    terms: QueryTerms,
+    orders: FloatArray,
+    *,
+    half_even: bool = False,
+    block: int = 4096,
+) -> FloatArray:
+    """The run's RDP without averaging over the threshold noise: per query, the Renyi
+    divergence of the joint (threshold outcome, label) by the chain rule
+    (``threshold.rdp_threshold_joint`` with the answer step's ``rdp_gnmax``), never above
+    the data-independent cost of both steps (Prop. 8), summed over the queries seen.
+
+    Each distinct (margin, log q) pair is costed once, a block of pairs at a time.
+
+    Shapes: terms (Q,), orders (K,) -> (K,).
+    """
+    assert terms.margins is not None and terms.logq is not None
+    orders = np.asarray(orders, dtype=np.float64)
+    keyed = np.empty(terms.margins.size, dtype=np.complex128)
+    keyed.real, keyed.imag = terms.margins, terms.logq  # (not z + 1j * logq: 0 * inf)
+    pairs, counts = np.unique(keyed, return_counts=True)
+    ceiling = threshold.rdp_threshold_data_independent(
+        mechanism.sigma1, orders
+    ) + gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders)
+    shift = 2.0 if half_even else 1.0  # half to even can move the rounded top vote by 2
+    total = np.zeros(orders.size)
+    for start in range(0, pairs.size, block):
+        part = pairs[start : start + block]
+        answer = gnmax.rdp_gnmax(part.imag, mechanism.sigma, orders)
+        joint = threshold.rdp_threshold_joint(
+            part.real, mechanism.sigma1, orders, answer, shift=shift
+        )
+        total += counts[start : start + block] @ np.minimum(joint, ceiling)
+    return total
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,19 @@ from pate_cli.accounting import (
     delta_warnings,
     epsilon_result,
     exact_bound,
+    guaranteed_rdp,
     query_terms,
 )
 from pate_cli.errors import UsageError
-from pate_cli.mechanisms import LNMax, Mechanism
-from pate_cli.release import ConditionError, GnssRelease, NotReleased, Release, gnss_release
+from pate_cli.mechanisms import ConfidentGNMax, LNMax, Mechanism
+from pate_cli.release import (
+    EXACT_THRESHOLD_NOT_RELEASED,
+    ConditionError,
+    GnssRelease,
+    NotReleased,
+    Release,
+    gnss_release,
+)
 from pate_cli.report import AnalysisReport, InputSummary
 from pate_cli.seeds import Noise
 from pate_cli.votes import Votes, load_answered_mask, load_baseline
@@ -83,6 +91,14 @@ def analysis_report(
         data_independent=data_independent,
     )
     dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
+    guaranteed = dependent
+    if isinstance(mechanism, ConfidentGNMax) and not data_independent:
+        # Never below the paper's figure: both bound the run (the joint one without the
+        # averaging), so their maximum does too, and the two never tell different stories.
+        joint = np.maximum(
+            guaranteed_rdp(mechanism, terms, orders, half_even=half_even), result.data_dependent
+        )
+        guaranteed = epsilon_result(orders, joint, delta, conversion)
     seen = result.num_queries_seen
     answered_count = seen if answered is None else int(np.count_nonzero(answered))
     warnings = [*votes.warnings, *delta_warnings(delta, votes.num_queries)]
@@ -105,6 +121,7 @@ def analysis_report(
         data_independent=epsilon_result(orders, result.data_independent, delta, conversion),
         worst_case=epsilon_result(orders, result.worst_case, delta, conversion),
         exact=exact_bound(mechanism, seen, answered_count, delta),
+        guaranteed=guaranteed,
         exact_worst_case=exact_bound(mechanism, votes.num_queries, votes.num_queries, delta),
         warnings=tuple(warnings),
         account=result,
@@ -182,7 +199,9 @@ def with_release(
     """The analysis with its ``release`` block: the GNSS release, or why there is none."""
     notes: tuple[str, ...] = ()
     outcome: Release
-    if isinstance(mechanism, LNMax):
+    if isinstance(mechanism, ConfidentGNMax) and mechanism.threshold_bound == "exact":
+        outcome = NotReleased(EXACT_THRESHOLD_NOT_RELEASED)
+    elif isinstance(mechanism, LNMax):
         outcome = NotReleased(
             "LNMax has no smooth-sensitivity release (2018 covers the GNMax family); its "
             "data-independent epsilon is the one to publish"

@@ -190,7 +190,7 @@ def apply_gate(
 
 def gates_a_private_figure(on: GateOn, mechanism: dict[str, Any]) -> bool:
     """True when the gated figure depends on the votes (so its verdict does too)."""
-    return on in (GateOn.DATA_DEPENDENT, GateOn.RELEASED) or (
+    return on in (GateOn.DATA_DEPENDENT, GateOn.RELEASED, GateOn.GUARANTEED) or (
         on in (GateOn.DATA_INDEPENDENT, GateOn.EXACT_DATA_INDEPENDENT)
         and mechanism["name"] not in _EVERY_QUERY
     )
@@ -224,6 +224,7 @@ def analysis_epsilons(report: AnalysisReport) -> dict[GateOn, float | None]:
         GateOn.DATA_INDEPENDENT: report.data_independent.epsilon,
         GateOn.WORST_CASE: report.worst_case.epsilon,
         GateOn.EXACT_DATA_INDEPENDENT: None if report.exact is None else report.exact.epsilon,
+        GateOn.GUARANTEED: None if report.guaranteed is None else report.guaranteed.epsilon,
         GateOn.RELEASED: None if report.release is None else gated_epsilon(report.release),
     }
 
@@ -239,6 +240,9 @@ def release_epsilons(report: SmoothSensitivityReport) -> dict[GateOn, float | No
         GateOn.EXACT_DATA_INDEPENDENT: None
         if report.analysis.exact is None
         else report.analysis.exact.epsilon,
+        GateOn.GUARANTEED: None
+        if report.analysis.guaranteed is None
+        else report.analysis.guaranteed.epsilon,
         GateOn.RELEASED: gated_epsilon(report.release),
     }
 

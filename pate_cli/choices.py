@@ -44,6 +44,7 @@ class GateOn(str, Enum):
     DATA_INDEPENDENT = "data-independent"
     WORST_CASE = "worst-case"
     EXACT_DATA_INDEPENDENT = "exact-data-independent"
+    GUARANTEED = "guaranteed"
     RELEASED = "released"
 
 

@@ -152,6 +152,7 @@ def mechanism_grid(
     sigma1s: Sequence[float] = (),
     gammas: Sequence[float] = (),
     has_baseline: bool = False,
+    threshold_bound: str = "theorem6",
 ) -> list[Mechanism]:
     """Every setting to compare, in a fixed order: by mechanism, then the lists' product.
 
@@ -170,9 +171,13 @@ def mechanism_grid(
         if chosen is MechanismName.GNMAX:
             rows.extend(GNMax(s) for s in sigmas)
         elif chosen is MechanismName.CONFIDENT_GNMAX:
-            rows.extend(ConfidentGNMax(*p) for p in product(thresholds, sigma1s, sigmas))
+            rows.extend(
+                ConfidentGNMax(*p, threshold_bound) for p in product(thresholds, sigma1s, sigmas)
+            )
         elif chosen is MechanismName.INTERACTIVE_GNMAX:
-            rows.extend(InteractiveGNMax(*p) for p in product(thresholds, sigma1s, sigmas))
+            rows.extend(
+                InteractiveGNMax(*p, threshold_bound) for p in product(thresholds, sigma1s, sigmas)
+            )
         elif chosen is MechanismName.LNMAX:
             rows.extend(LNMax(g) for g in gammas)
         else:
@@ -235,7 +240,7 @@ class _SharedTerms:
                 chunk_size=self.chunk_size,
             )
         gate = self.gate[key]
-        return QueryTerms(gate.log_pr_answered, gate.logq_threshold, logq, logq.size)
+        return QueryTerms(gate.log_pr_answered, gate.logq_threshold, logq, logq.size, gate.margins)
 
     def total(
         self,

@@ -47,6 +47,9 @@ def _positive(owner: object, field: str, flag: str) -> None:
         raise UsageError(f"{flag} {value}: expected a finite number greater than 0")
 
 
+THRESHOLD_BOUNDS = ("theorem6", "exact")
+
+
 @dataclass(frozen=True)
 class GNMax:
     """Gaussian noisy max with noise N(0, sigma^2) on every class (2018, Section 4.1)."""
@@ -71,24 +74,34 @@ class ConfidentGNMax:
     threshold: float
     sigma1: float
     sigma: float
+    threshold_bound: str = "theorem6"
+    """How the threshold step's data-dependent RDP is bounded: "theorem6" (the 2018 paper)
+    or "exact" (the divergence of its two outcomes, maximised over the neighbours)."""
 
     def __post_init__(self) -> None:
         if not math.isfinite(_as_float(self, "threshold", "--threshold")):
             raise UsageError(f"--threshold {self.threshold}: expected a finite number")
         _positive(self, "sigma1", "--sigma1")
         _positive(self, "sigma", "--sigma")
+        if self.threshold_bound not in THRESHOLD_BOUNDS:
+            raise UsageError(
+                f"--threshold-bound {self.threshold_bound!r}: expected theorem6 or exact"
+            )
 
     @property
     def name(self) -> MechanismName:
         return MechanismName.CONFIDENT_GNMAX
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name.value,
             "threshold": self.threshold,
             "sigma1": self.sigma1,
             "sigma": self.sigma,
         }
+        if self.threshold_bound != "theorem6":  # the default leaves the block as it was
+            out["threshold_bound"] = self.threshold_bound
+        return out
 
 
 @dataclass(frozen=True)
@@ -159,6 +172,7 @@ def infer_mechanism(
     gamma: float | None = None,
     has_baseline: bool = False,
     baseline_flag: str = "--baseline",
+    threshold_bound: str = "theorem6",
 ) -> Mechanism:
     """Build the mechanism named by ``--mechanism``, or inferred from the flags given.
 
@@ -205,7 +219,7 @@ def infer_mechanism(
         return LNMax(gamma)
     assert threshold is not None and sigma1 is not None and sigma is not None
     if name is MechanismName.CONFIDENT_GNMAX:
-        return ConfidentGNMax(threshold, sigma1, sigma)
+        return ConfidentGNMax(threshold, sigma1, sigma, threshold_bound)
     if name is MechanismName.INTERACTIVE_GNMAX:
-        return InteractiveGNMax(threshold, sigma1, sigma)
+        return InteractiveGNMax(threshold, sigma1, sigma, threshold_bound)
     assert_never(name)

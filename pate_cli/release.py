@@ -45,6 +45,10 @@ from pate_cli.seeds import Noise, os_entropy
 
 FloatArray = NDArray[np.float64]
 
+EXACT_THRESHOLD_NOT_RELEASED = (
+    "--threshold-bound exact: the smooth-sensitivity release is made for Theorem 6's threshold "
+    "bound (analyse with --threshold-bound theorem6 to release)"
+)
 NOT_PRIVATE_NOTE = (
     "beta and sigma_ss were chosen by looking at the private votes; that choice is "
     "not itself differentially private (fix them with --beta and --sigma-ss)"
@@ -239,6 +243,8 @@ def gnss_release(
             "smooth sensitivity is defined for GNMax, Confident- and Interactive-GNMax, not lnmax"
         )
     assert isinstance(mechanism, (GNMax, ConfidentGNMax))
+    if isinstance(mechanism, ConfidentGNMax) and mechanism.threshold_bound == "exact":
+        raise UsageError(EXACT_THRESHOLD_NOT_RELEASED)
     num_seen = len(counts) if answered is None else answered.shape[0]
     num_classes = counts.shape[1]
     if num_classes < 2:

@@ -173,6 +173,12 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
         f"{independent.epsilon:.4f} at order {fmt_order(independent.order)}"
         f"{'' if every_query else ' (private: weighted by Pr[answered])'}; "
     )
+    guaranteed = report.guaranteed
+    if guaranteed is not None and not every_query:
+        closing.append(
+            f"guaranteed (no averaging over the threshold noise) {guaranteed.epsilon:.4f} at "
+            f"order {fmt_order(guaranteed.order)} (private); "
+        )
     worst = report.worst_case
     if worst.epsilon != independent.epsilon:
         closing.append(

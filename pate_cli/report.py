@@ -155,6 +155,9 @@ class AnalysisReport:
     """The exact data-independent epsilon of the run (a realised run: its mask's count)."""
     exact_worst_case: ExactBound | None = None
     """The same with every query of the votes answered: publishable as it is."""
+    guaranteed: EpsilonResult | None = None
+    """Without averaging over the threshold noise (the joint outcome and label, by the
+    chain rule); ``data_dependent`` for mechanisms without a threshold step."""
     release: Release | None = None
     """The GNSS release of the data-dependent epsilon, or why there is none (None: not asked)."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
@@ -213,6 +216,12 @@ class AnalysisReport:
         }
         if self.exact is not None:
             out["data_independent_exact"] = self.exact.to_json_dict()
+        if self.guaranteed is not None:
+            out["guaranteed"] = {
+                key: value
+                for key, value in epsilon_json(self.guaranteed).items()
+                if key in ("epsilon", "order", "rdp")
+            }
         if self.release is not None:
             out["release"] = self.release.to_json_dict()
         out["publishable"] = [figure.to_json_dict() for figure in self.publishable]

@@ -33,6 +33,7 @@ from pate_cli._options import (
     SigmaOpt,
     TableGateOnOpt,
     TeachersOpt,
+    ThresholdBoundOpt,
     ThresholdOpt,
     VotesArg,
     current_argv,
@@ -95,6 +96,7 @@ def aggregate(
     orders_text: OrdersOpt = None,
     conversion: ConversionOpt = Conversion.CLASSIC,
     half_even: HalfEvenOpt = False,
+    threshold_bound: ThresholdBoundOpt = "theorem6",
     fmt: FormatOpt = VoteFormat.AUTO,
     num_classes: NumClassesOpt = None,
     teachers: TeachersOpt = None,
@@ -166,6 +168,7 @@ def aggregate(
         gamma=gamma,
         has_baseline=student_probs_path is not None,
         baseline_flag="--baseline",
+        threshold_bound=threshold_bound,
     )
     if public:
         check_public_gate(which, chosen.to_json_dict(), max_epsilon)

@@ -35,6 +35,7 @@ from pate_cli._options import (
     SigmaSsOpt,
     StrictOpt,
     TeachersOpt,
+    ThresholdBoundOpt,
     ThresholdOpt,
     VotesArg,
     cli_progress,
@@ -62,6 +63,7 @@ def analyze(
     data_independent: DataIndependentOpt = False,
     answered_path: AnsweredOpt = None,
     half_even: HalfEvenOpt = False,
+    threshold_bound: ThresholdBoundOpt = "theorem6",
     fmt: FormatOpt = VoteFormat.AUTO,
     num_classes: NumClassesOpt = None,
     teachers: TeachersOpt = None,
@@ -155,6 +157,7 @@ def analyze(
         sigma1=sigma1,
         gamma=gamma,
         has_baseline=baseline_path is not None,
+        threshold_bound=threshold_bound,
     )
     if public:
         check_public_gate(gate_on, chosen.to_json_dict(), max_epsilon)

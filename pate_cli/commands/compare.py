@@ -22,6 +22,7 @@ from pate_cli._options import (
     QuietOpt,
     TableGateOnOpt,
     TeachersOpt,
+    ThresholdBoundOpt,
     VotesArg,
     emit,
     enforce,
@@ -98,6 +99,7 @@ def compare(
     orders_text: OrdersOpt = None,
     conversion: ConversionOpt = Conversion.CLASSIC,
     half_even: HalfEvenOpt = False,
+    threshold_bound: ThresholdBoundOpt = "theorem6",
     fmt: FormatOpt = VoteFormat.AUTO,
     num_classes: NumClassesOpt = None,
     teachers: TeachersOpt = None,
@@ -145,6 +147,7 @@ def compare(
         sigma1s=parse_list("--sigma1", sigma1),
         gammas=parse_list("--gamma", gamma),
         has_baseline=baseline_path is not None,
+        threshold_bound=threshold_bound,
     )
     parse_orders(orders_text)  # checked before any output path, as every flag
     if csv_path is not None:

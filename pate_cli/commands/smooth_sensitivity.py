@@ -34,6 +34,7 @@ from pate_cli._options import (
     SkipConditionsOpt,
     StrictOpt,
     TeachersOpt,
+    ThresholdBoundOpt,
     ThresholdOpt,
     VotesArg,
     cli_progress,
@@ -72,6 +73,7 @@ def smooth_sensitivity(
     conversion: ConversionOpt = Conversion.CLASSIC,
     answered_path: AnsweredOpt = None,
     half_even: HalfEvenOpt = False,
+    threshold_bound: ThresholdBoundOpt = "theorem6",
     fmt: FormatOpt = VoteFormat.AUTO,
     num_classes: NumClassesOpt = None,
     teachers: TeachersOpt = None,
@@ -125,6 +127,7 @@ def smooth_sensitivity(
         threshold=threshold,
         sigma1=sigma1,
         has_baseline=baseline_path is not None,
+        threshold_bound=threshold_bound,
     )
     on = gate_on or (GateOn.PUBLISHABLE if public else GateOn.RELEASED)
     if public:

@@ -119,3 +119,48 @@ def rdp_threshold_data_independent(
     Shapes: orders (K,) -> (K,).
     """
     return rdp_gnmax_data_independent(2**0.5 * sigma1, orders)
+
+
+def _log_tails(margins: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(log Pr[answered], log Pr[not answered]) at margins z, each from its own tail."""
+    return log_ndtr(margins), log_ndtr(-margins)
+
+
+def rdp_threshold_joint(
+    margins: NDArray[np.float64],
+    sigma1: float,
+    orders: NDArray[np.float64],
+    answer_rdp: NDArray[np.float64] | None = None,
+    *,
+    shift: float = 1.0,
+) -> NDArray[np.float64]:
+    """The Renyi divergence of the threshold step's outcome, and of the outcome joint with
+    the label, per query and order, maximised over the neighbours.
+
+    The outcome is Bernoulli(p), p = Phi(z); a neighbour moves the top vote by ``shift``
+    (1 for the rounded max), so its margin is z' = z +- shift / sigma1. By the chain rule the
+    joint (outcome, label) divergence is at most
+    log(p^l p'^(1-l) e^((l-1) g) + (1-p)^l (1-p')^(1-l)) / (l-1), with g >= the label's
+    divergence given an answer (``answer_rdp``; 0 gives the outcome alone, exactly, as
+    Private-kNN, Zhu et al. 2020). The expression is convex in p', so its maximum over the
+    neighbours is at z' = z - shift / sigma1 or z + shift / sigma1.
+
+    Shapes: margins (Q,), orders (K,), answer_rdp (Q, K) -> (Q, K).
+    """
+    margins = np.asarray(margins, dtype=np.float64)
+    orders = np.asarray(orders, dtype=np.float64)
+    lam = orders[None, :]
+    log_p, log_q = (t[:, None] for t in _log_tails(margins))
+    gain = 0.0 if answer_rdp is None else (lam - 1) * np.asarray(answer_rdp, dtype=np.float64)
+    best = np.full((margins.size, orders.size), -np.inf)
+    with np.errstate(invalid="ignore"):
+        for step in (-shift / sigma1, shift / sigma1):
+            log_p2, log_q2 = (t[:, None] for t in _log_tails(margins + step))
+            answered = lam * log_p + (1 - lam) * log_p2 + gain
+            declined = lam * log_q + (1 - lam) * log_q2
+            # An outcome impossible at the votes contributes nothing (0^l, whatever p').
+            answered = np.where(np.isneginf(log_p), -np.inf, answered)
+            declined = np.where(np.isneginf(log_q), -np.inf, declined)
+            best = np.maximum(best, np.logaddexp(answered, declined))
+    rdp = best / (lam - 1)
+    return np.where(np.isnan(rdp), np.inf, np.maximum(rdp, 0.0))

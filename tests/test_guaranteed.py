@@ -1,0 +1,149 @@
+"""The exact threshold bound and the guaranteed figure, against the independent oracle
+(exact outcome probabilities, Renyi divergences maximised over every neighbour)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pate_cli as pate
+from pate_cli.core import gnmax, threshold
+from tests.conftest import MNIST, REFERENCE, reference_json, reference_votes, run_cli
+from tests.oracle import exact as oracle
+
+ORDERS = np.array([1.5, 2.0, 5.0, 14.0, 60.0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    hist=st.lists(st.integers(0, 12), min_size=2, max_size=4).filter(lambda h: sum(h) >= 2),
+    threshold_value=st.floats(0, 14),
+    sigma1=st.floats(0.3, 8),
+    order_index=st.integers(0, ORDERS.size - 1),
+)
+def test_the_exact_threshold_bound_is_the_largest_divergence(
+    hist, threshold_value, sigma1, order_index
+):
+    """Exactly the oracle's maximum over every neighbour where the top vote can move both
+    ways, and never below it anywhere."""
+    order = ORDERS[order_index]
+    counts = np.array(hist, dtype=np.float64)
+    margin = threshold.threshold_margins(counts[None, :], threshold_value, sigma1)
+    mine = threshold.rdp_threshold_joint(margin, sigma1, np.array([order]))[0, 0]
+
+    def outcomes(hists):
+        return oracle.threshold_log_probs(hists, threshold_value, sigma1)
+
+    truth, _ = oracle.max_over_neighbours(counts.astype(np.int64), outcomes, order)
+    assert mine >= truth * (1 - 1e-9) - 1e-300
+    # Where a neighbour can move the top vote down (the runner-up two below it) and up (a
+    # vote outside the top class), both of the bound's neighbours exist: it is exact.
+    ordered = np.sort(counts)[::-1]
+    if ordered[0] - ordered[1] >= 2 and ordered[0] < counts.sum():
+        assert mine == pytest.approx(truth, rel=1e-7, abs=1e-300)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    hist=st.lists(st.integers(0, 9), min_size=2, max_size=3).filter(lambda h: sum(h) >= 2),
+    threshold_value=st.floats(0, 10),
+    sigma1=st.floats(0.5, 6),
+    sigma=st.floats(0.5, 6),
+    order_index=st.integers(0, ORDERS.size - 1),
+)
+def test_the_guaranteed_bound_covers_the_joint_divergence(
+    hist, threshold_value, sigma1, sigma, order_index
+):
+    """The joint (threshold outcome, label) distribution of Confident-GNMax, computed by the
+    oracle for the votes and every neighbour: its largest divergence is below the chain-rule
+    bound with Theorem 6's answer cost."""
+    order = ORDERS[order_index]
+    counts = np.array(hist, dtype=np.float64)
+
+    def joint(hists):
+        gate = oracle.threshold_log_probs(hists, threshold_value, sigma1)
+        labels = oracle.gnmax_log_probs(hists, sigma)
+        return np.concatenate([gate[:, 1:2], gate[:, :1] + labels], axis=1)
+
+    truth, _ = oracle.max_over_neighbours(counts.astype(np.int64), joint, order)
+    margin = threshold.threshold_margins(counts[None, :], threshold_value, sigma1)
+    logq = gnmax.logq_gnmax(counts[None, :], sigma)
+    answer = gnmax.rdp_gnmax(logq, sigma, np.array([order]))
+    mine = threshold.rdp_threshold_joint(margin, sigma1, np.array([order]), answer)[0, 0]
+    assert mine >= truth * (1 - 1e-9) - 1e-300
+
+
+def _confident_cases() -> list[tuple[str, dict]]:
+    """Every Confident/Interactive-GNMax case of the reference files."""
+    found = []
+    for path in sorted(REFERENCE.glob("*.expected.json")):
+        data = reference_json(path.name)
+        for case in data.get("cases", []):
+            if case["kind"] in ("confident", "smooth_sensitivity"):
+                found.append((path.name, case["params"]))
+    return found
+
+
+@pytest.mark.parametrize(("name", "params"), _confident_cases())
+def test_guaranteed_is_never_below_the_data_dependent_figure(name, params):
+    """Acceptance: on every reference case, guaranteed >= data_dependent."""
+    data = reference_json(name)
+    votes = pate.load_votes(
+        reference_votes(name.removesuffix(".expected.json") + ".expected.json"),
+        teachers=params.get("teachers"),
+    )
+    baseline = REFERENCE / data["baseline_file"] if params.get("baseline") else None
+    kind = pate.InteractiveGNMax if baseline is not None else pate.ConfidentGNMax
+    mechanism = kind(params["threshold"], params["sigma1"], params["sigma2"])
+    report = pate.analyze(votes, mechanism, delta=params["delta"], baseline=baseline, release=False)
+    assert report.guaranteed.epsilon >= report.data_dependent.epsilon
+
+
+def test_guaranteed_equals_data_dependent_without_a_threshold():
+    for mechanism in (pate.GNMax(40), pate.LNMax(0.1)):
+        out = run_cli(
+            [
+                "analyze",
+                MNIST,
+                "--queries",
+                640,
+                "--delta",
+                1e-5,
+                "--no-release",
+                "--json",
+                *(["--sigma", 40] if isinstance(mechanism, pate.GNMax) else ["--gamma", 0.1]),
+            ]
+        ).json
+        assert out["guaranteed"]["epsilon"] == out["data_dependent"]["epsilon"]
+        assert out["guaranteed"]["rdp"] == out["data_dependent"]["rdp"]
+
+
+def test_table_2_guaranteed_and_exact_threshold():
+    args = [
+        "analyze",
+        MNIST,
+        "--threshold",
+        200,
+        "--sigma1",
+        150,
+        "--sigma",
+        40,
+        "--queries",
+        640,
+        "--delta",
+        1e-5,
+        "--no-release",
+        "--json",
+    ]
+    theorem6 = run_cli(args).json
+    exact_bound = run_cli([*args, "--threshold-bound", "exact"]).json
+    assert theorem6["guaranteed"]["epsilon"] == pytest.approx(2.0244342, abs=1e-6)
+    assert theorem6["guaranteed"]["epsilon"] >= theorem6["data_dependent"]["epsilon"]
+    assert exact_bound["mechanism"]["threshold_bound"] == "exact"
+    assert exact_bound["data_dependent"]["epsilon"] < theorem6["data_dependent"]["epsilon"]
+    gated = run_cli([*args, "--gate-on", "guaranteed", "--max-epsilon", 2.0], expect=1).json
+    assert gated["gate"]["on"] == "guaranteed" and gated["gate"]["passed"] is False
+    refused = run_cli(["smooth-sensitivity", *args[1:-2], "--threshold-bound", "exact"], expect=2)
+    assert "--threshold-bound exact" in refused.stderr
