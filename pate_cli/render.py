@@ -14,7 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from pate_cli.budget import Figure, release_withheld
-from pate_cli.comparison import NOTE, PARAMETERS, CompareReport
+from pate_cli.choices import GateOn
+from pate_cli.comparison import NOTE, PARAMETERS, CompareReport, CompareRow
 from pate_cli.inspection import QUANTILES, Histogram, InspectReport
 from pate_cli.ledger import Ledger, buckets, most_expensive
 from pate_cli.mechanisms import MechanismName
@@ -491,8 +492,8 @@ class Fit:
 
 _COMPARE_LEGEND = (
     "epsilon: data-dependent (private); indep.: data-independent (private where the number "
-    "answered depends on the votes); worst: every query answered (publishable); bold: the "
-    "best of its column"
+    "answered depends on the votes); publ.: the smallest publishable figure (every query "
+    "answered, exact where it can be); bold: the best of its column"
 )
 
 
@@ -514,7 +515,7 @@ def render_compare(report: CompareReport) -> RenderableType:
     table.add_column("mechanism", no_wrap=True)
     for name in params:
         table.add_column("T" if name == "threshold" else name, justify="right", no_wrap=True)
-    for name in ("answered", "epsilon", "order", "indep.", "order", "worst", "agree"):
+    for name in ("answered", "epsilon", "order", "indep.", "order", "publ.", "agree"):
         table.add_column(name, justify="right", no_wrap=True)
 
     def best(values: list[float], largest: bool) -> float:
@@ -523,8 +524,11 @@ def render_compare(report: CompareReport) -> RenderableType:
     best_answered = best([r.expected_answered for r in rows], True)
     best_dependent = best([r.data_dependent.epsilon for r in rows], False)
     best_independent = best([r.data_independent.epsilon for r in rows], False)
-    worsts = [r.worst_case.epsilon for r in rows if r.worst_case is not None]
-    best_worst = min(worsts) if worsts else math.nan
+    def publishable(row: CompareRow) -> float:
+        value = row.epsilons()[GateOn.PUBLISHABLE]
+        return math.nan if value is None else value
+
+    best_worst = min((publishable(r) for r in rows), default=math.nan)
     best_agreement = best([r.agreement for r in rows], True)
 
     def cell(text: str, is_best: bool, colour: str = "") -> Text:
@@ -542,7 +546,7 @@ def render_compare(report: CompareReport) -> RenderableType:
         )
         every_query = row.mechanism.name in (MechanismName.GNMAX, MechanismName.LNMAX)
         independent_colour = PUBLISHABLE if every_query else PRIVATE
-        worst = row.worst_case.epsilon if row.worst_case is not None else math.nan
+        worst = publishable(row)
         name = _SHORT_NAMES[row.mechanism.name]
         cells = (
             cell(f"{row.expected_answered:.1f}", row.expected_answered == best_answered),
@@ -571,7 +575,7 @@ def render_compare(report: CompareReport) -> RenderableType:
         setting = " ".join(
             f"{'T' if p == 'threshold' else p}={spec[p]:g}" for p in params if p in spec
         )
-        labels = ("answered", "epsilon", "order", "indep.", "order", "worst", "agree")
+        labels = ("answered", "epsilon", "order", "indep.", "order", "publ.", "agree")
         block = Text(f"{rank} {name} {setting}: ", style="dim" if over else "")
         for i, (label, value) in enumerate(zip(labels, cells, strict=True)):
             block.append(("; " if i else "") + f"{label} ")
