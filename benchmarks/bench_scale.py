@@ -12,7 +12,9 @@ table row per run:
 Runs
     gnmax/diverse, gnmax/repetitive
         ``pate analyze FILE --sigma 40 --delta 1e-5 --json --no-release`` (plain GNMax, the
-        default 298 orders) on counts of N queries x 10 classes, float64, 250 teachers.
+        default 298 orders) on counts of N queries x 10 classes, float64, 250 teachers;
+        ``+release`` rows run the command a user types, with the GNSS release
+        (``--seed 0`` instead of ``--no-release``).
         "diverse": each query's plurality share comes from a mixture (85% Beta(20, 2), a
         contested 15% Beta(2, 2)), the rest is spread by a sparse Dirichlet over the other
         classes and the counts are multinomial with M = 250: 0.8 to 0.99 distinct rows per
@@ -98,6 +100,8 @@ LOOP_SOURCE_ROWS = 1_000_000
 # Plain GNMax on 10 classes, 250 teachers.
 CLASSES, TEACHERS, SIGMA, DELTA = 10, 250, 40.0, 1e-5
 GNMAX_ARGS = ["--sigma", "40", "--delta", "1e-5", "--json", "--no-release"]
+# The command a user types: the same with the GNSS release (a public seed, for the timing).
+GNMAX_RELEASE_ARGS = ["--sigma", "40", "--delta", "1e-5", "--json", "--seed", "0"]
 # Glyph scale: Confident-GNMax on 150 classes, 5,000 teachers.
 GLYPH_CLASSES, GLYPH_TEACHERS = 150, 5000
 GLYPH_T, GLYPH_SIGMA1, GLYPH_SIGMA2, GLYPH_DELTA = 1000.0, 500.0, 100.0, 1e-8
@@ -620,6 +624,12 @@ def main() -> None:
                 pate_args = ["analyze", str(data.path), *GNMAX_ARGS]
                 rows.append(
                     measure(f"gnmax/{flavour}", data, pate_args, args.timeout, repeat, None)
+                )
+                released = ["analyze", str(data.path), *GNMAX_RELEASE_ARGS]
+                rows.append(
+                    measure(
+                        f"gnmax/{flavour}+release", data, released, args.timeout, repeat, None
+                    )
                 )
                 if not args.keep:
                     data.path.unlink(missing_ok=True)

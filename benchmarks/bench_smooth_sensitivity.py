@@ -134,9 +134,14 @@ def reference_case(stem: str) -> Case:
         params["sigma1"],
         params["sigma2"],
         params["delta"],
-        reference_s=result["timing_s"],
+        reference_s=TABLE2_REFERENCE_S.get(stem, result["timing_s"]),
         order=result["order"],
     )
+
+
+# The reference's ``smooth_sensitivity_table.py`` on the machine class of the project's CI
+# (2 cores), for the Table-2 runs: the times the 500x goal is measured against.
+TABLE2_REFERENCE_S = {"svhn_like": 53.8, "adult_like": 11.5}
 
 
 def main() -> None:

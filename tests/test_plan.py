@@ -29,6 +29,9 @@ def test_plan_sigma_for_640_queries_meets_the_target_from_below(accountant):
     """Acceptance: the returned sigma analyses to <= 2 and within 1e-4 of it."""
     out = run_cli([*PLAN, "--queries", 640, "--accountant", accountant, "--json"]).json
     assert out["solve_for"] == "sigma" and out["accountant"] == accountant
+    contract = {"command", "solve_for", "value", "epsilon", "delta", "accountant", "mechanism"}
+    assert contract <= set(out) and out["command"] == "plan"
+    assert out["mechanism"] == {"name": "gnmax", "sigma": out["value"]}
     assert out["epsilon"] <= 2
     analysed = _analysed(["--queries", 640, "--sigma", repr(out["value"])], accountant)
     assert analysed <= 2 and analysed >= 2 * (1 - 1e-4)
