@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import pate_cli as pate
 from pate_cli.core import gnmax, threshold
-from tests.conftest import MNIST, REFERENCE, reference_json, reference_votes, run_cli
+from tests.conftest import MNIST, REFERENCE, TABLE2, reference_json, reference_votes, run_cli
 from tests.oracle import exact as oracle
 
 ORDERS = np.array([1.5, 2.0, 5.0, 14.0, 60.0])
@@ -102,41 +102,15 @@ def test_guaranteed_is_never_below_the_data_dependent_figure(name, params):
 
 
 def test_guaranteed_equals_data_dependent_without_a_threshold():
-    for mechanism in (pate.GNMax(40), pate.LNMax(0.1)):
-        out = run_cli(
-            [
-                "analyze",
-                MNIST,
-                "--queries",
-                640,
-                "--delta",
-                1e-5,
-                "--no-release",
-                "--json",
-                *(["--sigma", 40] if isinstance(mechanism, pate.GNMax) else ["--gamma", 0.1]),
-            ]
-        ).json
+    for flags in (["--sigma", 40], ["--gamma", 0.1]):
+        args = ["analyze", MNIST, "--queries", 640, "--delta", 1e-5, "--no-release", *flags]
+        out = run_cli([*args, "--json"]).json
         assert out["guaranteed"]["epsilon"] == out["data_dependent"]["epsilon"]
         assert out["guaranteed"]["rdp"] == out["data_dependent"]["rdp"]
 
 
 def test_table_2_guaranteed_and_exact_threshold():
-    args = [
-        "analyze",
-        MNIST,
-        "--threshold",
-        200,
-        "--sigma1",
-        150,
-        "--sigma",
-        40,
-        "--queries",
-        640,
-        "--delta",
-        1e-5,
-        "--no-release",
-        "--json",
-    ]
+    args = ["analyze", MNIST, *TABLE2, "--no-release", "--json"]
     theorem6 = run_cli(args).json
     exact_bound = run_cli([*args, "--threshold-bound", "exact"]).json
     assert theorem6["guaranteed"]["epsilon"] == pytest.approx(2.0244342, abs=1e-6)
