@@ -174,8 +174,8 @@ ThresholdBoundOpt = Annotated[
         "--threshold-bound",
         metavar="[theorem6|exact]",
         help="The threshold step's data-dependent RDP: theorem6 (the 2018 paper, the default) "
-        "or exact (the divergence of its two outcomes, maximised over the neighbours; no "
-        "smooth-sensitivity release then).",
+        "or exact (the divergence of its two outcomes, maximised over the neighbours; the "
+        "release's sensitivity table follows).",
     ),
 ]
 PublicOpt = Annotated[

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 
 from pate_cli.accounting import (
     Conversion,
+    EpsilonResult,
     account_terms,
     delta_warnings,
     epsilon_result,
@@ -28,7 +29,6 @@ from pate_cli.accounting import (
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import ConfidentGNMax, LNMax, Mechanism
 from pate_cli.release import (
-    EXACT_THRESHOLD_NOT_RELEASED,
     ConditionError,
     GnssRelease,
     NotReleased,
@@ -71,8 +71,12 @@ def analysis_report(
     data_independent: bool = False,
     half_even: bool = False,
     progress: Progress | None = None,
+    guaranteed: bool = True,
 ) -> AnalysisReport:
-    """Account a run and convert it, without a release: the core of ``analyze``."""
+    """Account a run and convert it, without a release: the core of ``analyze``.
+
+    ``guaranteed`` False leaves out the joint bound (``report.guaranteed`` None), for callers
+    that show none of it."""
     with (progress or _no_progress)("accounting", votes.num_queries) as advance:
         terms = query_terms(
             votes.counts,
@@ -91,14 +95,14 @@ def analysis_report(
         data_independent=data_independent,
     )
     dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
-    guaranteed = dependent
-    if isinstance(mechanism, ConfidentGNMax) and not data_independent:
+    joint_result: EpsilonResult | None = dependent if guaranteed else None
+    if guaranteed and isinstance(mechanism, ConfidentGNMax) and not data_independent:
         # Never below the paper's figure: both bound the run (the joint one without the
         # averaging), so their maximum does too, and the two never tell different stories.
         joint = np.maximum(
             guaranteed_rdp(mechanism, terms, orders, half_even=half_even), result.data_dependent
         )
-        guaranteed = epsilon_result(orders, joint, delta, conversion)
+        joint_result = epsilon_result(orders, joint, delta, conversion)
     seen = result.num_queries_seen
     answered_count = seen if answered is None else int(np.count_nonzero(answered))
     warnings = [*votes.warnings, *delta_warnings(delta, votes.num_queries)]
@@ -121,7 +125,7 @@ def analysis_report(
         data_independent=epsilon_result(orders, result.data_independent, delta, conversion),
         worst_case=epsilon_result(orders, result.worst_case, delta, conversion),
         exact=exact_bound(mechanism, seen, answered_count, delta),
-        guaranteed=guaranteed,
+        guaranteed=joint_result,
         exact_worst_case=exact_bound(mechanism, votes.num_queries, votes.num_queries, delta),
         warnings=tuple(warnings),
         account=result,
@@ -199,9 +203,7 @@ def with_release(
     """The analysis with its ``release`` block: the GNSS release, or why there is none."""
     notes: tuple[str, ...] = ()
     outcome: Release
-    if isinstance(mechanism, ConfidentGNMax) and mechanism.threshold_bound == "exact":
-        outcome = NotReleased(EXACT_THRESHOLD_NOT_RELEASED)
-    elif isinstance(mechanism, LNMax):
+    if isinstance(mechanism, LNMax):
         outcome = NotReleased(
             "LNMax has no smooth-sensitivity release (2018 covers the GNMax family); its "
             "data-independent epsilon is the one to publish"

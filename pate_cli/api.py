@@ -123,6 +123,7 @@ def _analysis(
     data_independent: bool,
     half_even: bool,
     progress: Progress | None,
+    guaranteed: bool = True,
 ) -> tuple[Votes, AnalysisReport, FloatArray | None, NDArray[np.bool_] | None]:
     """The arguments checked and read, and the analysis: what analyze and smooth_sensitivity
     share (the votes, the report, the baseline and the answered mask)."""
@@ -142,6 +143,7 @@ def _analysis(
         data_independent=data_independent,
         half_even=half_even,
         progress=progress,
+        guaranteed=guaranteed,
     )
     return votes, report, baseline_array, answered_mask
 
@@ -307,6 +309,7 @@ def smooth_sensitivity(
         data_independent=False,
         half_even=half_even,
         progress=progress,
+        guaranteed=on is GateOn.GUARANTEED,  # in no output of this command but its gate
     )
     gnss = release_of(
         votes,

@@ -45,10 +45,6 @@ from pate_cli.seeds import Noise, os_entropy
 
 FloatArray = NDArray[np.float64]
 
-EXACT_THRESHOLD_NOT_RELEASED = (
-    "--threshold-bound exact: the smooth-sensitivity release is made for Theorem 6's threshold "
-    "bound (analyse with --threshold-bound theorem6 to release)"
-)
 NOT_PRIVATE_NOTE = (
     "beta and sigma_ss were chosen by looking at the private votes; that choice is "
     "not itself differentially private (fix them with --beta and --sigma-ss)"
@@ -243,8 +239,6 @@ def gnss_release(
             "smooth sensitivity is defined for GNMax, Confident- and Interactive-GNMax, not lnmax"
         )
     assert isinstance(mechanism, (GNMax, ConfidentGNMax))
-    if isinstance(mechanism, ConfidentGNMax) and mechanism.threshold_bound == "exact":
-        raise UsageError(EXACT_THRESHOLD_NOT_RELEASED)
     num_seen = len(counts) if answered is None else answered.shape[0]
     num_classes = counts.shape[1]
     if num_classes < 2:
@@ -260,8 +254,14 @@ def gnss_release(
     ind_gnmax = ss_core.is_data_independent_always_opt_gnmax(
         num_teachers, num_classes, sigma, order
     )
-    ind_threshold = threshold_step is None or ss_core.is_data_independent_always_opt_threshold(
-        num_teachers, threshold_step.threshold, threshold_step.sigma1, order
+    exact_threshold = threshold_step is not None and threshold_step.threshold_bound == "exact"
+    # The exact divergence of the two outcomes is below Prop. 8's by data processing, so it
+    # is the data-dependent one at every order.
+    ind_threshold = threshold_step is None or (
+        not exact_threshold
+        and ss_core.is_data_independent_always_opt_threshold(
+            num_teachers, threshold_step.threshold, threshold_step.sigma1, order
+        )
     )
     # The per-query scalars once (the analysis passes its own); a second pass for the
     # sensitivities.
@@ -370,6 +370,7 @@ def gnss_release(
             reference=not strict,
             increments_verified=conditions is not None and all(conditions),
             half_even=half_even,
+            threshold_exact=exact_threshold,
         )
         if progress is not None:
             progress(stop - start)

@@ -524,6 +524,7 @@ def render_compare(report: CompareReport) -> RenderableType:
     best_answered = best([r.expected_answered for r in rows], True)
     best_dependent = best([r.data_dependent.epsilon for r in rows], False)
     best_independent = best([r.data_independent.epsilon for r in rows], False)
+
     def publishable(row: CompareRow) -> float:
         value = row.epsilons()[GateOn.PUBLISHABLE]
         return math.nan if value is None else value

@@ -63,6 +63,7 @@ from pate_cli.core.threshold import (
     logq_threshold,
     rdp_threshold,
     rdp_threshold_data_independent,
+    rdp_threshold_joint,
     round_votes,
     threshold_margins,
 )
@@ -1160,16 +1161,29 @@ class _ChangeWindow:
 
 
 def _threshold_ls_table(
-    num_teachers: int, threshold: float, sigma1: float, order: float, *, rounded_up: bool
+    num_teachers: int,
+    threshold: float,
+    sigma1: float,
+    order: float,
+    *,
+    rounded_up: bool,
+    exact: bool = False,
+    half_even: bool = False,
 ) -> NDArray[np.float64]:
     """ThreshLS(h) for h = 0 .. M (Algorithm 5's helper). Shapes: -> (M+1,).
 
-    The threshold step's RDP (Theorem 6 with sigma -> sqrt(2) sigma1) depends
-    on the votes only through h = max(votes), and a neighbour moves h by 1.
-    ``rounded_up`` rounds each difference up (the reference subtracts plainly).
+    The threshold step's RDP (Theorem 6 with sigma -> sqrt(2) sigma1, or with ``exact`` the
+    divergence of its two outcomes, ``rdp_threshold_joint``) depends on the votes only
+    through h = max(votes), and a neighbour moves h by 1. ``rounded_up`` rounds each
+    difference up (the reference subtracts plainly).
     """
     top = np.arange(num_teachers + 1, dtype=np.float64)[:, None]
-    rdp = rdp_threshold(logq_threshold(top, threshold, sigma1), sigma1, np.array([order]))[:, 0]
+    if exact:
+        margins = (top[:, 0] - threshold) / sigma1
+        shift = 2.0 if half_even else 1.0
+        rdp = rdp_threshold_joint(margins, sigma1, np.array([order]), shift=shift)[:, 0]
+    else:
+        rdp = rdp_threshold(logq_threshold(top, threshold, sigma1), sigma1, np.array([order]))[:, 0]
     if rounded_up:
         step = _excess(np.maximum(rdp[1:], rdp[:-1]), np.minimum(rdp[1:], rdp[:-1]))
     else:
@@ -1220,6 +1234,7 @@ def local_sensitivity_threshold(
     *,
     strict: bool = False,
     half_even: bool = False,
+    exact: bool = False,
 ) -> NDArray[np.float64]:
     """Upper bounds on the threshold step's local sensitivity at distance d, per query.
 
@@ -1243,6 +1258,8 @@ def local_sensitivity_threshold(
         order: Renyi order.
         strict: see above.
         half_even: round max(counts) half to even, as the reference.
+        exact: the cost is the exact divergence of the two outcomes
+            (``--threshold-bound exact``), not Theorem 6's.
 
     Returns:
         Local-sensitivity bounds per query and distance.
@@ -1257,7 +1274,15 @@ def local_sensitivity_threshold(
     sigma1 = _check_positive("sigma1", sigma1)
     order = _check_order(order)
     tops = _threshold_tops(step1, num_teachers, half_even)
-    table = _threshold_ls_table(num_teachers, float(threshold), sigma1, order, rounded_up=strict)
+    table = _threshold_ls_table(
+        num_teachers,
+        float(threshold),
+        sigma1,
+        order,
+        rounded_up=strict,
+        exact=exact,
+        half_even=half_even,
+    )
     unique, inverse = np.unique(tops, return_inverse=True)
     return _threshold_ls_rows(unique, table, strict)[inverse.reshape(-1)]
 
@@ -1295,6 +1320,7 @@ def local_sensitivity_total(
     reference: bool = False,
     increments_verified: bool = False,
     half_even: bool = False,
+    threshold_exact: bool = False,
 ) -> NDArray[np.float64]:
     """Local-sensitivity bound of the total RDP at each distance d (Theorem 24).
 
@@ -1331,6 +1357,8 @@ def local_sensitivity_total(
         reference: the reference's bounds, which can be below the truth.
         increments_verified: C6 holds at this order (see ``local_sensitivity_gnmax``).
         half_even: round the threshold statistic half to even, as the reference.
+        threshold_exact: the threshold step is accounted exactly (``--threshold-bound
+            exact``): its table is of that cost.
 
     Returns:
         The summed bound per distance.
@@ -1361,7 +1389,13 @@ def local_sensitivity_total(
         tops = _threshold_tops(step1, num_teachers, half_even)
         if not data_independent_step1:
             table = _threshold_ls_table(
-                num_teachers, float(threshold), sigma1, order, rounded_up=not reference
+                num_teachers,
+                float(threshold),
+                sigma1,
+                order,
+                rounded_up=not reference,
+                exact=threshold_exact,
+                half_even=half_even,
             )
             total += _threshold_total(tops, table, strict=not reference)
         if step2_weights is not None:
