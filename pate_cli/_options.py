@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from pate_cli import checks
-from pate_cli.choices import Conversion, GateOn, TableGateOn, VoteFormat
+from pate_cli.choices import Conversion, GateOn, TableGateOn, ThresholdBound, VoteFormat
 from pate_cli.errors import ExitCode
 from pate_cli.mechanisms import MechanismName
 
@@ -169,10 +169,9 @@ TableGateOnOpt = Annotated[
     typer.Option("--gate-on", help=_GATE_HELP.format(default="publishable", released="")),
 ]
 ThresholdBoundOpt = Annotated[
-    str,
+    ThresholdBound,
     typer.Option(
         "--threshold-bound",
-        metavar="[theorem6|exact]",
         help="The threshold step's data-dependent RDP: theorem6 (the 2018 paper, the default) "
         "or exact (the divergence of its two outcomes, maximised over the neighbours; the "
         "release's sensitivity table follows).",

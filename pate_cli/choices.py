@@ -57,3 +57,17 @@ class TableGateOn(str, Enum):
     DATA_INDEPENDENT = "data-independent"
     WORST_CASE = "worst-case"
     EXACT_DATA_INDEPENDENT = "exact-data-independent"
+
+
+class ThresholdBound(str, Enum):
+    """How the threshold step's data-dependent RDP is bounded (``--threshold-bound``)."""
+
+    THEOREM6 = "theorem6"
+    EXACT = "exact"
+
+
+class Accountant(str, Enum):
+    """What ``pate plan`` composes with (``--accountant``)."""
+
+    EXACT = "exact"
+    RDP = "rdp"

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from pate_cli import checks
 from pate_cli.accounting import (
     DEFAULT_CHUNK_SIZE,
     Conversion,
@@ -53,7 +54,7 @@ from pate_cli.accounting import (
     query_terms,
 )
 from pate_cli.budget import Gate, apply_gate, figures
-from pate_cli.choices import GateOn, SortColumn
+from pate_cli.choices import GateOn, SortColumn, ThresholdBound
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import (
     ConfidentGNMax,
@@ -152,7 +153,7 @@ def mechanism_grid(
     sigma1s: Sequence[float] = (),
     gammas: Sequence[float] = (),
     has_baseline: bool = False,
-    threshold_bound: str = "theorem6",
+    threshold_bound: str | ThresholdBound = ThresholdBound.THEOREM6,
 ) -> list[Mechanism]:
     """Every setting to compare, in a fixed order: by mechanism, then the lists' product.
 
@@ -167,17 +168,19 @@ def mechanism_grid(
         "--baseline": has_baseline,
     }
     rows: list[Mechanism] = []
-    for chosen in _chosen_mechanisms(name, given):
+    bound = checks.choice(ThresholdBound, threshold_bound, "--threshold-bound").value
+    chosen_names = _chosen_mechanisms(name, given)
+    if bound != ThresholdBound.THEOREM6 and not any(
+        n in (MechanismName.CONFIDENT_GNMAX, MechanismName.INTERACTIVE_GNMAX) for n in chosen_names
+    ):
+        raise UsageError(f"--threshold-bound {bound}: no setting has a threshold step")
+    for chosen in chosen_names:
         if chosen is MechanismName.GNMAX:
             rows.extend(GNMax(s) for s in sigmas)
         elif chosen is MechanismName.CONFIDENT_GNMAX:
-            rows.extend(
-                ConfidentGNMax(*p, threshold_bound) for p in product(thresholds, sigma1s, sigmas)
-            )
+            rows.extend(ConfidentGNMax(*p, bound) for p in product(thresholds, sigma1s, sigmas))
         elif chosen is MechanismName.INTERACTIVE_GNMAX:
-            rows.extend(
-                InteractiveGNMax(*p, threshold_bound) for p in product(thresholds, sigma1s, sigmas)
-            )
+            rows.extend(InteractiveGNMax(*p, bound) for p in product(thresholds, sigma1s, sigmas))
         elif chosen is MechanismName.LNMAX:
             rows.extend(LNMax(g) for g in gammas)
         else:

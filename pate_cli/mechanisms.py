@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, NoReturn
 
+from pate_cli import checks
+from pate_cli.choices import ThresholdBound
 from pate_cli.errors import UsageError
 
 
@@ -45,9 +47,6 @@ def _positive(owner: object, field: str, flag: str) -> None:
     value = _as_float(owner, field, flag)
     if not (math.isfinite(value) and value > 0):
         raise UsageError(f"{flag} {value}: expected a finite number greater than 0")
-
-
-THRESHOLD_BOUNDS = ("theorem6", "exact")
 
 
 @dataclass(frozen=True)
@@ -83,10 +82,8 @@ class ConfidentGNMax:
             raise UsageError(f"--threshold {self.threshold}: expected a finite number")
         _positive(self, "sigma1", "--sigma1")
         _positive(self, "sigma", "--sigma")
-        if self.threshold_bound not in THRESHOLD_BOUNDS:
-            raise UsageError(
-                f"--threshold-bound {self.threshold_bound!r}: expected theorem6 or exact"
-            )
+        bound = checks.choice(ThresholdBound, self.threshold_bound, "--threshold-bound")
+        object.__setattr__(self, "threshold_bound", bound.value)  # plain text in the JSON
 
     @property
     def name(self) -> MechanismName:
@@ -155,7 +152,7 @@ def mechanism_from_dict(block: dict[str, Any]) -> Mechanism:
         raise UsageError(f"mechanism {block!r}: parameters that do not fit it") from None
 
 
-_FLAGS_OF = {
+FLAGS_OF = {
     MechanismName.GNMAX: ("--sigma",),
     MechanismName.CONFIDENT_GNMAX: ("--threshold", "--sigma1", "--sigma"),
     MechanismName.INTERACTIVE_GNMAX: ("--threshold", "--sigma1", "--sigma", "--baseline"),
@@ -172,7 +169,7 @@ def infer_mechanism(
     gamma: float | None = None,
     has_baseline: bool = False,
     baseline_flag: str = "--baseline",
-    threshold_bound: str = "theorem6",
+    threshold_bound: str | ThresholdBound = ThresholdBound.THEOREM6,
 ) -> Mechanism:
     """Build the mechanism named by ``--mechanism``, or inferred from the flags given.
 
@@ -200,7 +197,7 @@ def infer_mechanism(
                 "no mechanism: give --sigma (gnmax), --threshold --sigma1 --sigma "
                 "(confident-gnmax), add --baseline (interactive-gnmax), or --gamma (lnmax)"
             )
-    needed = _FLAGS_OF[name]
+    needed = FLAGS_OF[name]
     extra = [flag for flag, on in given.items() if on and flag not in needed]
     missing = [flag for flag in needed if not given[flag]]
     shown = {"--baseline": baseline_flag}
@@ -211,6 +208,9 @@ def infer_mechanism(
         )
     if missing:
         raise UsageError(f"{name.value} needs {', '.join(shown.get(f, f) for f in missing)}")
+    bound = checks.choice(ThresholdBound, threshold_bound, "--threshold-bound")
+    if bound is not ThresholdBound.THEOREM6 and name in (MechanismName.GNMAX, MechanismName.LNMAX):
+        raise UsageError(f"--threshold-bound {bound.value}: {name.value} has no threshold step")
     if name is MechanismName.GNMAX:
         assert sigma is not None
         return GNMax(sigma)
@@ -219,7 +219,7 @@ def infer_mechanism(
         return LNMax(gamma)
     assert threshold is not None and sigma1 is not None and sigma is not None
     if name is MechanismName.CONFIDENT_GNMAX:
-        return ConfidentGNMax(threshold, sigma1, sigma, threshold_bound)
+        return ConfidentGNMax(threshold, sigma1, sigma, bound.value)
     if name is MechanismName.INTERACTIVE_GNMAX:
-        return InteractiveGNMax(threshold, sigma1, sigma, threshold_bound)
+        return InteractiveGNMax(threshold, sigma1, sigma, bound.value)
     assert_never(name)

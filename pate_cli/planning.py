@@ -13,6 +13,7 @@ on them is planned instead, and the report says the votes were looked at.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,19 +30,19 @@ from pate_cli.accounting import (
     epsilon_result,
     exact_bound,
 )
+from pate_cli.choices import Accountant
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import (
+    FLAGS_OF,
     ConfidentGNMax,
-    GNMax,
-    InteractiveGNMax,
-    LNMax,
     Mechanism,
     MechanismName,
+    infer_mechanism,
 )
 from pate_cli.orders import as_orders
+from pate_cli.votes import Votes, load_votes
 
 UNKNOWNS = ("sigma", "queries", "sigma1", "gamma")
-ACCOUNTANTS = ("exact", "rdp")
 _RELATIVE = 1e-7  # bisection width, relative to the value
 _MAX_QUERIES = 10**15
 
@@ -104,16 +105,19 @@ def _mechanism(
     sigma1: float | None,
     gamma: float | None,
 ) -> Mechanism:
-    if name is MechanismName.LNMAX:
-        return LNMax(1.0 if gamma is None else gamma)
-    if name is MechanismName.GNMAX:
-        return GNMax(1.0 if sigma is None else sigma)
-    kind = InteractiveGNMax if name is MechanismName.INTERACTIVE_GNMAX else ConfidentGNMax
-    if threshold is None:
-        raise UsageError(
-            f"--threshold: {name.value} needs it (it does not change the planned worst case)"
-        )
-    return kind(threshold, 1.0 if sigma1 is None else sigma1, 1.0 if sigma is None else sigma)
+    """The mechanism of the plan, as the command line builds it; the unknown (None) stands
+    at 1 until it is solved for (no planned cost depends on the threshold T)."""
+    return infer_mechanism(
+        name,
+        sigma=1.0 if sigma is None and name is not MechanismName.LNMAX else sigma,
+        threshold=threshold,
+        sigma1=1.0 if sigma1 is None and name in _THRESHOLDED else sigma1,
+        gamma=1.0 if gamma is None and name is MechanismName.LNMAX else gamma,
+        has_baseline=name is MechanismName.INTERACTIVE_GNMAX,
+    )
+
+
+_THRESHOLDED = (MechanismName.CONFIDENT_GNMAX, MechanismName.INTERACTIVE_GNMAX)
 
 
 def _which(
@@ -135,12 +139,8 @@ def _which(
 def _unknown(
     name: MechanismName, given: dict[str, float | int | None]
 ) -> tuple[str, tuple[str, ...]]:
-    wanted = {
-        MechanismName.GNMAX: ("sigma", "queries"),
-        MechanismName.LNMAX: ("gamma", "queries"),
-        MechanismName.CONFIDENT_GNMAX: ("sigma", "sigma1", "queries"),
-        MechanismName.INTERACTIVE_GNMAX: ("sigma", "sigma1", "queries"),
-    }[name]
+    # The mechanism's own parameters (FLAGS_OF, as analyze reads them) and the query count.
+    wanted = (*(f[2:] for f in FLAGS_OF[name] if f[2:] in UNKNOWNS), "queries")
     extra = [k for k in UNKNOWNS if k not in wanted and given[k] is not None]
     if extra:
         raise UsageError(f"--{extra[0]}: {name.value} has no such parameter")
@@ -164,10 +164,10 @@ def plan(
     threshold: float | None = None,
     sigma1: float | None = None,
     gamma: float | None = None,
-    accountant: str = "exact",
+    accountant: str | Accountant = Accountant.EXACT,
     conversion: str | Conversion = "classic",
     orders: str | NDArray[np.float64] | None = None,
-    votes: Any = None,
+    votes: Votes | str | os.PathLike[str] | None = None,
 ) -> PlanReport:
     """What ``pate plan`` computes: the value of the one parameter left out.
 
@@ -190,18 +190,15 @@ def plan(
     check_delta(delta)
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise UsageError(f"--epsilon {epsilon}: expected a finite number greater than 0")
-    if accountant not in ACCOUNTANTS:
-        raise UsageError(f"--accountant {accountant!r}: expected one of exact, rdp")
+    accountant = checks.choice(Accountant, accountant, "--accountant").value
     if queries is not None and queries < 1:
         raise UsageError(f"--queries {queries}: expected a whole number of at least 1")
     name = _which(mechanism, sigma, threshold, sigma1, gamma)
     pilot = None
     if votes is not None:
-        from pate_cli.api import _votes  # the API's reading of a votes argument
-
         if queries is not None:
             raise UsageError("--votes: the pilot votes fix the number of queries")
-        pilot = _votes(votes)
+        pilot = votes if isinstance(votes, Votes) else load_votes(votes)
         queries = pilot.num_queries
     given: dict[str, float | int | None] = {
         "sigma": sigma,

@@ -161,3 +161,31 @@ def test_the_exact_threshold_sensitivity_covers_every_histogram(
         for d in range(num_teachers):
             truth = change[far <= d].max()
             assert bounds[i, d] >= truth * (1 - 1e-9) - 1e-15, (h, d)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["analyze", MNIST, *TABLE2, "--threshold-bound", "x"], "--threshold-bound: 'x' is not"),
+        (
+            ["analyze", MNIST, "--sigma", 40, "--delta", 1e-5, "--threshold-bound", "exact"],
+            "--threshold-bound exact: gnmax has no threshold step",
+        ),
+        (
+            ["aggregate", MNIST, "--gamma", 0.1, "--delta", 1e-5, "--threshold-bound", "exact"],
+            "--threshold-bound exact: lnmax has no threshold step",
+        ),
+        (
+            ["compare", MNIST, "--sigma", "40,50", "--delta", 1e-5, "--threshold-bound", "exact"],
+            "--threshold-bound exact: no setting has a threshold step",
+        ),
+    ],
+)
+def test_a_threshold_bound_without_a_threshold_step_is_refused(tmp_path, args, words):
+    out = tmp_path / "labels.npy"
+    if args[0] == "aggregate":
+        args = [*args, "--output", out]
+    result = run_cli(args, expect=2)
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("pate: error: ") and words in line
+    assert not out.exists()

@@ -107,3 +107,27 @@ def test_plan_on_pilot_votes_says_they_were_looked_at():
     )
     assert report.data_dependent.epsilon <= 4
     assert math.isclose(report.data_dependent.epsilon, out["epsilon"], rel_tol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--epsilon", 0, "--queries", 640], "--epsilon 0.0: expected a finite number"),
+        (["--epsilon", "nan", "--queries", 640], "--epsilon nan: expected a finite number"),
+        (["--epsilon", 2, "--queries", 0], "--queries 0: expected a whole number of at least 1"),
+        (["--epsilon", 2, "--queries", 640, "--accountant", "x"], "--accountant: 'x' is not one"),
+        (["--epsilon", 2, "--queries", 640, "--delta", 2], "--delta"),
+        (["--epsilon", 2, "--queries", 640, "--sigma1", 150], "confident-gnmax needs --threshold"),
+        (["--epsilon", 2, "--votes", MNIST], "give --threshold"),
+        (
+            ["--epsilon", 2, "--threshold", 200, "--sigma1", 150, "--votes", MNIST, "--queries", 9],
+            "--votes: the pilot votes fix the number of queries",
+        ),
+        (["--epsilon", 2, "--votes", "missing.npy", "--threshold", 200], "missing.npy"),
+    ],
+)
+def test_plan_refuses_bad_values_in_one_line(args, words):
+    delta = [] if "--delta" in args else ["--delta", 1e-5]
+    result = run_cli(["plan", *delta, *args], expect=ExitCode.BAD_INPUT)
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("pate: error: ") and words in line and result.stdout == ""

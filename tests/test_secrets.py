@@ -234,3 +234,12 @@ def test_the_library_keeps_the_noise_secret_too(tmp_path):
     record = tmp_path / "r.json"
     run_cli(["analyze", MNIST, *TABLE2, "--seed-file", seed_file, "--record", record])
     assert pate.verify(record, seed_file=seed_file, rtol=0).ok
+
+
+def test_verify_with_a_missing_seed_file_is_exit_2(tmp_path):
+    record = tmp_path / "run.record.json"
+    run_cli(["analyze", MNIST, *TABLE2, "--seed-file", tmp_path / "run.seed", "--record", record])
+    missing = tmp_path / "gone.seed"
+    result = run_cli(["verify", record, "--seed-file", missing], expect=ExitCode.BAD_INPUT)
+    assert f"--seed-file {missing}: no such file" in result.stderr
+    assert not missing.exists()  # verify never creates a seed file

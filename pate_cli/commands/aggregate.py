@@ -42,7 +42,7 @@ from pate_cli._options import (
     selection_options,
     votes_call,
 )
-from pate_cli.choices import Conversion, GateOn, TableGateOn, VoteFormat
+from pate_cli.choices import Conversion, GateOn, TableGateOn, ThresholdBound, VoteFormat
 from pate_cli.mechanisms import infer_mechanism
 
 
@@ -96,7 +96,7 @@ def aggregate(
     orders_text: OrdersOpt = None,
     conversion: ConversionOpt = Conversion.CLASSIC,
     half_even: HalfEvenOpt = False,
-    threshold_bound: ThresholdBoundOpt = "theorem6",
+    threshold_bound: ThresholdBoundOpt = ThresholdBound.THEOREM6,
     fmt: FormatOpt = VoteFormat.AUTO,
     num_classes: NumClassesOpt = None,
     teachers: TeachersOpt = None,

@@ -45,7 +45,7 @@ from pate_cli._options import (
     selection_options,
     votes_call,
 )
-from pate_cli.choices import Conversion, GateOn, VoteFormat
+from pate_cli.choices import Conversion, GateOn, ThresholdBound, VoteFormat
 from pate_cli.mechanisms import infer_mechanism
 
 
@@ -63,7 +63,7 @@ def analyze(
     data_independent: DataIndependentOpt = False,
     answered_path: AnsweredOpt = None,
     half_even: HalfEvenOpt = False,
-    threshold_bound: ThresholdBoundOpt = "theorem6",
+    threshold_bound: ThresholdBoundOpt = ThresholdBound.THEOREM6,
     fmt: FormatOpt = VoteFormat.AUTO,
     num_classes: NumClassesOpt = None,
     teachers: TeachersOpt = None,

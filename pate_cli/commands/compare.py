@@ -28,7 +28,7 @@ from pate_cli._options import (
     enforce,
     selection_options,
 )
-from pate_cli.choices import Conversion, SortColumn, TableGateOn, VoteFormat
+from pate_cli.choices import Conversion, SortColumn, TableGateOn, ThresholdBound, VoteFormat
 from pate_cli.mechanisms import MechanismName
 
 # ---------------------------------------------------------------------------
@@ -99,7 +99,7 @@ def compare(
     orders_text: OrdersOpt = None,
     conversion: ConversionOpt = Conversion.CLASSIC,
     half_even: HalfEvenOpt = False,
-    threshold_bound: ThresholdBoundOpt = "theorem6",
+    threshold_bound: ThresholdBoundOpt = ThresholdBound.THEOREM6,
     fmt: FormatOpt = VoteFormat.AUTO,
     num_classes: NumClassesOpt = None,
     teachers: TeachersOpt = None,

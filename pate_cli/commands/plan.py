@@ -19,7 +19,7 @@ from pate_cli._options import (
     ThresholdOpt,
     emit,
 )
-from pate_cli.choices import Conversion
+from pate_cli.choices import Accountant, Conversion
 
 
 def plan(
@@ -35,13 +35,13 @@ def plan(
     sigma1: Sigma1Opt = None,
     gamma: GammaOpt = None,
     accountant: Annotated[
-        str,
+        Accountant,
         typer.Option(
             "--accountant",
             help="exact (Gaussian DP of the run, or the optimal composition of LNMax's "
             "pure-DP steps) or rdp (Prop. 8 over the orders, with --conversion).",
         ),
-    ] = "exact",
+    ] = Accountant.EXACT,
     conversion: ConversionOpt = Conversion.CLASSIC,
     orders_text: OrdersOpt = None,
     votes_path: Annotated[

@@ -44,7 +44,7 @@ from pate_cli._options import (
     selection_options,
     votes_call,
 )
-from pate_cli.choices import Conversion, VoteFormat
+from pate_cli.choices import Conversion, ThresholdBound, VoteFormat
 from pate_cli.mechanisms import infer_mechanism
 
 
@@ -73,7 +73,7 @@ def smooth_sensitivity(
     conversion: ConversionOpt = Conversion.CLASSIC,
     answered_path: AnsweredOpt = None,
     half_even: HalfEvenOpt = False,
-    threshold_bound: ThresholdBoundOpt = "theorem6",
+    threshold_bound: ThresholdBoundOpt = ThresholdBound.THEOREM6,
     fmt: FormatOpt = VoteFormat.AUTO,
     num_classes: NumClassesOpt = None,
     teachers: TeachersOpt = None,
