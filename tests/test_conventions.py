@@ -89,4 +89,8 @@ def test_one_metavar_style_in_every_help():
         for option, metavar in re.findall(
             r"^  (--[a-z-]+)(?:, -[-a-z0-9]+)* (?!/)(\S+)", text, re.M
         ):
-            assert re.fullmatch(r"[A-Z][A-Z=]*|\[[a-z0-9|-]+\]", metavar), (command, option, metavar)
+            assert re.fullmatch(r"[A-Z][A-Z=]*|\[[a-z0-9|-]+\]", metavar), (
+                command,
+                option,
+                metavar,
+            )
