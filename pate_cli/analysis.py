@@ -105,6 +105,7 @@ def analysis_report(
         joint_result = epsilon_result(orders, joint, delta, conversion)
     seen = result.num_queries_seen
     answered_count = seen if answered is None else int(np.count_nonzero(answered))
+    exact = exact_bound(mechanism, seen, answered_count, delta)
     warnings = [*votes.warnings, *delta_warnings(delta, votes.num_queries)]
     if dependent.at_grid_edge:
         warnings.append(
@@ -124,9 +125,11 @@ def analysis_report(
         data_dependent=dependent,
         data_independent=epsilon_result(orders, result.data_independent, delta, conversion),
         worst_case=epsilon_result(orders, result.worst_case, delta, conversion),
-        exact=exact_bound(mechanism, seen, answered_count, delta),
+        exact=exact,
         guaranteed=joint_result,
-        exact_worst_case=exact_bound(mechanism, votes.num_queries, votes.num_queries, delta),
+        exact_worst_case=exact
+        if (seen, answered_count) == (votes.num_queries,) * 2
+        else exact_bound(mechanism, votes.num_queries, votes.num_queries, delta),
         warnings=tuple(warnings),
         account=result,
         terms=terms,

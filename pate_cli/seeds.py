@@ -29,7 +29,6 @@ import numpy as np
 from pate_cli import checks
 from pate_cli.errors import InputError, UsageError
 
-SEED_BITS = 128
 #: What a seed file holds: the seed as 32 hex digits and a newline.
 _SEED_TEXT = re.compile(rb"\A([0-9a-f]{32})\n?\Z")
 _MAX_SEED_FILE_BYTES = 64

@@ -120,3 +120,16 @@ def test_confident_gnmax_counts_every_query_or_the_mask(tmp_path):
     # Publishable stays the worst case: the mask's count depends on the votes.
     bases = {f["basis"]: f["epsilon"] for f in realised["publishable"]}
     assert bases["data-independent-exact"] == pytest.approx(bound["epsilon"], rel=1e-12)
+
+
+def test_the_lnmax_exact_figure_of_analyze_holds_its_delta():
+    """analyze's LNMax figure (100 queries, gamma 0.1: 0.2-DP each) against the 60-digit sum:
+    delta at the reported epsilon is within the target, a hair below it is not."""
+    report = run_cli(
+        ["analyze", MNIST, "--gamma", 0.1, "--queries", 100, "--delta", 1e-5, "--json"]
+    ).json
+    bound = report["data_independent_exact"]
+    assert bound["method"] == "pure-dp-optimal" and bound["eps0"] == 0.2
+    eps = bound["epsilon"]
+    assert float(_optimal_delta(eps, 0.2, 100)) <= 1e-5 * (1 + 1e-9)
+    assert float(_optimal_delta(eps * (1 - 1e-6), 0.2, 100)) > 1e-5
