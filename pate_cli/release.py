@@ -136,6 +136,17 @@ def _epsilon_at(kind: Conversion, order: float, rdp: float, delta: float) -> flo
     return float(max(value, 0.0))
 
 
+def _local_sensitivity_total(*args: Any, **kwargs: Any) -> FloatArray:
+    """``core.smooth_sensitivity.local_sensitivity_total``, where a setting past double
+    precision (with --skip-conditions) is the user's error, not a crash."""
+    try:
+        return ss_core.local_sensitivity_total(*args, **kwargs)
+    except ss_core.NumericalRangeError as exc:
+        raise ConditionError(
+            f"{exc}: the local sensitivity cannot be bounded there; choose another --sigma"
+        ) from exc
+
+
 def _beta_for_sigma_ss(ls: FloatArray, rdp: float, order: float, sigma_ss: float) -> float:
     """The reference's beta grid, minimising the release cost with sigma_ss fixed (its first
     beta when every cost is infinite, as with a vanishing sigma_ss: the release then reports
@@ -356,7 +367,7 @@ def gnss_release(
                 "the smooth sensitivity needs whole vote counts (its walks move one vote at a "
                 "time); these votes are fractional"
             )
-        ls += ss_core.local_sensitivity_total(
+        ls += _local_sensitivity_total(
             block,
             num_teachers,
             order,
@@ -391,11 +402,17 @@ def gnss_release(
             sigma_ss = (order * math.exp(2 * beta) / smooth) ** (1 / 3) if smooth > 0 else math.inf
     if chosen_on_data:
         warnings.append(NOT_PRIVATE_NOTE)
-    gnss_cost = ss_core.rdp_gnss(beta, sigma_ss, order)
-    noise_std = smooth * sigma_ss if smooth > 0 else 0.0
+    if math.isinf(smooth):
+        # An unbounded local sensitivity (a vanishing sigma1, say): no noise makes the
+        # release private, so its cost and its sample are infinite.
+        gnss_cost, noise_std = math.inf, math.inf
+    else:
+        gnss_cost = ss_core.rdp_gnss(beta, sigma_ss, order)
+        noise_std = smooth * sigma_ss if smooth > 0 else 0.0
     source = os_entropy() if noise is None else noise
     warnings.extend(source.notes)
-    sample = float(source.generator().normal(0.0, noise_std)) if noise_std > 0 else 0.0
+    drawn = 0 < noise_std < math.inf
+    sample = float(source.generator().normal(0.0, noise_std)) if drawn else noise_std
     return GnssRelease(
         conditions=conditions,
         released=True,

@@ -78,6 +78,8 @@ class NumericalRangeError(ArithmeticError):
 _TAIL_LOG_CUTOFF = 45.0
 # Work budgets that keep temporaries at a few tens of MB.
 _PAIR_CHUNK = 1 << 18
+# Cells of a (rows, distances) block of the threshold and Pr[answered] terms: their memory
+# stays bounded whatever the number of teachers M (see ``_blocks``).
 _ENTRY_CHUNK = 1 << 22
 _THRESHOLD_ROW_CHUNK = 256
 # Theorem 6 is evaluated on log q clipped to [_LOGQ_FLOOR, log q0]; it is 0 at the floor.
@@ -693,7 +695,8 @@ class _WalkEvaluator:
         self.left_tail = _TailTable(rest, None)
         self.third = rest[:, 1] if num_rest > 1 else None
         self.scale = math.sqrt(2 * params.sigma**2)  # sd of the difference of two noises
-        max_gap = int(self.prefix[:, -1].max() + self.leader.max()) + 2 if num_rows else 2
+        # Every gap a walk reaches is at most a row's total of votes (and one more).
+        max_gap = int((self.prefix[:, -1] + self.leader).max()) + 2 if num_rows else 2
         # log Pr[N(0, 2 sigma^2) >= g] for integer gaps g, exactly as Prop. 7 evaluates it.
         self.log_tail = log_ndtr(-np.arange(max_gap + 1, dtype=np.float64) / self.scale)
         # The same tails in linear space, shifted so that they stay normal doubles
@@ -707,11 +710,14 @@ class _WalkEvaluator:
         runner-up term alone."""
         if self._pure_table is None:
             logq = np.minimum(self.log_tail, self.params.log_cap)
-            right = np.zeros(logq.size, dtype=bool)
-            self._pure_table = (
-                self.params.ls(logq, right),
-                self.params.largest_cost(logq, right),
-            )
+            ls, cost = np.empty(logq.size), np.empty(logq.size)
+            # In chunks: the gaps run to M, and each evaluation takes a few dozen temporaries.
+            for start in range(0, logq.size, _PAIR_CHUNK):
+                part = logq[start : start + _PAIR_CHUNK]
+                right = np.zeros(part.size, dtype=bool)
+                ls[start : start + part.size] = self.params.ls(part, right)
+                cost[start : start + part.size] = self.params.largest_cost(part, right)
+            self._pure_table = (ls, cost)
         return self._pure_table
 
     def _reach(self, head_gap: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -838,12 +844,14 @@ class _Segments:
     def chunks(self) -> Iterator[tuple[NDArray[np.intp], NDArray[np.int64], NDArray[np.bool_]]]:
         """(row, distance, left) per pair, in chunks of about ``_PAIR_CHUNK`` pairs."""
         keep = self.length > 0
-        row, start, length, left = (
-            self.row[keep],
-            self.start[keep],
-            self.length[keep],
-            self.left[keep],
-        )
+        # A long run (a walk of millions of steps) is cut into pieces of at most a chunk,
+        # so that no chunk outgrows ``_PAIR_CHUNK`` pairs, whatever M.
+        pieces = -(-self.length[keep] // _PAIR_CHUNK)
+        segment = np.repeat(np.flatnonzero(keep), pieces)
+        piece = np.arange(segment.size) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        start = self.start[segment] + piece * _PAIR_CHUNK
+        length = np.minimum(self.length[segment] - piece * _PAIR_CHUNK, _PAIR_CHUNK)
+        row, left = self.row[segment], self.left[segment]
         ends = np.cumsum(length)
         first = 0
         while first < row.size:
@@ -1038,19 +1046,20 @@ def _gnmax_total(
     unique, inverse = _canonical_rows(votes[live])
     num_rows = unique.shape[0]
     tops = np.zeros(inverse.size, dtype=np.int64) if answer.tops is None else answer.tops[live]
-    key, pair_of_query = np.unique(inverse * (num_teachers + 1) + tops, return_inverse=True)
-    pair_row, pair_top = np.divmod(key, num_teachers + 1)
+    pr = answer.pr_answered
+    highest = num_teachers if pr is None else pr.size - 1  # the largest top h
+    key, pair_of_query = np.unique(inverse * (highest + 1) + tops, return_inverse=True)
+    pair_row, pair_top = np.divmod(key, highest + 1)
     pair_weight = np.asarray(
         np.bincount(pair_of_query.reshape(-1), weights=answer.weights[live]), dtype=np.float64
     )
     pair_start = np.searchsorted(pair_row, np.arange(num_rows))
     pair_count = np.diff(np.append(pair_start, pair_row.size))
-    pr = answer.pr_answered
 
     def weight_at(pair: NDArray[np.intp], step: NDArray[np.int64]) -> NDArray[np.float64]:
         if pr is None:
             return pair_weight[pair]
-        return pair_weight[pair] * pr[np.minimum(pair_top[pair] + step + 1, num_teachers)]
+        return pair_weight[pair] * pr[np.minimum(pair_top[pair] + step + 1, highest)]
 
     plan = _plan_walks(unique, num_teachers, params)
     total = np.zeros(num_teachers)
@@ -1076,22 +1085,36 @@ def _gnmax_total(
             np.bincount(pair_done, weights=pair_weight, minlength=num_teachers + 1)
         )
         return total + params.plateau * finished[:num_teachers]
-    distance = np.arange(num_teachers)
     distinct, top_index = np.unique(pair_top, return_inverse=True)
-    for start in range(0, distinct.size, _THRESHOLD_ROW_CHUNK):
-        block = slice(start, start + _THRESHOLD_ROW_CHUNK)
+    finished: NDArray[np.float64] = np.zeros((0, num_teachers))
+    for block, span in _blocks(distinct.size, num_teachers):
         rows = distinct[block]
-        mine = (top_index >= start) & (top_index < start + rows.size)
-        cells = (top_index[mine] - start) * (num_teachers + 1) + pair_done[mine]
-        done = np.bincount(
-            cells, weights=pair_weight[mine], minlength=rows.size * (num_teachers + 1)
-        )
-        finished = np.cumsum(done.reshape(rows.size, num_teachers + 1), axis=1)[:, :num_teachers]
-        weight = params.plateau * pr[np.minimum(rows[:, None] + distance + 1, num_teachers)]
+        if span.start == 0:
+            mine = (top_index >= block.start) & (top_index < block.start + rows.size)
+            cells = (top_index[mine] - block.start) * (num_teachers + 1) + pair_done[mine]
+            done = np.bincount(
+                cells, weights=pair_weight[mine], minlength=rows.size * (num_teachers + 1)
+            )
+            finished = np.cumsum(done.reshape(rows.size, num_teachers + 1), axis=1)
+        distance = np.arange(span.start, span.stop)
+        weight = params.plateau * pr[np.minimum(rows[:, None] + distance + 1, highest)]
         if answer.change is not None:
             weight += answer.independent * answer.change.at(rows[:, None], distance)
-        total += np.sum(finished * weight, axis=0)
+        total[span] += np.sum(finished[:, span] * weight, axis=0)
     return total
+
+
+def _blocks(num_rows: int, num_teachers: int) -> Iterator[tuple[slice, slice]]:
+    """(rows, distances) blocks of about ``_ENTRY_CHUNK`` cells at most, the distances of
+    a block of rows in increasing order (a running quantity can be carried across them)."""
+    width = min(num_teachers, _ENTRY_CHUNK)
+    height = max(1, min(_THRESHOLD_ROW_CHUNK, _ENTRY_CHUNK // width))
+    for first in range(0, num_rows, height):
+        for start in range(0, num_teachers, width):
+            yield (
+                slice(first, min(first + height, num_rows)),
+                slice(start, min(start + width, num_teachers)),
+            )
 
 
 def _pr_answered_table(
@@ -1101,13 +1124,19 @@ def _pr_answered_table(
 
     Each change is a difference of the nearer tails, rounded up by four ulps of the larger.
     """
-    margins = threshold_margins(
-        np.arange(num_teachers + 1, dtype=np.float64)[:, None], threshold, sigma1
-    )
-    pr = special.ndtr(margins)
-    upper = special.ndtr(-margins)  # Pr[not answered], from its own tail
-    change = np.where(margins[:-1] >= 0, upper[:-1] - upper[1:], pr[1:] - pr[:-1])
-    change = np.abs(change) + 4 * np.finfo(np.float64).eps * np.maximum(pr[1:], upper[:-1])
+    pr, upper = np.empty(num_teachers + 1), np.empty(num_teachers + 1)
+    change = np.empty(num_teachers)
+    # By blocks of tops (elementwise, so the same numbers): M can be millions.
+    for start in range(0, num_teachers + 1, _PAIR_CHUNK):
+        stop = min(start + _PAIR_CHUNK + 1, num_teachers + 1)  # one past: the next change
+        margins = threshold_margins(
+            np.arange(start, stop, dtype=np.float64)[:, None], threshold, sigma1
+        )
+        pr[start:stop] = p = special.ndtr(margins)
+        upper[start:stop] = u = special.ndtr(-margins)  # Pr[not answered], from its own tail
+        near = np.where(margins[:-1] >= 0, u[:-1] - u[1:], p[1:] - p[:-1])
+        near = np.abs(near) + 4 * np.finfo(np.float64).eps * np.maximum(p[1:], u[:-1])
+        change[start : stop - 1] = near
     return pr, change
 
 
@@ -1120,38 +1149,38 @@ class _ChangeWindow:
     maximum at its left end, and one that holds the peak the peak.
     """
 
-    near: NDArray[np.float64]  # max(|dP(h)|, |dP(h-1)|) for h = 0 .. M
-    prefix: NDArray[np.float64]
-    suffix: NDArray[np.float64]
+    prefix: NDArray[np.float64]  # running maximum of max(|dP(h)|, |dP(h-1)|), h = 0 .. M
+    suffix: NDArray[np.float64]  # the same from the right
     peak: int
+    largest: float  # the change at the peak
 
     @classmethod
     def build(cls, change: NDArray[np.float64]) -> _ChangeWindow:
         near = np.zeros(change.size + 1)
         near[:-1] = change
         near[1:] = np.maximum(near[1:], change)
+        peak = int(np.argmax(near))
         prefix = np.maximum.accumulate(near)
-        suffix = np.maximum.accumulate(near[::-1])[::-1]
-        return cls(near, prefix, suffix, int(np.argmax(near)))
+        suffix = np.maximum.accumulate(near[::-1], out=near[::-1])[::-1]
+        return cls(prefix, suffix, peak, float(prefix[peak]))
 
     def at(self, top: NDArray[np.int64], distance: NDArray[np.int64]) -> NDArray[np.float64]:
         """The window maximum, elementwise over broadcast (top, distance)."""
         low = np.maximum(top - distance, 0)
-        high = np.minimum(top + distance, self.near.size - 1)
+        high = np.minimum(top + distance, self.prefix.size - 1)
         return np.where(
             high < self.peak,
             self.prefix[high],
-            np.where(low > self.peak, self.suffix[low], self.near[self.peak]),
+            np.where(low > self.peak, self.suffix[low], self.largest),
         )
 
     def total(self, tops: NDArray[np.int64], num_teachers: int) -> NDArray[np.float64]:
         """sum over queries of the window maximum per distance. Shapes: (Q,) -> (M,)."""
         distinct, multiplicity = np.unique(tops, return_counts=True)
-        distance = np.arange(num_teachers)
         total = np.zeros(num_teachers)
-        for start in range(0, distinct.size, _THRESHOLD_ROW_CHUNK):
-            rows = distinct[start : start + _THRESHOLD_ROW_CHUNK, None]
-            total += multiplicity[start : start + rows.shape[0]] @ self.at(rows, distance)
+        for block, span in _blocks(distinct.size, num_teachers):
+            distance = np.arange(span.start, span.stop)
+            total[span] += multiplicity[block] @ self.at(distinct[block, None], distance)
         return total
 
 
@@ -1177,13 +1206,18 @@ def _threshold_ls_table(
     through h = max(votes), and a neighbour moves h by 1. ``rounded_up`` rounds each
     difference up (the reference subtracts plainly).
     """
-    top = np.arange(num_teachers + 1, dtype=np.float64)[:, None]
-    if exact:
-        margins = (top[:, 0] - threshold) / sigma1
-        shift = 2.0 if half_even else 1.0
-        rdp = rdp_threshold_joint(margins, sigma1, np.array([order]), shift=shift)[:, 0]
-    else:
-        rdp = rdp_threshold(logq_threshold(top, threshold, sigma1), sigma1, np.array([order]))[:, 0]
+    rdp = np.empty(num_teachers + 1)
+    orders = np.array([order])
+    # By blocks of tops (elementwise, so the same numbers): M can be millions.
+    for start in range(0, num_teachers + 1, _PAIR_CHUNK):
+        top = np.arange(start, min(start + _PAIR_CHUNK, num_teachers + 1), dtype=np.float64)
+        if exact:
+            margins = (top - threshold) / sigma1
+            shift = 2.0 if half_even else 1.0
+            part = rdp_threshold_joint(margins, sigma1, orders, shift=shift)
+        else:
+            part = rdp_threshold(logq_threshold(top[:, None], threshold, sigma1), sigma1, orders)
+        rdp[start : start + top.size] = part[:, 0]
     if rounded_up:
         step = _excess(np.maximum(rdp[1:], rdp[:-1]), np.minimum(rdp[1:], rdp[:-1]))
     else:
@@ -1196,11 +1230,18 @@ def _threshold_ls_table(
 
 
 def _threshold_ls_rows(
-    tops: NDArray[np.int64], table: NDArray[np.float64], strict: bool
+    tops: NDArray[np.int64],
+    table: NDArray[np.float64],
+    strict: bool,
+    distance: NDArray[np.int64] | None = None,
+    carry: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
-    """ThresholdLocalSensitivity for each h in ``tops``. Shapes: (N,), (M+1,) -> (N, M)."""
+    """ThresholdLocalSensitivity for each h in ``tops`` at ``distance`` (default: every
+    distance). ``carry``: with strict, the running maximum over the smaller distances,
+    per row. Shapes: (N,), (M+1,), (D,), (N,) -> (N, D)."""
     num_teachers = table.size - 1
-    distance = np.arange(num_teachers)
+    if distance is None:
+        distance = np.arange(num_teachers)
     up = tops[:, None] + distance
     down = tops[:, None] - distance
     ls_up = np.where(up <= num_teachers, table[np.minimum(up, num_teachers)], -np.inf)
@@ -1208,19 +1249,21 @@ def _threshold_ls_rows(
     ls = np.maximum(ls_up, ls_down)
     if strict:
         # Theorem 24 needs the max over distances <= d: a running maximum.
-        return np.maximum.accumulate(ls, axis=1)
+        running = np.maximum.accumulate(ls, axis=1)
+        return running if carry is None else np.maximum(running, carry[:, None])
     # Reference: only d < max(h, M-h) is filled, the rest stays 0.
     return np.where(distance < np.maximum(tops, num_teachers - tops)[:, None], ls, 0.0)
 
 
 def _threshold_tops(
-    step1_votes: NDArray[np.float64], num_teachers: int, half_even: bool
+    step1_votes: NDArray[np.float64], num_teachers: int, half_even: bool, lowest: int = 0
 ) -> NDArray[np.int64]:
     # Rounded as log_pr_answered_threshold rounds it (round_votes: half up by default).
     tops = round_votes(step1_votes.max(axis=1), half_even=half_even)
-    if np.any(tops < 0) or np.any(tops > num_teachers):
+    if np.any(tops < lowest) or np.any(tops > num_teachers):
         raise ValueError(
-            f"round(max(votes)) must lie in [0, num_teachers={num_teachers}] for the threshold step"
+            f"round(max(votes)) must lie in [{lowest}, num_teachers={num_teachers}] for the "
+            "threshold step"
         )
     return tops.astype(np.int64)
 
@@ -1291,12 +1334,16 @@ def _threshold_total(
     tops: NDArray[np.int64], table: NDArray[np.float64], strict: bool
 ) -> NDArray[np.float64]:
     unique, multiplicity = np.unique(tops, return_counts=True)
-    total = np.zeros(table.size - 1)
-    for start in range(0, unique.size, _THRESHOLD_ROW_CHUNK):
-        block = slice(start, start + _THRESHOLD_ROW_CHUNK)
-        total += multiplicity[block].astype(np.float64) @ _threshold_ls_rows(
-            unique[block], table, strict
-        )
+    num_teachers = table.size - 1
+    total = np.zeros(num_teachers)
+    carry = np.zeros(0)
+    for block, span in _blocks(unique.size, num_teachers):
+        if span.start == 0:
+            carry = np.full(block.stop - block.start, -np.inf)
+        distance = np.arange(span.start, span.stop)
+        ls = _threshold_ls_rows(unique[block], table, strict, distance, carry)
+        carry = ls[:, -1]
+        total[span] += multiplicity[block].astype(np.float64) @ ls
     return total
 
 
@@ -1386,18 +1433,26 @@ def local_sensitivity_total(
         step1 = counts if step1_votes is None else _as_counts(step1_votes, "step1_votes")
         if step1.shape != counts.shape:
             raise ValueError(f"step1_votes has shape {step1.shape}, votes {counts.shape}")
-        tops = _threshold_tops(step1, num_teachers, half_even)
+        # With a baseline, abstaining teachers make votes - baseline sum below 0, and the
+        # statistic h of the votes or of a neighbour can be negative, down to -M: the tables
+        # then run over h = -M .. M, shifted by M (they depend on h - T alone).
+        offset = 0
+        if step1_votes is not None and np.any(step1.sum(axis=1) < -0.5):
+            offset = num_teachers
+        levels = num_teachers + offset  # the largest shifted h
+        tops = _threshold_tops(step1, num_teachers, half_even, lowest=-offset) + offset
+        shifted = float(threshold) + offset
         if not data_independent_step1:
             table = _threshold_ls_table(
-                num_teachers,
-                float(threshold),
+                levels,
+                shifted,
                 sigma1,
                 order,
                 rounded_up=not reference,
                 exact=threshold_exact,
                 half_even=half_even,
             )
-            total += _threshold_total(tops, table, strict=not reference)
+            total += _threshold_total(tops, table, strict=not reference)[:num_teachers]
         if step2_weights is not None:
             answer = _AnswerWeights(_fixed_weights(step2_weights, num_queries))
         elif reference:
@@ -1406,13 +1461,14 @@ def local_sensitivity_total(
             )
             answer = _AnswerWeights(pr)
         else:
-            pr, change = _pr_answered_table(num_teachers, float(threshold), sigma1)
+            pr, change = _pr_answered_table(levels, shifted, sigma1)
             window = _ChangeWindow.build(change)
+            del change  # M entries, no longer needed: the window holds its running maxima
             # The answer step's cost is at most Prop. 8's, whether or not it is data-dependent.
             independent = float(rdp_gnmax_data_independent(sigma, np.array([order]))[0])
             answer = _AnswerWeights(np.ones(num_queries), tops, pr, window, independent)
             if data_independent_step2 or num_classes == 1:
-                total += independent * window.total(tops, num_teachers)
+                total += independent * window.total(tops, levels)[:num_teachers]
 
     if not data_independent_step2 and num_classes > 1 and num_queries > 0:
         params = _GnmaxSensitivity.build(
@@ -1502,17 +1558,20 @@ def optimal_gnss_parameters(
     if ls.ndim != 1 or ls.size == 0 or np.any(np.isnan(ls)) or np.any(ls < 0):
         raise ValueError("ls_total must be a non-empty 1-D array of non-negative numbers")
     betas = np.arange(0.3 / order, 0.495 / order, 0.01 / order)
-    discount = np.exp(-np.outer(betas, np.arange(ls.size)))
-    ss = np.max(discount * ls, axis=1)
+    distance = np.arange(ls.size)
+    # One beta at a time: M can be millions, and a (betas, M) table would be gigabytes.
+    ss = np.array([np.max(np.exp(-(beta * distance)) * ls) for beta in betas])
     growth = order * np.exp(2 * betas)
-    with np.errstate(divide="ignore"):  # SS = 0: sigma_ss = inf, no noise needed
+    # SS = 0: sigma_ss = inf, no noise needed. SS = inf (an unbounded local sensitivity):
+    # sigma_ss = 0 and an infinite cost, which no beta improves.
+    with np.errstate(divide="ignore", invalid="ignore"):
         sigma_ss = (growth / ss) ** (1 / 3)
-    # Theorem 23 per beta; 1/(2 beta) >= order/0.99 > order on this grid.
-    rdp_release = growth / sigma_ss**2 + (betas * order - 0.5 * np.log1p(-2 * order * betas)) / (
-        order - 1
-    )
-    noise = ss * np.where(ss > 0, sigma_ss, 0.0)  # 0 * inf treated as 0
-    cost = rdp_at_order + rdp_release + 2 * noise
+        # Theorem 23 per beta; 1/(2 beta) >= order/0.99 > order on this grid.
+        rdp_release = growth / sigma_ss**2 + (
+            betas * order - 0.5 * np.log1p(-2 * order * betas)
+        ) / (order - 1)
+        noise = ss * np.where(ss > 0, sigma_ss, 0.0)  # 0 * inf treated as 0
+    cost = np.where(np.isinf(ss), np.inf, rdp_at_order + rdp_release + 2 * noise)
     best = int(np.argmin(cost))
     return float(betas[best]), float(ss[best]), float(sigma_ss[best])
 
