@@ -1080,13 +1080,14 @@ def _gnmax_total(
     done_from = np.zeros(num_rows, dtype=np.int64)
     done_from[plan.walking] = plan.last_step + 1
     pair_done = done_from[pair_row]
+    finished: NDArray[np.float64]
     if pr is None:
         finished = np.cumsum(
             np.bincount(pair_done, weights=pair_weight, minlength=num_teachers + 1)
         )
         return total + params.plateau * finished[:num_teachers]
     distinct, top_index = np.unique(pair_top, return_inverse=True)
-    finished: NDArray[np.float64] = np.zeros((0, num_teachers))
+    finished = np.zeros((0, num_teachers))
     for block, span in _blocks(distinct.size, num_teachers):
         rows = distinct[block]
         if span.start == 0:
