@@ -12,11 +12,13 @@ import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.accounting import (
+    DEFAULT_CHUNK_SIZE,
     Conversion,
     EpsilonResult,
     account_terms,
@@ -57,6 +59,38 @@ def run_inputs(
         None if baseline is None else load_baseline(os.fspath(baseline), votes),
         None if answered is None else load_answered_mask(os.fspath(answered), votes.num_queries),
     )
+
+
+def check_half_even(counts: Any, baseline: FloatArray | None, half_even: bool) -> None:
+    """Refuse ``half_even`` where it changes what is released, which no figure accounts.
+
+    Rounding half to even moves the threshold statistic round(max(votes - baseline)) by 2
+    between neighbours where it reaches an exact half (x.5 -> x or x + 1), while every
+    figure (Prop. 8, Theorem 6, the exact and worst-case bounds, the release's tables)
+    assumes 1. A neighbour changes votes by whole numbers, so such a half exists for the
+    votes or a neighbour exactly when a value of votes - baseline is one; elsewhere half to
+    even rounds as half up does, and the option changes nothing.
+
+    Raises:
+        UsageError: ``half_even`` with a value of votes - baseline at an exact half.
+
+    Shapes: counts (Q, C) (anything that slices by rows), baseline (Q, C).
+    """
+    if not half_even:
+        return
+    for start in range(0, len(counts), DEFAULT_CHUNK_SIZE):
+        step1 = np.asarray(counts[start : start + DEFAULT_CHUNK_SIZE], dtype=np.float64)
+        if baseline is not None:
+            step1 = step1 - baseline[start : start + DEFAULT_CHUNK_SIZE]
+        halves = step1 - np.floor(step1) == 0.5
+        if halves.any():
+            query, column = (int(i) for i in np.argwhere(halves)[0])
+            raise UsageError(
+                f"--round-half-even: votes - baseline is {step1[query, column]:g} for query "
+                f"{start + query}, class {column}: at an exact half, rounding half to even "
+                "moves the threshold statistic by 2 between neighbours, which no published "
+                "figure accounts; drop --round-half-even (half up keeps it at 1)"
+            )
 
 
 def analysis_report(

@@ -28,6 +28,7 @@ from pate_cli.aggregation import AggregateResult, aggregate_votes
 from pate_cli.analysis import (
     Progress,
     analysis_report,
+    check_half_even,
     release_of,
     run_inputs,
     with_release,
@@ -45,7 +46,7 @@ from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_wa
 from pate_cli.errors import UsageError
 from pate_cli.inspection import InspectReport, inspect_votes
 from pate_cli.ledger import build_ledger
-from pate_cli.mechanisms import LNMax, Mechanism, mechanism_from_dict
+from pate_cli.mechanisms import ConfidentGNMax, LNMax, Mechanism, mechanism_from_dict
 from pate_cli.orders import as_orders
 from pate_cli.outputs import save_npy_atomic
 from pate_cli.record import (
@@ -132,6 +133,8 @@ def _analysis(
     grid = as_orders(orders)
     kind = as_conversion(conversion)
     baseline_array, answered_mask = run_inputs(votes, baseline, answered)
+    threshold_step = isinstance(mechanism, ConfidentGNMax)
+    check_half_even(votes.counts, baseline_array, half_even and threshold_step)
     report = analysis_report(
         votes,
         mechanism,
@@ -278,14 +281,14 @@ def smooth_sensitivity(
     reference_local_sensitivity: bool = False,
     half_even: bool = False,
     max_epsilon: float | None = None,
-    gate_on: str | GateOn = GateOn.RELEASED,
+    gate_on: str | GateOn = GateOn.PUBLISHABLE,
     progress: Progress | None = None,
 ) -> SmoothSensitivityReport:
     """What ``pate smooth-sensitivity`` computes: the GNSS release of the data-dependent epsilon.
 
     Arguments as ``analyze``; ``order`` fixes the release's order (default: the best
     data-dependent one), ``skip_conditions`` computes it where C5/C6 fail; the gate checks
-    the expected released epsilon by default.
+    the smallest publishable figure by default, as ``analyze``'s.
 
     Raises:
         UsageError: LNMax, or a release parameter outside its domain.
@@ -369,6 +372,8 @@ def compare(
     kind = as_conversion(conversion)
     column = checks.choice(SortColumn, sort, "sort")
     baseline_array, _ = run_inputs(votes, baseline, None)
+    thresholds = any(isinstance(m, ConfidentGNMax) for m in mechanisms)
+    check_half_even(votes.counts, baseline_array, half_even and thresholds)
     rows = sort_rows(
         compare_rows(
             votes.counts,

@@ -197,9 +197,9 @@ def gates_a_private_figure(on: GateOn, mechanism: dict[str, Any]) -> bool:
 
 
 def gate_warnings(on: GateOn, mechanism: dict[str, Any], limit: float | None) -> tuple[str, ...]:
-    """A gate on a figure that depends on the votes says so (``released``, the default of
-    ``smooth-sensitivity``, is the GNSS release's own figure and says nothing)."""
-    if limit is None or on is GateOn.RELEASED or not gates_a_private_figure(on, mechanism):
+    """A gate on a figure that depends on the votes says so (``released`` too: the expected
+    release is computed from the votes' smooth sensitivity)."""
+    if limit is None or not gates_a_private_figure(on, mechanism):
         return ()
     return (
         f"--gate-on {on.value}: the gate checks a figure that depends on the votes and may not "

@@ -6,8 +6,10 @@ The cost planned is the publishable one: every query answered, data-independent 
 with gamma, so the unknown is found by bracketing and bisection on that monotone curve,
 always from the feasible side: the epsilon reported at the returned value never exceeds
 the target, and a continuous value is within 1e-7 relative of the boundary (a count is the
-largest within the target). With pilot votes (``votes``), Confident-GNMax's expected cost
-on them is planned instead, and the report says the votes were looked at.
+largest within the target). With pilot votes (``votes``), Confident-GNMax's guaranteed cost
+on them is planned instead (the joint bound, not the paper's expected cost, which averages
+over the threshold noise and can lie below the run's true epsilon), and the report says the
+votes were looked at.
 """
 
 from __future__ import annotations
@@ -181,7 +183,7 @@ def plan(
             (Prop. 8 over the orders, converted with ``conversion``).
         conversion: RDP to (epsilon, delta), for the rdp accountant.
         orders: Renyi orders for the rdp accountant (default the 298 of 2018).
-        votes: pilot votes (``Votes`` or a path): plan Confident-GNMax's expected
+        votes: pilot votes (``Votes`` or a path): plan Confident-GNMax's guaranteed
             data-dependent cost on them instead (rdp accountant); they are looked at.
 
     Raises:
@@ -212,7 +214,7 @@ def plan(
     grid = as_orders(orders)
     if pilot is not None:
         if not isinstance(base, ConfidentGNMax):
-            raise UsageError("--votes plans Confident-GNMax's expected cost: give --threshold")
+            raise UsageError("--votes plans Confident-GNMax's guaranteed cost: give --threshold")
         accountant = "rdp"
     notes: tuple[str, ...] = ()
     if pilot is not None:
@@ -228,7 +230,9 @@ def plan(
         if pilot is not None:
             from pate_cli.analysis import analysis_report
 
-            return analysis_report(pilot, chosen, grid, delta, kind).data_dependent.epsilon
+            joint = analysis_report(pilot, chosen, grid, delta, kind).guaranteed
+            assert joint is not None  # computed for every Confident-GNMax analysis
+            return joint.epsilon
         if accountant == "exact":
             return exact_bound(chosen, count, count, delta).epsilon
         rdp = data_independent_rdp(chosen, grid, count, count)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 import pate_cli as pate
@@ -131,3 +132,20 @@ def test_plan_refuses_bad_values_in_one_line(args, words):
     result = run_cli(["plan", *delta, *args], expect=ExitCode.BAD_INPUT)
     (line,) = result.stderr.splitlines()
     assert line.startswith("pate: error: ") and words in line and result.stdout == ""
+
+
+def test_votes_plans_on_the_guaranteed_figure_not_the_average(write_npy):
+    # 100 rows of (3, 1): the paper's expected cost is 2.52 where the exact epsilon of the
+    # run is 6.60; the guaranteed figure (14.28) is a bound, and plan meets the target on it.
+    votes = write_npy(np.tile([[3.0, 1.0]], (100, 1)))
+    delta, threshold, sigma1 = 1.7912e-8, 34.8171, 9.50428
+    before = pate.analyze(
+        votes, pate.ConfidentGNMax(threshold, sigma1, 0.97634), delta=delta, release=False
+    )
+    assert before.data_dependent.epsilon < 6.60 < before.guaranteed.epsilon
+    plan = pate.plan(delta=delta, epsilon=2.2, threshold=threshold, sigma1=sigma1, votes=votes)
+    after = pate.analyze(
+        votes, pate.ConfidentGNMax(threshold, sigma1, plan.value), delta=delta, release=False
+    )
+    assert after.guaranteed.epsilon == pytest.approx(plan.epsilon, rel=1e-12)
+    assert 2.2 * (1 - 1e-4) <= after.guaranteed.epsilon <= 2.2

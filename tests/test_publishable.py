@@ -128,10 +128,10 @@ def test_public_refuses_a_gate_on_a_private_figure_before_any_work(tmp_path):
     }
 
 
-def test_smooth_sensitivity_gates_on_the_expected_release_by_default():
-    report = run_cli(["smooth-sensitivity", MNIST, *TABLE2, "--max-epsilon", 3, "--json"]).json
-    assert report["gate"]["on"] == "released"
-    assert report["gate"]["epsilon"] == report["epsilon_expected_release"]
+def test_smooth_sensitivity_gates_on_the_publishable_figure_by_default():
+    report = run_cli(["smooth-sensitivity", MNIST, *TABLE2, "--max-epsilon", 5, "--json"]).json
+    assert report["gate"]["on"] == "publishable"
+    assert report["gate"]["epsilon"] == report["publishable"][0]["epsilon"]
     public = run_cli(
         ["smooth-sensitivity", MNIST, *TABLE2, "--max-epsilon", 5, "--public", "--json"]
     ).json

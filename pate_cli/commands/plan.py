@@ -48,7 +48,7 @@ def plan(
         str | None,
         typer.Option(
             "--votes",
-            help="Pilot (or public) votes: plan Confident-GNMax's expected cost on them; "
+            help="Pilot (or public) votes: plan Confident-GNMax's guaranteed cost on them; "
             "the report says they were looked at.",
         ),
     ] = None,
@@ -94,7 +94,7 @@ def plan(
         f"{report.epsilon:.6g} <= {report.target:g} at delta {report.delta:g} "
         f"({report.accountant} accountant, "
         + (
-            "expected data-dependent cost on the pilot votes)"
+            "guaranteed data-dependent cost on the pilot votes)"
             if report.votes
             else "every query answered)"
         ),
