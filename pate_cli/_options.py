@@ -158,8 +158,8 @@ ReleaseGateOnOpt = Annotated[
     typer.Option(
         "--gate-on",
         help=_GATE_HELP.format(
-            default="released, or publishable with --public",
-            released="; released: the expected GNSS-released epsilon",
+            default="publishable",
+            released="; released: the expected GNSS-released epsilon (depends on the votes)",
         ),
         show_default=False,
     ),
@@ -218,12 +218,22 @@ def emit(
     if QUIET.get():
         return
     if as_json:
-        typer.echo(dumps(payload))
-        return
-    Console(highlight=False).print(renderable)
+        typer.echo(dumps(payload))  # the warnings are in the payload too
+    else:
+        Console(highlight=False).print(renderable)
+    warn(warnings)
+
+
+def warn(warnings: tuple[str, ...] | list[str]) -> None:
+    """Each warning on stderr: yellow on a terminal, else one unwrapped line (for grep)."""
+    from rich.console import Console
+
     err = Console(stderr=True, highlight=False)
     for warning in warnings:
-        err.print(f"warning: {warning}", style="yellow")
+        if err.is_terminal:
+            err.print(f"warning: {warning}", style="yellow")
+        else:
+            error_line(f"warning: {warning}")
 
 
 def enforce(gate: Gate | None) -> None:

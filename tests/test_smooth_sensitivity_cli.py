@@ -106,7 +106,8 @@ def test_smooth_sensitivity_matches_reference(name, case):
         assert out["epsilon_worst_case"] == pytest.approx(worst, rel=1e-12)
         assert out["epsilon_worst_case"] > out["epsilon_data_independent"]
         gate = ["--max-epsilon", (out["epsilon_data_independent"] + worst) / 2]
-        run_cli([*_args(name, case), *gate], expect=ExitCode.BUDGET_EXCEEDED)  # gated on worst
+        gate += ["--gate-on", "worst-case"]
+        run_cli([*_args(name, case), *gate], expect=ExitCode.BUDGET_EXCEEDED)
         return
     assert out["conditions"] == {"c5": result["cond5"], "c6": result["cond6"]}
     _check_release(out, result)
@@ -205,16 +206,34 @@ def test_fixed_beta_and_sigma_ss_are_used_and_not_flagged():
 
 
 def test_gate_on_released_epsilon():
-    args = [
-        "smooth-sensitivity",
-        MNIST,
-        *TABLE2,
-        "--seed",
-        0,
-    ]
-    run_cli([*args, "--max-epsilon", 2.6])
+    args = ["smooth-sensitivity", MNIST, *TABLE2, "--seed", 0, "--gate-on", "released"]
+    passed = run_cli([*args, "--max-epsilon", 2.6])
+    # The expected release is computed from the votes: a gate on it says so.
+    assert "warning: --gate-on released: the gate checks a figure that depends" in passed.stderr
     result = run_cli([*args, "--max-epsilon", 2.5], expect=ExitCode.BUDGET_EXCEEDED)
     assert "released epsilon 2.5765" in result.stderr
+
+
+def test_default_gate_is_publishable_as_analyze():
+    # Table 2: the expected release is 2.577 and the publishable worst case 3.9, so a budget
+    # of 3 fails on what may be published, with no warning.
+    args = ["smooth-sensitivity", MNIST, *TABLE2, "--max-epsilon", 3, "--json"]
+    result = run_cli(args, expect=ExitCode.BUDGET_EXCEEDED)
+    gate = result.json["gate"]
+    assert gate["on"] == "publishable" and gate["passed"] is False
+    assert gate["epsilon"] == min(p["epsilon"] for p in result.json["publishable"])
+    assert "--gate-on" not in result.stderr
+
+
+def test_warnings_go_to_stderr_with_json_on_one_line_each():
+    # Off a terminal (the runner's stderr) each warning is one line, whatever its length,
+    # so that grep finds it in a CI log; with --json it is in the JSON as well.
+    result = run_cli(["smooth-sensitivity", MNIST, *TABLE2, "--json"])
+    warnings = result.json["warnings"]
+    assert any(len(w) > 100 for w in warnings)
+    lines = result.stderr.splitlines()
+    for warning in warnings:
+        assert f"warning: {warning}" in lines
 
 
 def test_lnmax_is_a_usage_error():

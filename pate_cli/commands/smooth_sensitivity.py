@@ -92,8 +92,9 @@ def smooth_sensitivity(
     distance, the beta-smooth sensitivity, the RDP cost of the Gaussian
     release (Theorem 23) and one sampled released epsilon, after checking
     conditions C5/C6 at the order used. Exits 2 when they fail, unless
-    --skip-conditions. --max-epsilon gates on the expected released epsilon
-    (with --public, on the publishable figure). The sample is publishable
+    --skip-conditions. --max-epsilon gates on the smallest publishable figure
+    (--gate-on released: the expected released epsilon, which depends on the
+    votes, with a warning). The sample is publishable
     when its order, beta and sigma_ss were fixed in advance (--order, --beta,
     --sigma-ss) and its noise is private.
 
@@ -129,7 +130,7 @@ def smooth_sensitivity(
         has_baseline=baseline_path is not None,
         threshold_bound=threshold_bound,
     )
-    on = gate_on or (GateOn.PUBLISHABLE if public else GateOn.RELEASED)
+    on = gate_on or GateOn.PUBLISHABLE
     if public:
         check_public_gate(on, chosen.to_json_dict(), max_epsilon)
     options: dict[str, Any] = {
