@@ -101,7 +101,14 @@ def dependent_name(mechanism: dict[str, Any], realized: bool) -> str:
     not a bound on the run (the guaranteed figure is)."""
     if mechanism["name"] in ("gnmax", "lnmax") or realized:
         return "data-dependent epsilon"
-    return "expected data-dependent epsilon (the paper's average over the threshold noise)"
+    return "expected data-dependent epsilon"
+
+
+def _averaged(report: AnalysisReport) -> str:
+    """What the expected figure is, where it is one: said once, in the closing line."""
+    if dependent_name(report.mechanism, report.realized) == "data-dependent epsilon":
+        return ""
+    return ", the paper's average over the threshold noise, not a bound on the run"
 
 
 def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableType:
@@ -182,7 +189,8 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
         style=f"bold {PRIVATE}",
     )
     closing.append(
-        f" at order {fmt_order(dependent.order)} (private); data-independent epsilon "
+        f" at order {fmt_order(dependent.order)} (private{_averaged(report)}); "
+        "data-independent epsilon "
         f"{independent.epsilon:.4f} at order {fmt_order(independent.order)}"
         f"{'' if every_query else ' (private: weighted by Pr[answered])'}; "
     )
@@ -371,10 +379,7 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
         verdicts = ["unverified" if c is None else "holds" if c else "FAILS" for c in conditions]
         table.add_row("conditions C5 / C6", " / ".join(verdicts))
     table.add_row(
-        "expected data-dependent epsilon (paper's average)"
-        if dependent_name(report.mechanism, report.realized) != "data-dependent epsilon"
-        else "data-dependent epsilon",
-        fmt(release.epsilon_data_dependent),
+        dependent_name(report.mechanism, report.realized), fmt(release.epsilon_data_dependent)
     )
     if not release.released:
         table.add_row("data-independent epsilon", fmt(_number(release.epsilon_data_independent)))
@@ -699,17 +704,15 @@ def render_inspect(report: InspectReport) -> RenderableType:
 
 
 def render_verify(record_path: str, record: dict[str, Any], checks: list[Check]) -> RenderableType:
-    import shlex
-
     table = Table(title=f"Verification of {record_path}", title_justify="left", header_style="bold")
     table.add_column("check")
     table.add_column("result")
     table.add_column("detail", overflow="fold")
     for check in checks:
-        table.add_row(  # as text: a record's strings are not Rich markup
-            Text(check.name),
+        table.add_row(
+            check.name,
             Text("ok", style="green") if check.ok else Text("DIFFERS", style="bold red"),
-            Text(check.detail),
+            check.detail,
         )
     failed = [c.name for c in checks if not c.ok]
     verdict = (
@@ -719,16 +722,8 @@ def render_verify(record_path: str, record: dict[str, Any], checks: list[Check])
     )
     versions = record.get("versions", {})
     made = ", ".join(f"{k} {v}" for k, v in versions.items())
-    kind = record.get("kind", "private")
-    # The command line is shown only once it is known to be the recorded call.
-    matched = any(c.name == "command line" and c.ok for c in checks)
-    line = (
-        f"command line: pate {shlex.join(record['argv'])}"
-        if matched
-        else "command line: not shown (it does not match the recorded call)"
-    )
     return Group(
-        Text(f"{kind} {record['command']} record made with {made}; {line}"),
+        Text(f"{record['command']} record made with {made}; argv: pate {' '.join(record['argv'])}"),
         table,
         verdict,
     )

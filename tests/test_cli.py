@@ -89,9 +89,9 @@ def test_human_report_shows_detected_format_and_closing_line():
     out = " ".join(run_cli(["analyze", *MNIST_640, *CONFIDENT]).stdout.split())
     assert "format counts (detected)" in out
     # Confident-GNMax's expected figure is named as the paper's average, not as a bound.
+    assert "expected data-dependent epsilon 1.9988 at order 14 (private)" in out
     assert (
-        "expected data-dependent epsilon (the paper's average over the threshold noise) 1.9988 "
-        "at order 14 (private)" in out
+        "(private, the paper's average over the threshold noise, not a bound on the run)" in out
     )
     assert "expected answered 282.7 of 640" in out
 
