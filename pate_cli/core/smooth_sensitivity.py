@@ -709,11 +709,11 @@ class _WalkEvaluator:
         """(LS~, largest cost) per integer gap g of a right-walk state whose q is the
         runner-up term alone."""
         if self._pure_table is None:
-            logq = np.minimum(self.log_tail, self.params.log_cap)
-            ls, cost = np.empty(logq.size), np.empty(logq.size)
+            size = self.log_tail.size
+            ls, cost = np.empty(size), np.empty(size)
             # In chunks: the gaps run to M, and each evaluation takes a few dozen temporaries.
-            for start in range(0, logq.size, _PAIR_CHUNK):
-                part = logq[start : start + _PAIR_CHUNK]
+            for start in range(0, size, _PAIR_CHUNK):
+                part = np.minimum(self.log_tail[start : start + _PAIR_CHUNK], self.params.log_cap)
                 right = np.zeros(part.size, dtype=bool)
                 ls[start : start + part.size] = self.params.ls(part, right)
                 cost[start : start + part.size] = self.params.largest_cost(part, right)
@@ -1079,6 +1079,7 @@ def _gnmax_total(
     # Rows off their walk (or on the plateau throughout) contribute the plateau.
     done_from = np.zeros(num_rows, dtype=np.int64)
     done_from[plan.walking] = plan.last_step + 1
+    del plan  # its tail tables and per-gap bounds run to M entries each: no longer needed
     pair_done = done_from[pair_row]
     finished: NDArray[np.float64]
     if pr is None:
@@ -1096,7 +1097,8 @@ def _gnmax_total(
             done = np.bincount(
                 cells, weights=pair_weight[mine], minlength=rows.size * (num_teachers + 1)
             )
-            finished = np.cumsum(done.reshape(rows.size, num_teachers + 1), axis=1)
+            finished = done.reshape(rows.size, num_teachers + 1)
+            np.cumsum(finished, axis=1, out=finished)  # in place: M entries a row
         distance = np.arange(span.start, span.stop)
         weight = params.plateau * pr[np.minimum(rows[:, None] + distance + 1, highest)]
         if answer.change is not None:
@@ -1454,6 +1456,7 @@ def local_sensitivity_total(
                 half_even=half_even,
             )
             total += _threshold_total(tops, table, strict=not reference)[:num_teachers]
+            del table  # M entries, used
         if step2_weights is not None:
             answer = _AnswerWeights(_fixed_weights(step2_weights, num_queries))
         elif reference:
