@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the rest loads when a command runs, not when the app starts
     from pate_cli.votes import Votes
 
 # The command line of the run in progress (after ``pate``), set by the CLI group as it
-# parses it; --record stores it so that verify can replay the run.
+# parses it; --record stores it, and verify checks it against the recorded call.
 ARGV: ContextVar[tuple[str, ...]] = ContextVar("pate_argv", default=())
 QUIET: ContextVar[bool] = ContextVar("pate_quiet", default=False)
 
@@ -348,7 +348,18 @@ RecordOpt = Annotated[
     typer.Option(
         "--record",
         help="Also write a release record (.json): the report, the library call, the sha256 "
-        "of every file and where the noise came from (never a private seed), for 'pate verify'.",
+        "of every file and where the noise came from (never a private seed), for 'pate verify'. "
+        "A private record (it holds figures computed from the votes); with --public, a public "
+        "record of the publishable figures only.",
+    ),
+]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Replace existing release files (--record; aggregate's --output and "
+        "--answered-output). Without it an existing one is exit 2 before any work: a second "
+        "run spends the privacy budget again.",
     ),
 ]
 

@@ -51,6 +51,7 @@ from pate_cli.orders import as_orders
 from pate_cli.outputs import save_npy_atomic
 from pate_cli.record import (
     FILE_ROLES,
+    CommandLine,
     VerifyReport,
     as_printed,
     load_record,
@@ -546,13 +547,21 @@ def verify_file(
     overrides: dict[str, str] | None = None,
     seed_file: str | None = None,
     rtol: float | None = None,
+    command_line: CommandLine | None = None,
 ) -> VerifyReport:
-    """Read a record and check it (``pate_cli.record.verify``, replaying through this API)."""
+    """Read a record and check it (``pate_cli.record.verify``, replaying through this API);
+    ``command_line`` re-parses its command line (``pate verify`` passes pate's parser)."""
     if rtol is not None and not 0 <= rtol < 1:
         raise UsageError(f"--rtol {rtol}: expected a number in [0, 1)")
     record = load_record(record_path)
     checks = verify_record(
-        record, record_path, overrides or {}, _replay, seed_file=seed_file, rtol=rtol
+        record,
+        record_path,
+        overrides or {},
+        _replay,
+        seed_file=seed_file,
+        rtol=rtol,
+        command_line=command_line,
     )
     return VerifyReport(record_path, record, tuple(checks))
 

@@ -10,6 +10,9 @@ this module, so that two promises hold everywhere:
   the same directory and renames it over the target (``os.replace`` is atomic within a
   file system); a failed or interrupted write leaves the previous file as it was and no
   temporary file behind.
+- A release artefact (aggregate's labels and answered mask, every ``--record``) is never
+  replaced without ``--force``: :func:`check_not_replaced` refuses an existing one before
+  any work, since a second run of the same release is a second use of the private votes.
 
 Problems are :class:`~pate_cli.errors.InputError` (the path cannot receive the file) or
 :class:`~pate_cli.errors.UsageError` (the name does not say a known format), each one line
@@ -30,7 +33,13 @@ from pate_cli.errors import InputError, UsageError
 
 StrPath = str | os.PathLike[str]  # the CLI passes the text the user typed
 
-__all__ = ["check_distinct_files", "check_output_path", "save_npy_atomic", "write_atomic"]
+__all__ = [
+    "check_distinct_files",
+    "check_not_replaced",
+    "check_output_path",
+    "save_npy_atomic",
+    "write_atomic",
+]
 
 
 def _umask() -> int:
@@ -139,6 +148,28 @@ def check_distinct_files(inputs: dict[str, str | None], outputs: dict[str, str |
                 "an output never replaces an input or another output: choose another path"
             )
         seen[key] = (flag, path)
+
+
+def check_not_replaced(
+    targets: dict[str, str | None], *, force: bool, spends_budget: bool = True
+) -> None:
+    """Refuse to replace an existing release artefact unless ``force``; before any work.
+
+    Args:
+        targets: flag -> the path given, None where not given.
+        force: ``--force`` was given: existing files are replaced (atomically, when written).
+        spends_budget: the run draws new noise from the votes, so replacing its artefacts
+            would hide that the budget was spent twice (the message says so).
+
+    Raises:
+        UsageError: a target exists and ``force`` is false.
+    """
+    if force:
+        return
+    for path in targets.values():
+        if path is not None and os.path.lexists(path):
+            why = ": a second run spends the privacy budget again;" if spends_budget else ";"
+            raise UsageError(f"{path} exists{why} pass --force to replace it")
 
 
 def save_npy_atomic(path: StrPath, array: np.ndarray) -> None:

@@ -1,21 +1,41 @@
 """Release records: a self-describing JSON of one run that ``pate verify`` can recompute.
 
-A record holds the full JSON report of ``analyze``, ``smooth-sensitivity`` or
-``aggregate`` together with what is needed to recompute it: the library call
-that computed it (``call``), where its noise came from, the sha256 of every
-input and output file, and the versions of pate, numpy, scipy and Python (the
-command line is kept for people). ``verify`` checks the hashes, replays the call
-through ``pate_cli.api`` on the same files (regenerated labels to a scratch
-folder) and compares every number of the recorded report with the recomputed one.
+A record holds the JSON report of ``analyze``, ``smooth-sensitivity`` or ``aggregate``
+together with what is needed to recompute it: the library call that computed it
+(``call``), the command line that made that call (``argv``), where its noise came from,
+the sha256 of the files, and the versions of pate, numpy, scipy and Python. ``verify``
+re-parses the command line through pate's own parser and checks that it is the recorded
+call, checks the hashes, replays the call through ``pate_cli.api`` on the same files
+(regenerated labels to a scratch folder) and compares every number of the recorded report
+with the recomputed one. What this proves: the recorded numbers follow from these input
+files and this call under this pate version. It proves nothing about who made the record.
 
-The noise is a secret (CLI.md, "Secrets"): a record holds the seed only of a run
-made with a public ``--seed``; a ``--seed-file`` run leaves a commitment
-(``seed_commitment``, the SHA-256 of the seed file) and ``verify --seed-file``
-replays its random outputs; without the seed, ``verify`` checks everything that
-does not depend on the draw and says that the random outputs were not replayed.
+Two kinds of record, named by their first field (``privacy``) and by ``kind``:
 
-Schema stability: ``schema`` is "pate-record" and ``version`` an integer. Within
-a version fields are only ever added. Earlier versions are refused with a hint:
+- ``private`` (the default): the full report, with the figures computed from the votes
+  (the data-dependent epsilon, the smooth sensitivity, the release's noise scale and its
+  sample, from which the noise of the release could be solved) and the sha256 of every
+  input. It is for whoever holds the votes; it must not be published.
+- ``public`` (``--public --record``): only what ``--public`` prints (the publishable
+  figures, the input's format and sizes, the mechanism), the call and command line, the
+  inputs' paths without their hashes (a hash of the votes lets whoever holds all but one
+  teacher's votes test every guess of the rest) and, when the noise was private, the
+  hashes of the released labels.
+
+The ``digest`` is the SHA-256 of the record's canonical JSON: it detects an accidental
+change (a truncated copy, an edit by mistake). It is not a seal: anyone can edit a record
+and recompute it, so ``verify`` does not rely on it; what it relies on is the
+recomputation.
+
+The noise is a secret (README, "Secrets"): a record holds the seed only of a run made with
+a public ``--seed``, which ``verify`` replays; a ``--seed-file`` run leaves a commitment
+(``seed_commitment``, the SHA-256 of the seed file) and ``verify --seed-file`` replays its
+random sample; without the seed file (and always for noise from OS entropy, which was never
+kept) the sample is reported as not re-derivable and everything else is checked.
+
+Schema stability: ``schema`` is "pate-record" and ``version`` an integer. Within a version
+fields are only ever added. Version 4 added ``privacy`` and ``kind``; version 3 records
+are still read, as the private records they are. Earlier versions are refused with a hint:
 version 1 replayed its command line, version 2 stored every run's seed.
 """
 
@@ -45,8 +65,8 @@ from pate_cli.votes import check_output_path, file_sha256, write_atomic
 SCHEMA = "pate-record"
 # A record holds one report (a few MB for the longest order grids); anything larger is not one.
 MAX_RECORD_BYTES = 64 << 20
-VERSION = 3
-SUPPORTED_VERSIONS = (3,)
+VERSION = 4
+SUPPORTED_VERSIONS = (3, 4)
 _OLD_VERSIONS = {
     1: "version 1 records replay their command line",
     2: "version 2 records hold the seed of every run, which gives the noise away",
@@ -61,6 +81,17 @@ another (numpy's and OpenBLAS's SIMD code paths, e.g. with or without AVX-512), 
 OTHER_VERSION_RTOL = 1e-9
 """Relative tolerance of ``verify`` when any of those versions differs."""
 
+PRIVATE = "private"
+PUBLIC = "public"
+#: The first field of a record, for whoever opens the file: what it holds and who may see it.
+PRIVACY_NOTES = {
+    PRIVATE: "private: holds figures computed from the votes (the data-dependent epsilon, the "
+    "smooth sensitivity, the release's noise scale and sample) and the votes' sha256; do not "
+    "publish it (a --public run writes a public record)",
+    PUBLIC: "public: holds only the publishable figures, the call and the command line; "
+    "nothing computed from the votes",
+}
+
 # Report fields that name files or carry free text, not numbers to reproduce.
 UNCHECKED = {"path", "output", "answered_mask", "ledger", "plot", "csv", "warnings", "note"}
 
@@ -73,6 +104,8 @@ def build_record(
     outputs: dict[str, str | None],
     noise: Noise | None,
     call: dict[str, Any],
+    *,
+    public: bool = False,
 ) -> dict[str, Any]:
     """The record of one run: its report plus what is needed to recompute it.
 
@@ -82,24 +115,34 @@ def build_record(
     ``inputs`` (votes, indices, baseline, answered, student_probs, true_labels).
     ``noise`` is where the run's random draws came from (None: it drew none); only a
     public seed is written, and a seed file's commitment.
+
+    ``public`` writes a public record: ``report`` is then what ``--public`` prints, the
+    inputs keep their paths but not their hashes, and the outputs keep their hashes only
+    when the noise was private (the released labels are then differentially private, and
+    so is their hash).
     """
-    public = None if noise is None else noise.public_seed
+    seed = None if noise is None else noise.public_seed
+    kind = PUBLIC if public else PRIVATE
+    hash_outputs = not public or (noise is not None and noise.private)
     record = {
+        "private": not public,
+        "privacy": PRIVACY_NOTES[kind],
         "schema": SCHEMA,
         "version": VERSION,
+        "kind": kind,
         "command": command,
         "argv": list(argv),
         "call": call,
         "noise": None if noise is None else noise.to_dict(),
-        "seed": None if public is None else json_seed(public),
+        "seed": None if seed is None else json_seed(seed),
         "seed_commitment": None if noise is None else noise.commitment,
         "inputs": {
-            role: {"path": path, "sha256": file_sha256(path)}
+            role: {"path": path} if public else {"path": path, "sha256": file_sha256(path)}
             for role, path in inputs.items()
             if path is not None
         },
         "outputs": {
-            role: {"path": path, "sha256": file_sha256(path)}
+            role: {"path": path, "sha256": file_sha256(path)} if hash_outputs else {"path": path}
             for role, path in outputs.items()
             if path is not None
         },
@@ -112,8 +155,9 @@ def build_record(
 
 
 def record_digest(record: dict[str, Any]) -> str:
-    """sha256 of the record's canonical JSON without its ``digest``: any field edited after
-    the run (the command, the command line, a path, a version) no longer matches it."""
+    """sha256 of the record's canonical JSON without its ``digest``: a field changed by
+    accident after the run no longer matches it. Not a seal: whoever edits a record on
+    purpose recomputes it, so nothing in ``verify`` rests on it."""
     content = {key: value for key, value in record.items() if key != "digest"}
     # Through the record's own encoder first, so that numpy values read back the same.
     text = json.dumps(json.loads(dumps(content)), sort_keys=True, separators=(",", ":"))
@@ -134,6 +178,12 @@ def write_record(path: str, record: dict[str, Any]) -> None:
     """Write the record atomically: a failed run never leaves one behind."""
     text = (dumps(record) + "\n").encode()
     write_atomic(path, lambda stream: stream.write(text))
+
+
+def record_kind(record: dict[str, Any]) -> str:
+    """``private`` or ``public``; a version 3 record (before kinds) is a private one."""
+    kind: str = record.get("kind", PRIVATE)
+    return kind
 
 
 def check_record_path(path: str) -> None:
@@ -178,6 +228,24 @@ def load_record(path: str) -> dict[str, Any]:
     for key in ("command", "argv", "call", "inputs", "outputs", "report"):
         if key not in record:
             raise InputError(f"{path}: the record has no {key!r} field")
+    if record["version"] >= 4 and record.get("kind") not in PRIVACY_NOTES:
+        raise InputError(
+            f"{path}: the record's kind is {record.get('kind')!r}; expected "
+            f"{' or '.join(map(repr, PRIVACY_NOTES))}"
+        )
+    if record["version"] >= 4 and record.get("private") is not (record["kind"] == PRIVATE):
+        raise InputError(
+            f"{path}: the record's first field private is {record.get('private')!r} but its kind "
+            f"is {record['kind']!r}"
+        )
+    if not all(
+        isinstance(files, dict)
+        and all(isinstance(e, dict) and isinstance(e.get("path"), str) for e in files.values())
+        for files in (record["inputs"], record["outputs"])
+    ):
+        raise InputError(f"{path}: the record's inputs and outputs are not files by role")
+    if record.get("noise") is not None and not isinstance(record["noise"], dict):
+        raise InputError(f"{path}: the record's noise is not an object with its source")
     if not isinstance(record["argv"], list) or not all(isinstance(a, str) for a in record["argv"]):
         raise InputError(f"{path}: the record's argv is not a list of strings")
     call = record["call"]
@@ -357,7 +425,8 @@ def noise_options(
     record: dict[str, Any], seed_file: str | None
 ) -> tuple[dict[str, Any] | None, list[Check]]:
     """How to replay the record's random draw: a public seed, the seed file (checked against
-    the record's commitment), or not at all; and the check lines that say which."""
+    the record's commitment), or not at all (None: nothing random is compared); and the
+    check line of a seed file."""
     if record.get("seed") is not None:
         if seed_file is not None:
             raise UsageError(
@@ -365,17 +434,9 @@ def noise_options(
                 "file is needed"
             )
         return {"seed": int(record["seed"])}, []
-    commitment = record.get("seed_commitment")
     if seed_file is None:
-        source = (record.get("noise") or {}).get("source")
-        if source is None:
-            return None, []  # the run drew nothing
-        why = (
-            "the noise came from OS entropy, which nobody can replay"
-            if source == "os-entropy"
-            else "give the run's seed file with --seed-file to replay them"
-        )
-        return None, [Check("random outputs", True, f"not replayed: {why}")]
+        return None, []
+    commitment = record.get("seed_commitment")
     if commitment is None:
         raise UsageError(
             f"--seed-file {seed_file}: the record was not made with a seed file "
@@ -394,6 +455,115 @@ def noise_options(
     return {"seed_file": seed_file}, [Check("seed file", True, "matches the record's commitment")]
 
 
+# What the random draw of each command decides, in words.
+_SAMPLE = {
+    "analyze": "the sampled released epsilon",
+    "smooth-sensitivity": "the sampled released epsilon",
+    "aggregate": "the noisy labels, the answered mask and the figures of the realised run",
+}
+
+
+def _sample_check(record: dict[str, Any], noise: dict[str, Any] | None) -> Check | None:
+    """What became of the random sample: replayed, or named as not re-derivable (which does
+    not fail the record: without its seed nobody can re-derive it, honest or not)."""
+    source = (record.get("noise") or {}).get("source")
+    if source is None:
+        return None  # the run drew nothing
+    what = _SAMPLE.get(record["command"], "the random outputs")
+    if noise is not None and "seed" in noise:
+        return Check(
+            "random sample",
+            True,
+            f"{what}: replayed from the record's public seed {noise['seed']} (a public seed: "
+            "not a private release)",
+        )
+    if noise is not None:
+        return Check("random sample", True, f"{what}: replayed from the seed file")
+    commitment = record.get("seed_commitment")
+    if source == "os-entropy" or commitment is None:
+        detail = (
+            "not re-derivable without the seed file, and there is none: the noise came from OS "
+            "entropy and was never kept"
+        )
+    else:
+        detail = (
+            f"not re-derivable without the seed file (seed commitment {commitment}); give it "
+            "with --seed-file to replay it"
+        )
+    return Check("random sample", True, f"{what}: {detail} (not compared)")
+
+
+CommandLine = Callable[[dict[str, Any]], list[str]]
+"""Where a record's command line (``argv``) and the rest of it disagree: the command line
+layer re-parses it (``pate_cli.commands.command_line``); the library reads no command line."""
+
+
+def _command_line_check(record: dict[str, Any], command_line: CommandLine | None) -> Check:
+    if command_line is None:
+        return Check(
+            "command line (not re-parsed)",
+            True,
+            "the library reads no command line: `pate verify` re-parses it against the call; "
+            "the call is what was replayed",
+        )
+    mismatches = command_line(record)
+    if mismatches:
+        more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
+        return Check(
+            "command line",
+            False,
+            f"does not match the recorded call: {mismatches[0]}{more}",
+        )
+    return Check("command line", True, "re-parsed by this pate: it is the recorded call")
+
+
+def _digest_check(record: dict[str, Any]) -> Check:
+    if record.get("digest") == record_digest(record):
+        return Check(
+            "digest",
+            True,
+            "matches the content: no accidental change (a checksum anyone can recompute, not "
+            "a seal)",
+        )
+    return Check("digest", False, "does not match the content: the record changed after the run")
+
+
+def public_view(report: dict[str, Any]) -> dict[str, Any]:
+    """What ``--public --json`` prints of a full report's JSON (``report.public_json``): a
+    recomputed report in the form a public record holds."""
+    privacy = report.get("privacy") or report.get("expected_privacy") or {}
+    summary = {k: v for k, v in report["input"].items() if k not in ("path", "sha256")}
+    out = {
+        "command": report["command"],
+        "input": summary,
+        "mechanism": report["mechanism"],
+        "delta": report.get("delta", privacy.get("delta")),
+        "conversion": report.get("conversion", privacy.get("conversion")),
+        "num_queries": summary["num_queries"],
+        "publishable": report["publishable"],
+    }
+    if "gate" in report:
+        out["gate"] = report["gate"]
+    return out
+
+
+#: The publishable figure that is one draw of the release's noise.
+SAMPLED_BASIS = "gnss-release"
+
+
+def without_sampled_figures(report: Any) -> Any:
+    """The report without the publishable figures drawn at random (their place in the
+    best-first list depends on the draw too)."""
+    if isinstance(report, dict):
+        return {
+            key: [f for f in value if not (isinstance(f, dict) and f.get("basis") == SAMPLED_BASIS)]
+            if key == "publishable" and isinstance(value, list)
+            else without_sampled_figures(value)
+            for key, value in report.items()
+        }
+    return report
+
+
 def verify(
     record: dict[str, Any],
     record_path: str,
@@ -403,14 +573,19 @@ def verify(
     seed_file: str | None = None,
     rtol: float | None = None,
     atol: float = 1e-12,
+    command_line: CommandLine | None = None,
 ) -> list[Check]:
-    """Check hashes, replay the recorded library call with ``replay``, compare every number.
+    """Check the command line against the call, the hashes, replay the recorded library call
+    with ``replay``, compare every number.
 
     With ``rtol`` None, numbers must agree to ``SAME_VERSION_RTOL`` when the record was
     made with the same versions of pate, numpy, scipy and Python, and to
     ``OTHER_VERSION_RTOL`` otherwise; ``rtol`` 0 asks for exact equality. The random
-    outputs are replayed from a public seed or from ``seed_file``; otherwise only what does
-    not depend on the draw is checked, and a line says so.
+    sample is replayed from a public seed or from ``seed_file`` and must then match;
+    otherwise it is not compared (nothing drawn afresh is ever compared with it) and a line
+    says that it is not re-derivable. A public record is compared with the public form of
+    the recomputed report. ``command_line`` checks the recorded command line against the
+    call (the CLI passes its parser); without it the command line is not vouched for.
     """
     if rtol is None:
         same = record.get("versions") == current_versions()
@@ -419,25 +594,26 @@ def verify(
         atol = 0.0
     resolved = resolve_inputs(record, record_path, overrides)
     noise, noise_checks = noise_options(record, seed_file)
+    same_command = record["command"].replace("-", "_") == record["call"]["function"]
     checks = [
-        Check(
-            "record unchanged since written",
-            record.get("digest") == record_digest(record),
-            "its digest matches its content"
-            if record.get("digest") == record_digest(record)
-            else "a field was edited after the run (its digest no longer matches)",
-        ),
+        _digest_check(record),
+        _command_line_check(record, command_line),
         Check(
             "command of the recorded call",
-            record["command"].replace("-", "_") == record["call"]["function"],
+            same_command,
             f"{record['command']} is {record['call']['function']}"
-            if record["command"].replace("-", "_") == record["call"]["function"]
+            if same_command
             else f"the record says {record['command']!r} but its call is "
             f"{record['call']['function']!r}",
         ),
         *noise_checks,
     ]
+    sample = _sample_check(record, noise)
+    if sample is not None:
+        checks.append(sample)
     for role, entry in record["inputs"].items():
+        if "sha256" not in entry:
+            continue
         digest = file_sha256(resolved[role])
         checks.append(
             Check(
@@ -451,6 +627,16 @@ def verify(
                 ),
             )
         )
+    public = record_kind(record) == PUBLIC
+    if public:
+        checks.append(
+            Check(
+                "inputs",
+                True,
+                "a public record holds no hash of its inputs: its figures are recomputed from "
+                "the files given",
+            )
+        )
     scratch = tempfile.mkdtemp(prefix="pate-verify-")
     try:
         try:
@@ -458,8 +644,14 @@ def verify(
         except PateError as error:
             checks.append(Check("recomputation", False, f"the replay failed: {error.message}"))
             return checks
+        recorded = record["report"]
+        if public:
+            recomputed = public_view(recomputed)
+        if noise is None:
+            recorded = without_sampled_figures(recorded)
+            recomputed = without_sampled_figures(recomputed)
         skip = frozenset(unreplayed)
-        checks.extend(_compare(record, recomputed, rtol, atol, skip))
+        checks.extend(_compare(record["command"], recorded, recomputed, rtol, atol, skip, public))
         checks.extend(_output_checks(record, written, skip))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -468,24 +660,28 @@ def verify(
 
 
 def _compare(
-    record: dict[str, Any],
+    command: str,
+    recorded: dict[str, Any],
     recomputed: dict[str, Any],
     rtol: float,
     atol: float,
     skip: frozenset[str] = frozenset(),
+    public: bool = False,
 ) -> list[Check]:
-    recorded = record["report"]
     diffs = list(differences(recorded, recomputed, rtol=rtol, atol=atol, skip=skip))
+    fields = ["publishable"] if public else KEY_FIELDS.get(command, [])
     checks = []
-    for field in KEY_FIELDS.get(record["command"], []):
+    for field in fields:
         if field in skip or any(field.startswith(f + ".") for f in skip):
             continue
         if _lookup(recorded, field) is None and _lookup(recomputed, field) is None:
             continue
-        mine = [d for d in diffs if d.startswith(field + ":") or d.startswith(field + ".")]
+        mine = [d for d in diffs if d.startswith((field + ":", field + ".", field + "["))]
         value = _lookup(recorded, field)
+        if field == "publishable" and isinstance(value, list):
+            value = ", ".join(f"{f.get('basis')} {f.get('epsilon')}" for f in value)
         checks.append(Check(field, not mine, mine[0] if mine else f"reproduced: {value}"))
-    keyed = {d for d in diffs for f in KEY_FIELDS.get(record["command"], []) if d.startswith(f)}
+    keyed = {d for d in diffs for f in fields if d.startswith(f)}
     # A changed parameter first, then shallow differences: the cause before the numbers.
     rest = sorted(
         (d for d in diffs if d not in keyed),
@@ -515,6 +711,8 @@ def _output_checks(
 ) -> list[Check]:
     checks = []
     for role, entry in record["outputs"].items():
+        if "sha256" not in entry:
+            continue  # a public record of a run whose noise was public keeps no hash of it
         if f"outputs.{role}" in skip:
             checks.append(_recorded_output_check(role, entry))
             continue
@@ -556,10 +754,13 @@ def _bound_checks(report: dict[str, Any]) -> list[Check]:
     blocks += [
         report[k] for k in ("privacy", "expected_privacy") if isinstance(report.get(k), dict)
     ]
-    pairs = [(b["data_dependent"]["epsilon"], b["data_independent"]["epsilon"]) for b in blocks]
+    pairs = [
+        (_lookup(b, "data_dependent.epsilon"), _lookup(b, "data_independent.epsilon"))
+        for b in blocks
+    ]
     if "epsilon_data_independent_at_order" in report:  # smooth-sensitivity: at the release order
         pairs.append(
-            (report["epsilon_data_dependent"], report["epsilon_data_independent_at_order"])
+            (report.get("epsilon_data_dependent"), report["epsilon_data_independent_at_order"])
         )
     checks = []
     for dependent_value, independent_value in pairs:
@@ -601,6 +802,7 @@ class VerifyReport:
             "command": "verify",
             "record": self.record_path,
             "record_command": self.record["command"],
+            "record_kind": record_kind(self.record),
             "ok": self.ok,
             "checks": [check.to_json_dict() for check in self.checks],
         }

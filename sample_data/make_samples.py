@@ -10,8 +10,9 @@ It also writes mnist_student_probs.npy, a synthetic student's class probabilitie
 for the Interactive-GNMax examples (see ``student_probabilities``), and
 mnist_table2.record.json: the record of the 2018 paper's MNIST
 analysis (Confident-GNMax, T=200, sigma1=150, sigma=40, 640 queries, its release drawn
-with private noise), which `pate verify sample_data/mnist_table2.record.json`
-recomputes (all but the sampled released epsilon, which no seed can replay).
+with private noise; a private record, as it holds figures of the votes),
+which `pate verify sample_data/mnist_table2.record.json` recomputes (all but
+the sampled released epsilon, which is not re-derivable: its noise was never kept).
 
 Run from the repository root: python sample_data/make_samples.py
 """
@@ -67,7 +68,7 @@ def main() -> None:
         app(
             args=["analyze", "sample_data/mnist_250_teachers.npy", "--threshold", "200", "--sigma1",
              "150", "--sigma", "40", "--queries", "640", "--delta", "1e-5", "--json",
-             "--record", "sample_data/mnist_table2.record.json"],
+             "--record", "sample_data/mnist_table2.record.json", "--force"],
             prog_name="pate",
         )
     except SystemExit as done:

@@ -26,6 +26,16 @@ SAMPLE = ROOT / "sample_data"
 MNIST = SAMPLE / "mnist_250_teachers.npy"
 MNIST_INDICES = SAMPLE / "mnist_250_teachers_100_indices_used_by_student.npy"
 MNIST_LABELS = SAMPLE / "mnist_250_teachers_labels.npy"
+# What --public prints of a report: nothing computed from the votes but the publishable figures.
+PUBLIC_REPORT_KEYS = {
+    "command",
+    "input",
+    "mechanism",
+    "delta",
+    "conversion",
+    "num_queries",
+    "publishable",
+}
 # The 2018 paper's MNIST setting (Table 2): Confident-GNMax on the first 640 queries.
 TABLE2 = ["--threshold", 200, "--sigma1", 150, "--sigma", 40, "--queries", 640, "--delta", 1e-5]
 

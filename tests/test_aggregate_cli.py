@@ -213,3 +213,46 @@ def test_the_student_votes_are_baseline_in_every_command(tmp_path):
         assert report["mechanism"]["name"] == "interactive-gnmax"
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1] == outputs[2]
+
+
+@pytest.mark.parametrize("existing", ["--output", "--answered-output"])
+def test_existing_labels_or_mask_are_not_replaced_without_force(tmp_path, existing):
+    """A second run is a second use of the votes: it stops before reading them (a file that is
+    not votes is not even opened) and before any noise is drawn."""
+    out, mask = tmp_path / "labels.npy", tmp_path / "mask.npy"
+    target = out if existing == "--output" else mask
+    target.write_bytes(b"the first run's release")
+    not_votes = tmp_path / "votes.npy"
+    not_votes.write_bytes(b"not votes")
+    seed_file = tmp_path / "run.seed"
+    args = ["aggregate", not_votes, "--queries", 640, "--delta", 1e-5, *CONFIDENT]
+    args += ["--seed-file", seed_file, "--output", out, "--answered-output", mask]
+    result = run_cli(args, expect=ExitCode.BAD_INPUT)
+    assert result.stderr == (
+        f"pate: error: {target} exists: a second run spends the privacy budget again; "
+        "pass --force to replace it\n"
+    )
+    assert target.read_bytes() == b"the first run's release"
+    assert not seed_file.exists()  # no noise: not even its seed file was made
+    assert sorted(tmp_path.iterdir()) == sorted([target, not_votes])
+
+
+def test_force_replaces_the_labels_of_an_earlier_run(tmp_path):
+    _, out = _aggregate(tmp_path, seed=0)
+    first = out.read_bytes()
+    again, _ = _aggregate(tmp_path, seed=1, expect=ExitCode.BAD_INPUT)
+    assert "labels.npy exists: a second run spends the privacy budget again" in again.stderr
+    assert out.read_bytes() == first
+    _aggregate(tmp_path, "--force", seed=1)
+    assert out.read_bytes() != first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["labels.npy"]  # no temporary left
+
+
+def test_force_never_replaces_an_input(tmp_path):
+    votes = tmp_path / "votes.npy"
+    np.save(votes, np.load(MNIST)[:640])
+    before = votes.read_bytes()
+    args = ["aggregate", votes, "--delta", 1e-5, *CONFIDENT, "--output", votes, "--force"]
+    result = run_cli(args, expect=ExitCode.BAD_INPUT)
+    assert "is the same file as the input VOTES" in result.stderr
+    assert votes.read_bytes() == before

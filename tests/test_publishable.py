@@ -8,7 +8,7 @@ import re
 import pytest
 
 from pate_cli.errors import ExitCode
-from tests.conftest import MNIST, TABLE2, run_cli
+from tests.conftest import MNIST, PUBLIC_REPORT_KEYS, TABLE2, run_cli
 
 # Prop. 8 on all 640 queries, lambda / (2 sigma1^2) + lambda / sigma^2 each: Table 2's worst case.
 WORST_CASE = 4.785703619893576
@@ -79,15 +79,7 @@ def test_a_release_not_fixed_in_advance_stays_private_and_says_why(extra, why):
 
 def test_public_json_holds_only_what_may_be_published():
     report = run_cli(["analyze", MNIST, *TABLE2, "--public", "--json"]).json
-    assert set(report) == {
-        "command",
-        "input",
-        "mechanism",
-        "delta",
-        "conversion",
-        "num_queries",
-        "publishable",
-    }
+    assert set(report) == PUBLIC_REPORT_KEYS
     assert "path" not in report["input"] and "sha256" not in report["input"]
     assert report["num_queries"] == 640
     assert report["publishable"][0]["epsilon"] == pytest.approx(EXACT, rel=1e-12)
@@ -157,7 +149,7 @@ def test_every_gate_choice_in_each_help_works(tmp_path):
         "analyze": ["analyze", MNIST, *TABLE2],
         "smooth-sensitivity": ["smooth-sensitivity", MNIST, *TABLE2],
         "compare": ["compare", MNIST, *TABLE2],
-        "aggregate": ["aggregate", MNIST, *TABLE2, "--output", tmp_path / "l.npy"],
+        "aggregate": ["aggregate", MNIST, *TABLE2, "--output", tmp_path / "l.npy", "--force"],
     }
     for name, args in commands.items():
         help_text = " ".join(run_cli([name, "--help"]).stdout.split())

@@ -62,7 +62,7 @@ def test_without_a_seed_no_output_holds_the_noise_seed(tmp_path, drawn_entropy, 
     if command == "aggregate":
         args += ["--output", tmp_path / "l.npy", "--answered-output", tmp_path / "m.npy"]
     as_json = run_cli([*args, "--json"])
-    table = run_cli([*args[:-2], "--record", tmp_path / "again.record.json"])
+    table = run_cli([*args[:-2], "--record", tmp_path / "again.record.json", "--force"])
     assert len(drawn_entropy) == 2  # one draw per run, each from the OS
     everything = _texts(tmp_path, as_json, table)
     for entropy in drawn_entropy:
@@ -132,7 +132,8 @@ def test_verify_replays_the_released_epsilon_from_the_seed_file_bit_for_bit(tmp_
     plain = run_cli(["verify", record, "--json"]).json
     names = {c["name"]: c for c in plain["checks"]}
     assert plain["ok"] and field not in names
-    assert names["random outputs"]["detail"].startswith("not replayed: give the run's seed file")
+    assert "not re-derivable without the seed file" in names["random sample"]["detail"]
+    assert "give it with --seed-file" in names["random sample"]["detail"]
 
 
 def test_verify_with_the_wrong_seed_file_for_a_release_is_exit_1(tmp_path):
@@ -155,7 +156,8 @@ def test_a_public_seed_is_reported_as_not_private(tmp_path):
     stored = json.loads(record.read_text())
     assert stored["seed"] == 7 and stored["noise"]["private"] is False
     out = run_cli(["verify", record, "--rtol", 0, "--json"]).json
-    assert out["ok"] and "random outputs" not in {c["name"] for c in out["checks"]}
+    replayed = {c["name"]: c["detail"] for c in out["checks"]}["random sample"]
+    assert out["ok"] and "replayed from the record's public seed 7" in replayed
     table = run_cli(["analyze", MNIST, *TABLE2, "--seed", 7])
     assert "public seed 7, not private" in " ".join(table.stdout.split())
 

@@ -1,4 +1,4 @@
-"""Release records and `pate verify`: records hold, tampering is caught, failed runs leave none."""
+"""Release records and `pate verify`: records hold, edits are caught, failed runs leave none."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ def _record(tmp_path, command: str, votes, *extra) -> str:
 
 
 def _rewrite(record_path, record) -> None:
-    """Write an edited record as a run would have written it (its digest re-computed), to
-    exercise the replay; an edit that keeps the old digest is caught before that."""
+    """Write an edited record with its digest recomputed, as anyone can: the digest only
+    catches an accidental change, the replay is what an edit must get past."""
     record["digest"] = record_digest(record)
     Path(record_path).write_text(json.dumps(record))
 
@@ -47,7 +47,8 @@ def _verify(record, *extra, expect=ExitCode.OK):
 def test_a_record_of_each_command_verifies(tmp_path, votes, command):
     record_path = _record(tmp_path, command, votes)
     record = json.loads(Path(record_path).read_text())
-    assert record["schema"] == "pate-record" and record["version"] == 3
+    assert record["schema"] == "pate-record" and record["version"] == 4
+    assert record["kind"] == "private" and record["privacy"].startswith("private: ")
     assert record["command"] == command
     # The library call that verify replays (no command line is run again).
     assert record["call"]["function"] == command.replace("-", "_")
@@ -63,7 +64,7 @@ def test_a_record_of_each_command_verifies(tmp_path, votes, command):
     assert out["ok"] is True
     names = [check["name"] for check in out["checks"]]
     assert "sha256 of votes" in names and "data-dependent <= data-independent" in names
-    assert "random outputs" in names
+    assert "random sample" in names and "command line" in names
     if command == "aggregate":
         assert "sha256 of output labels" in names
         assert "expected_privacy.data_dependent.epsilon" in names
@@ -88,6 +89,10 @@ def test_changing_one_parameter_is_caught(tmp_path, votes):
     failed = {c["name"]: c["detail"] for c in out["checks"] if not c["ok"]}
     assert "data_dependent.epsilon" in failed
     assert any("mechanism.sigma" in detail for detail in failed.values())
+    assert failed["command line"] == (
+        "does not match the recorded call: call.mechanism.sigma: the command line gives 40.0, "
+        "the record has 41.0"
+    )
 
 
 @pytest.mark.parametrize("digit", [3, -1], ids=["4th-digit", "last-digit"])
@@ -249,8 +254,15 @@ def test_any_edited_field_fails_verify(tmp_path, votes, field, value):
     Path(record_path).write_text(json.dumps(record))  # edited, digest left as written
     out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
     failed = [c["name"] for c in out["checks"] if not c["ok"]]
-    assert failed[0] == "record unchanged since written"
-    if field == "command":  # even re-signed, the command must be the call's
-        _rewrite(record_path, record)
-        out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
-        assert [c["name"] for c in out["checks"] if not c["ok"]] == ["command of the recorded call"]
+    assert failed[0] == "digest"
+    (digest,) = [c for c in out["checks"] if c["name"] == "digest"]
+    assert digest["detail"] == "does not match the content: the record changed after the run"
+    _rewrite(record_path, record)  # the digest recomputed, as anyone can
+    out = _verify(record_path, expect=ExitCode.OK if field == "created" else 1)
+    failed = [c["name"] for c in out["checks"] if not c["ok"]]
+    if field == "command":  # the command must be the call's and the command line's
+        assert failed == ["command line", "command of the recorded call"]
+    elif field == "argv":  # the command line must be the recorded call
+        assert failed == ["command line"]
+    else:
+        assert failed == []

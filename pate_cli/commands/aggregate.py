@@ -14,6 +14,7 @@ import typer
 from pate_cli._options import (
     ConversionOpt,
     DeltaOpt,
+    ForceOpt,
     FormatOpt,
     GammaOpt,
     HalfEvenOpt,
@@ -103,6 +104,7 @@ def aggregate(
     queries: QueriesOpt = None,
     indices: IndicesOpt = None,
     record_path: RecordOpt = None,
+    force: ForceOpt = False,
     max_epsilon: MaxEpsilonOpt = None,
     gate_on: TableGateOnOpt = TableGateOn.PUBLISHABLE,
     public: PublicOpt = False,
@@ -115,9 +117,10 @@ def aggregate(
     entropy that is never written anywhere (--seed-file keeps a run
     reproducible without publishing its noise; --seed is for experiments). The
     labels (-1 where nothing was released) are written only after the run
-    succeeds. The report gives the realised privacy cost (the threshold step
-    on every query seen, the answer step on the answered ones) next to the
-    expected cost.
+    succeeds, and never over an existing file without --force (a second run
+    spends the privacy budget again). The report gives the realised privacy
+    cost (the threshold step on every query seen, the answer step on the
+    answered ones) next to the expected cost.
 
     Example:
 
@@ -129,7 +132,7 @@ def aggregate(
     from pate_cli.accounting import check_delta
     from pate_cli.aggregation import aggregate_votes, check_parameters
     from pate_cli.budget import check_public_gate
-    from pate_cli.outputs import check_distinct_files
+    from pate_cli.outputs import check_distinct_files, check_not_replaced
     from pate_cli.record import build_record, check_record_path, write_record
     from pate_cli.report import AggregateReport
     from pate_cli.votes import check_output_path, save_npy_atomic
@@ -159,6 +162,12 @@ def aggregate(
     if answered_output is not None:
         check_output_path(answered_output, "--answered-output", (".npy",))
     check_parameters(student_confidence=student_confidence)
+    # The labels, the mask and the record are the release: a second run is a second use of
+    # the votes, so none is replaced without --force (checked before the votes are read).
+    check_not_replaced(
+        {"--output": output, "--answered-output": answered_output, "--record": record_path},
+        force=force,
+    )
     votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
     chosen = infer_mechanism(
         mechanism,
@@ -210,7 +219,7 @@ def aggregate(
             build_record(
                 "aggregate",
                 current_argv(),
-                payload,
+                report.to_dict(public=True) if public else payload,
                 inputs={
                     "votes": votes_path,
                     "indices": indices,
@@ -225,6 +234,7 @@ def aggregate(
                     "mechanism": chosen.to_json_dict(),
                     "options": options,
                 },
+                public=public,
             ),
         )
     enforce(result.gate)

@@ -14,6 +14,7 @@ from pate_cli._options import (
     ConversionOpt,
     DataIndependentOpt,
     DeltaOpt,
+    ForceOpt,
     FormatOpt,
     GammaOpt,
     GateOnOpt,
@@ -108,6 +109,7 @@ def analyze(
         ),
     ] = None,
     record_path: RecordOpt = None,
+    force: ForceOpt = False,
     max_epsilon: MaxEpsilonOpt = None,
     gate_on: GateOnOpt = GateOn.PUBLISHABLE,
     public: PublicOpt = False,
@@ -132,7 +134,7 @@ def analyze(
     from pate_cli.accounting import check_delta
     from pate_cli.budget import check_public_gate
     from pate_cli.orders import parse_orders
-    from pate_cli.outputs import check_distinct_files
+    from pate_cli.outputs import check_distinct_files, check_not_replaced
     from pate_cli.record import build_record, check_record_path, write_record
     from pate_cli.release import GnssRelease
 
@@ -149,6 +151,8 @@ def analyze(
         },
         {"--ledger": ledger_path, "--plot": plot_path, "--record": record_path},
     )
+    # A record is never replaced without --force (the ledger and plot are derived: replaced).
+    check_not_replaced({"--record": record_path}, force=force, spends_budget=False)
     votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
     chosen = infer_mechanism(
         mechanism,
@@ -213,7 +217,7 @@ def analyze(
             build_record(
                 "analyze",
                 current_argv(),
-                payload,
+                report.to_dict(public=True) if public else payload,
                 inputs={
                     "votes": votes_path,
                     "indices": indices,
@@ -228,6 +232,7 @@ def analyze(
                     "mechanism": chosen.to_json_dict(),
                     "options": options,
                 },
+                public=public,
             ),
         )
     enforce(report.gate)

@@ -12,6 +12,7 @@ from pate_cli._options import (
     BetaOpt,
     ConversionOpt,
     DeltaOpt,
+    ForceOpt,
     FormatOpt,
     GateOn,
     HalfEvenOpt,
@@ -80,6 +81,7 @@ def smooth_sensitivity(
     queries: QueriesOpt = None,
     indices: IndicesOpt = None,
     record_path: RecordOpt = None,
+    force: ForceOpt = False,
     max_epsilon: MaxEpsilonOpt = None,
     gate_on: ReleaseGateOnOpt = None,
     public: PublicOpt = False,
@@ -105,7 +107,7 @@ def smooth_sensitivity(
     from pate_cli import api, render
     from pate_cli.accounting import check_delta
     from pate_cli.budget import check_public_gate
-    from pate_cli.outputs import check_distinct_files
+    from pate_cli.outputs import check_distinct_files, check_not_replaced
     from pate_cli.record import build_record, check_record_path, write_record
 
     check_delta(delta)
@@ -121,6 +123,7 @@ def smooth_sensitivity(
         },
         {"--record": record_path},
     )
+    check_not_replaced({"--record": record_path}, force=force)
     votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
     chosen = infer_mechanism(
         mechanism,
@@ -167,7 +170,7 @@ def smooth_sensitivity(
             build_record(
                 "smooth-sensitivity",
                 current_argv(),
-                report.to_json_dict(),
+                report.to_dict(public=True) if public else report.to_json_dict(),
                 inputs={
                     "votes": votes_path,
                     "indices": indices,
@@ -182,6 +185,7 @@ def smooth_sensitivity(
                     "mechanism": chosen.to_json_dict(),
                     "options": options,
                 },
+                public=public,
             ),
         )
     enforce(report.gate)

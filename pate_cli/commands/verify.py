@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 import typer
@@ -21,6 +22,7 @@ def _overrides(votes: str | None, inputs: list[str]) -> dict[str, str]:
 
 
 def verify(
+    ctx: typer.Context,
     record_path: Annotated[
         str,
         typer.Argument(metavar="RECORD", help="A record written by --record.", show_default=False),
@@ -42,8 +44,9 @@ def verify(
         typer.Option(
             "--seed-file",
             metavar="FILE",
-            help="The run's seed file: replays its random outputs (labels, answered mask, "
-            "released epsilon); a file that is not the run's fails the check (exit 1).",
+            help="The run's seed file: replays its random sample (labels, answered mask, "
+            "released epsilon), which must then match; a file that is not the run's fails the "
+            "check (exit 1).",
         ),
     ] = None,
     rtol: Annotated[
@@ -59,14 +62,20 @@ def verify(
 ) -> None:
     """Recompute a release record from its files and check every number in it.
 
-    Checks the sha256 of the votes and every other input against the record,
-    replays the recorded library call (labels go to a scratch folder),
-    compares every number of the recorded report with the recomputed one,
-    the C5/C6 conditions, and that the data-independent bound is above the
-    data-dependent one. The random outputs (labels, answered mask, released
-    epsilon) are replayed with --seed-file, or from the seed of a --seed run;
-    otherwise a line says they were not. Exit 0 when all hold, 1 when anything
-    differs, 2 when the record or a file cannot be used.
+    Re-parses the recorded command line and checks that it is the recorded
+    call, checks the sha256 of the votes and every other input against the
+    record, replays the recorded library call (labels go to a scratch
+    folder), compares every number of the recorded report with the
+    recomputed one, the C5/C6 conditions, and that the data-independent
+    bound is above the data-dependent one: the recorded numbers follow from
+    these files and this call under this pate version. The digest only
+    detects an accidental change: anyone can recompute it. The random sample
+    (released epsilon, labels, answered mask) is replayed and must match
+    with --seed-file, or from the seed of a --seed run; otherwise a line says
+    it is not re-derivable, and it is not compared. A public record (written
+    with --public --record) is checked on its publishable figures. Exit 0
+    when all hold, 1 when anything differs, 2 when the record or a file
+    cannot be used.
 
     Example:
 
@@ -74,9 +83,14 @@ def verify(
     """
     from pate_cli import render
     from pate_cli.api import verify_file
+    from pate_cli.commands import command_line
 
     report = verify_file(
-        record_path, overrides=_overrides(votes, inputs or []), seed_file=seed_file, rtol=rtol
+        record_path,
+        overrides=_overrides(votes, inputs or []),
+        seed_file=seed_file,
+        rtol=rtol,
+        command_line=partial(command_line.mismatches, ctx.find_root().command),
     )
     rendered = render.render_verify(record_path, report.record, list(report.checks))
     emit(report.to_dict(), rendered, (), as_json)

@@ -1,0 +1,211 @@
+"""The recorded command line of a release record, re-parsed by this pate's own parser.
+
+``pate verify`` shows a record's command line only when it is the recorded call: the
+library's verification replays the call and reads no command line (it imports no part of
+the command line layer), so this check lives here and is handed to it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from pate_cli.choices import GateOn
+from pate_cli.errors import PateError
+from pate_cli.record import PRIVATE, PUBLIC, record_kind
+from pate_cli.report import dumps
+from pate_cli.seeds import json_seed
+
+
+def _plain(value: Any) -> Any:
+    """A value as the record's JSON holds it (numbers, strings, lists, dicts)."""
+    return json.loads(dumps({"value": value}))["value"]
+
+
+class _Mismatch(Exception):
+    """The recorded command line is not the recorded call (the message says where)."""
+
+
+# Where each command's files come from: record role -> the command's parameter.
+_INPUT_PARAMETERS = {
+    "analyze": {
+        "votes": "votes_path",
+        "indices": "indices",
+        "baseline": "baseline_path",
+        "answered": "answered_path",
+    },
+    "smooth-sensitivity": {
+        "votes": "votes_path",
+        "indices": "indices",
+        "baseline": "baseline_path",
+        "answered": "answered_path",
+    },
+    "aggregate": {
+        "votes": "votes_path",
+        "indices": "indices",
+        "student_probs": "student_probs_path",
+        "true_labels": "true_labels_path",
+    },
+}
+_OUTPUT_PARAMETERS = {"aggregate": {"labels": "output", "answered_mask": "answered_output"}}
+_ANY = object()
+"""An option the command resolves itself when its flag is not given (smooth-sensitivity's
+--gate-on, whose default has changed between versions of pate): any valid choice of it
+matches. The gate that the report shows is recomputed from the call's choice."""
+
+
+def _parse_argv(root: Any, argv: list[str]) -> dict[str, Any]:
+    """The recorded command line through pate's own parser (``root``, the command group of
+    the running ``pate``): the command's parameters."""
+    import typer
+    from typer._click.exceptions import ClickException
+
+    from pate_cli._options import QUIET
+
+    if not argv or argv[0] not in _INPUT_PARAMETERS:
+        raise _Mismatch(f"it runs {argv[:1] or 'nothing'}, not a command that writes a record")
+    words = argv[1:]
+    if any(word in ("--help", "-h") for word in words):
+        raise _Mismatch("it asks for the help, which writes no record")
+    command = root.commands[argv[0]]
+    quiet = QUIET.set(QUIET.get())  # the -q of the recorded line is not verify's
+    try:
+        context = command.make_context(argv[0], list(words))
+    except ClickException as error:
+        raise _Mismatch(f"it does not parse: {error.format_message()}") from None
+    except (typer.Exit, typer.Abort, PateError, ValueError) as error:
+        raise _Mismatch(f"it does not parse: {error}") from None
+    finally:
+        QUIET.reset(quiet)
+    params: dict[str, Any] = context.params
+    return params
+
+
+def _call_of(command: str, p: dict[str, Any]) -> dict[str, Any]:
+    """The library call the command makes from its parameters ``p`` (as the command builds
+    it for its record)."""
+    from pate_cli._options import votes_call
+    from pate_cli.mechanisms import infer_mechanism
+
+    baseline = p["student_probs_path"] if command == "aggregate" else p["baseline_path"]
+    try:
+        mechanism = infer_mechanism(
+            p["mechanism"],
+            sigma=p["sigma"],
+            threshold=p["threshold"],
+            sigma1=p["sigma1"],
+            gamma=p.get("gamma"),
+            has_baseline=baseline is not None,
+            threshold_bound=p["threshold_bound"],
+        )
+    except PateError as error:
+        raise _Mismatch(f"its mechanism flags are refused: {error.message}") from None
+    options: dict[str, Any] = {
+        "delta": p["delta"],
+        "orders": p["orders_text"],
+        "conversion": p["conversion"].value,
+        "half_even": p["half_even"],
+        "max_epsilon": p["max_epsilon"],
+    }
+    if command == "analyze":
+        options |= {
+            "data_independent": p["data_independent"],
+            "release": not p["no_release"],
+            "beta": p["beta"],
+            "sigma_ss": p["sigma_ss"],
+            "reference_local_sensitivity": not p["strict"],
+            "breakdown": p["ledger_path"] is not None
+            or p["plot_path"] is not None
+            or p["breakdown"],
+            "gate_on": p["gate_on"].value,
+        }
+    elif command == "smooth-sensitivity":
+        options |= {
+            "order": p["order"],
+            "beta": p["beta"],
+            "sigma_ss": p["sigma_ss"],
+            "skip_conditions": p["skip_conditions"],
+            "reference_local_sensitivity": not p["strict"],
+            "gate_on": _ANY if p["gate_on"] is None else p["gate_on"].value,
+        }
+    else:
+        options |= {
+            "student_confidence": p["student_confidence"],
+            "max_answered": p["max_answered"],
+            "max_queries": p["max_queries"],
+            "gate_on": p["gate_on"].value,
+        }
+    return {
+        "function": command.replace("-", "_"),
+        "votes": votes_call(p["fmt"], p["num_classes"], p["teachers"], p["queries"]),
+        "mechanism": mechanism.to_json_dict(),
+        "options": options,
+    }
+
+
+def _call_differences(expected: Any, recorded: Any, where: str) -> Iterator[str]:
+    if expected is _ANY:
+        if recorded not in [choice.value for choice in GateOn]:
+            yield f"{where}: {recorded!r} is not a choice of the command line"
+        return
+    if isinstance(expected, dict) and isinstance(recorded, dict):
+        for key in sorted(set(expected) | set(recorded)):
+            if key not in recorded:
+                given = "a value" if expected[key] is _ANY else repr(_plain(expected[key]))
+                yield f"{where}.{key}: the command line gives {given}, the call has none"
+            elif key not in expected:
+                yield f"{where}.{key}: the call has {recorded[key]!r}, the command line none"
+            else:
+                yield from _call_differences(expected[key], recorded[key], f"{where}.{key}")
+        return
+    if _plain(expected) != recorded:
+        yield f"{where}: the command line gives {_plain(expected)!r}, the record has {recorded!r}"
+
+
+def mismatches(root: Any, record: dict[str, Any]) -> list[str]:
+    """Where the recorded command line (``argv``, re-parsed by this pate's parser) and the
+    rest of the record disagree: the call, the files, the noise and the record's kind.
+    Empty when they agree."""
+    argv = record["argv"]
+    try:
+        params = _parse_argv(root, argv)
+        expected_call = _call_of(argv[0], params)
+    except _Mismatch as mismatch:
+        return [str(mismatch)]
+    found = []
+    if argv[0] != record["command"]:
+        found.append(f"it runs {argv[0]}, the record is of {record['command']}")
+    found += _call_differences(expected_call, record["call"], "call")
+    files = {
+        "inputs": _INPUT_PARAMETERS[argv[0]],
+        "outputs": _OUTPUT_PARAMETERS.get(argv[0], {}),
+    }
+    for block, roles in files.items():
+        given = {role: params[name] for role, name in roles.items() if params[name] is not None}
+        recorded = {role: entry["path"] for role, entry in record[block].items()}
+        found += _call_differences(given, recorded, block)
+    seed, seed_file = params["seed"], params["seed_file"]
+    source = "seed" if seed is not None else "seed-file" if seed_file is not None else "os-entropy"
+    noise = record.get("noise")
+    if noise is not None:
+        if noise.get("source") != source:
+            found.append(
+                f"noise: the command line gives {source}, the record has {noise.get('source')}"
+            )
+        elif seed is not None and record.get("seed") != json_seed(seed):
+            found.append(
+                f"seed: the command line gives {seed}, the record has {record.get('seed')!r}"
+            )
+    if record.get("seed") is not None and seed is None:
+        found.append("seed: the record has one, the command line none")
+    if record.get("seed_commitment") is not None and seed_file is None:
+        found.append("seed_commitment: the record has one, the command line no --seed-file")
+    kind = PUBLIC if params["public"] else PRIVATE
+    if record_kind(record) != kind:
+        found.append(
+            f"kind: the command line writes a {kind} record, this one is {record_kind(record)}"
+        )
+    if params["record_path"] is None:
+        found.append("it has no --record")
+    return found
