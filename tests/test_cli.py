@@ -90,9 +90,7 @@ def test_human_report_shows_detected_format_and_closing_line():
     assert "format counts (detected)" in out
     # Confident-GNMax's expected figure is named as the paper's average, not as a bound.
     assert "expected data-dependent epsilon 1.9988 at order 14 (private)" in out
-    assert (
-        "(private, the paper's average over the threshold noise, not a bound on the run)" in out
-    )
+    assert "(private, the paper's average over the threshold noise, not a bound on the run)" in out
     assert "expected answered 282.7 of 640" in out
 
 
