@@ -1097,7 +1097,7 @@ def _gnmax_total(
             done = np.bincount(
                 cells, weights=pair_weight[mine], minlength=rows.size * (num_teachers + 1)
             )
-            finished = done.reshape(rows.size, num_teachers + 1)
+            finished = np.asarray(done, dtype=np.float64).reshape(rows.size, num_teachers + 1)
             np.cumsum(finished, axis=1, out=finished)  # in place: M entries a row
         distance = np.arange(span.start, span.stop)
         weight = params.plateau * pr[np.minimum(rows[:, None] + distance + 1, highest)]
