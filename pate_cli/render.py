@@ -46,6 +46,10 @@ def fmt_order(order: float) -> str:
 def input_line(summary: InputSummary, dtype: str | None = None) -> Text:
     """What was read: path, format, (dtype,) sizes, and the selection out of the file."""
     how = "detected" if summary.detected else "given"
+    if summary.format == "labels" and len(summary.file_shape) == 2:  # which axis is which
+        rows, columns = summary.file_shape
+        layout = summary.layout.split(" x ")
+        how += f", {rows} {layout[0]} x {columns} {layout[1]}"
     text = Text()
     text.append(summary.path, style="bold")
     stored = "" if dtype is None else f", dtype {dtype}"

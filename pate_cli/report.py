@@ -94,6 +94,8 @@ class InputSummary:
     num_teachers: int
     num_classes: int
     num_file_queries: int
+    layout: str = ""
+    file_shape: tuple[int, ...] = ()
 
     @classmethod
     def from_votes(cls, votes: Votes) -> InputSummary:
@@ -107,6 +109,8 @@ class InputSummary:
             num_teachers=votes.num_teachers,
             num_classes=votes.num_classes,
             num_file_queries=votes.num_file_queries,
+            layout=votes.layout,
+            file_shape=votes.file_shape,
         )
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -115,6 +119,7 @@ class InputSummary:
             "sha256": self.sha256,
             "format": self.format,
             "format_detected": self.detected,
+            "layout": self.layout,
             "num_queries": self.num_queries,
             "num_teachers": self.num_teachers,
             "num_classes": self.num_classes,

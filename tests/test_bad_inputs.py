@@ -240,7 +240,8 @@ CORPUS = {
     "--teachers below the labels' teachers": lambda t: (
         [
             "analyze",
-            _save(t / "l.npy", np.array([[0, 1], [1, 1], [0, 0]])),
+            # 3 teachers x 3 queries: 2 is neither axis (with 2 columns it would pick them).
+            _save(t / "l.npy", np.array([[0, 1, 0], [1, 1, 0], [0, 0, 1]])),
             "--format",
             "labels",
             "--teachers",

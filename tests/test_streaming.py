@@ -1,4 +1,5 @@
-"""Large files are read block by block; the results equal the in-memory path exactly."""
+"""Large files (.npy, and the array of an .npz) are read block by block; the results equal the
+in-memory path exactly."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import numpy as np
 import pytest
 
 import pate_cli.votes as votes_module
+from pate_cli.votes import stream
+from pate_cli.votes.reader import open_array
 from tests.conftest import MNIST_LABELS, REFERENCE, reference_json, run_cli
 
 CASES = [
@@ -186,3 +189,102 @@ def test_streamed_labels_check_num_classes_on_the_selected_queries_only(tmp_path
     np.testing.assert_array_equal(np.asarray(streamed.counts), expected.counts)
     with pytest.raises(votes_module.InputError, match="teacher 1 for query 300 is 4"):
         votes_module.load_votes(path, fmt="labels", num_classes=2)
+
+
+# --- .npz: the array of an archive streams like a .npy ---------------------------------------
+
+
+def _npz_cases(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {
+        "counts": rng.multinomial(50, np.full(4, 0.25), size=1000).astype(np.int32),
+        "labels": rng.integers(0, 5, size=(6, 1000)).astype(np.uint8),
+        "soft": rng.multinomial(200, np.full(3, 1 / 3), size=1000) / 4,
+    }
+
+
+@pytest.mark.parametrize("saver", [np.savez, np.savez_compressed], ids=["stored", "deflated"])
+@pytest.mark.parametrize("kind", ["counts", "labels", "soft"])
+def test_streamed_npz_equals_in_memory(tmp_path, monkeypatch, saver, kind):
+    array = _npz_cases(np.random.default_rng(5))[kind]
+    path = tmp_path / "votes.npz"
+    saver(path, votes=array)
+    in_memory = votes_module.load_votes(path)
+    assert isinstance(in_memory.counts, np.ndarray)
+    monkeypatch.setattr(votes_module, "STREAM_MIN_ROWS", 10)
+    monkeypatch.setattr(votes_module, "_BLOCK_ROWS", 64)
+    monkeypatch.setattr(votes_module, "_BLOCK_CELLS", 6 * 41)  # labels: blocks of 41 queries
+    streamed = votes_module.load_votes(path)
+    expected_type = votes_module.ChunkedLabels if kind == "labels" else votes_module.ChunkedCounts
+    assert type(streamed.counts) is expected_type
+    assert isinstance(streamed.counts._source, stream.InflatedTiles)
+    np.testing.assert_array_equal(np.asarray(streamed.counts), in_memory.counts)
+    np.testing.assert_array_equal(streamed.counts[37:501], in_memory.counts[37:501])  # ragged
+    for name in ("format", "detected", "num_teachers", "num_classes", "warnings", "layout"):
+        assert getattr(streamed, name) == getattr(in_memory, name), name
+    if kind == "soft":
+        assert "votes hold fractional values (soft votes" in streamed.warnings[0]
+    prefix = votes_module.load_votes(path, queries=700)
+    np.testing.assert_array_equal(np.asarray(prefix.counts), in_memory.counts[:700])
+    # A .npy of the same array, streamed, reads the same.
+    np.save(tmp_path / "votes.npy", array)
+    npy = votes_module.load_votes(tmp_path / "votes.npy")
+    np.testing.assert_array_equal(np.asarray(npy.counts), in_memory.counts)
+
+
+def test_streamed_npz_gives_the_reports_of_the_npy(tmp_path, monkeypatch):
+    """A reference file, saved as a compressed .npz and streamed in ragged blocks: every
+    number of analyze, inspect and compare is the in-memory .npy's."""
+    stem, flags = CASES[0]
+    path = tmp_path / f"{stem}.npz"
+    np.savez_compressed(path, votes=np.load(REFERENCE / f"{stem}.npy"))
+    in_memory = _outputs(stem, flags, [])
+    monkeypatch.setattr(votes_module, "STREAM_MIN_ROWS", 1)
+    monkeypatch.setattr(votes_module, "_BLOCK_ROWS", 97)
+    streamed = {
+        "analyze": run_cli(["analyze", path, *flags, "--seed", 0, "--json"]).json,
+        "inspect": run_cli(["inspect", path, "--json"]).json,
+        "compare": run_cli(["compare", path, *flags, "--json"]).json,
+    }
+    for report in (*in_memory.values(), *streamed.values()):
+        report["input"].pop("path")
+        report["input"].pop("sha256")
+    assert json.dumps(streamed, sort_keys=True) == json.dumps(in_memory, sort_keys=True)
+
+
+def test_inflated_tiles_read_any_window(tmp_path):
+    array = np.random.default_rng(6).integers(-1, 9, size=(53, 71)).astype(np.int16)
+    path = tmp_path / "votes.npz"
+    np.savez_compressed(path, votes=array)
+    tiles = stream.InflatedTiles(open_array(path, "votes"), band_rows=7, tile_columns=11)
+    assert (tiles.band_rows, tiles.tile_columns, tiles.shape) == (7, 11, (53, 71))
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        r0, r1 = sorted(int(n) for n in rng.integers(0, 54, size=2))
+        c0, c1 = sorted(int(n) for n in rng.integers(0, 72, size=2))
+        np.testing.assert_array_equal(tiles.read(slice(r0, r1), slice(c0, c1)), array[r0:r1, c0:c1])
+    np.testing.assert_array_equal(tiles.rows(3, 40), array[3:40].astype(float))
+    np.testing.assert_array_equal(tiles.columns(60, 71), array[:, 60:71])
+
+
+def test_inflated_tiles_hold_about_the_archive(tmp_path):
+    """Counts compress: the tiles of 1.6 MB of int64 counts hold about what the archive does."""
+    counts = np.random.default_rng(8).multinomial(250, np.full(10, 0.1), size=20_000)
+    path = tmp_path / "votes.npz"
+    np.savez_compressed(path, votes=counts)
+    tiles = stream.InflatedTiles(open_array(path, "votes"), band_rows=4096, tile_columns=10)
+    archive = path.stat().st_size
+    assert counts.nbytes == 1_600_000 and archive < 400_000
+    assert tiles.nbytes < 1.5 * archive
+
+
+@pytest.mark.parametrize("stream_min_rows", [10**9, 10], ids=["in memory", "streamed"])
+def test_a_damaged_npz_is_refused_on_both_paths(tmp_path, monkeypatch, stream_min_rows):
+    counts = np.random.default_rng(9).multinomial(50, np.full(4, 0.25), size=1000)
+    path = tmp_path / "votes.npz"
+    np.savez(path, votes=counts)  # stored: a flipped byte shows only in the CRC-32
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    monkeypatch.setattr(votes_module, "STREAM_MIN_ROWS", stream_min_rows)
+    with pytest.raises(votes_module.InputError, match=r"corrupt \.npz archive \(Bad CRC-32"):
+        votes_module.load_votes(path)

@@ -1,13 +1,18 @@
-"""Strict reading (issue #15): never a guess that changes the numbers (CLI.md, "Inputs").
+"""Strict reading: never a guess that changes the numbers (README, "Inputs").
 
 - ``--format auto`` reads a 2-D array with unequal row sums as labels only when the class
-  count it implies is at most its number of teachers and of queries; past that it is exit 2
-  asking for ``--format``;
+  count it implies is at most its number of teachers and of queries, and the transposed
+  orientation is implausible (fewer rows than columns); past the class count it is exit 2
+  asking for ``--format``, and an array that reads two ways (counts with an abstaining
+  teacher that could be labels, labels that could be saved queries x teachers) is exit 2
+  naming both, never a pick;
 - ``--teachers M`` below the largest counts row sum, or below the teachers of a labels or
-  scores file, is exit 2;
+  scores file, is exit 2; under auto it keeps the readings it does not refute;
 - a label -1 is a teacher that abstains: counted in no class;
+- soft votes (fractional counts) are analysed with a warning; every report states its layout;
 - an ``.npz`` member is refused, before anything is inflated, when its header declares more
-  than the reader's limit or the zip directory disagrees with its header.
+  than the reader's limit, the zip directory disagrees with its header, or it inflates more
+  than any vote file does; read whole, it is inflated into the array itself.
 
 Each case goes through :func:`pate_cli.load_votes` and the CLI, and, where a file can be
 streamed, through both reading paths, which must give the same result or the same error.
@@ -16,6 +21,7 @@ streamed, through both reading paths, which must give the same result or the sam
 from __future__ import annotations
 
 import io
+import tracemalloc
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -195,17 +201,17 @@ def test_the_flags_the_message_asks_for_settle_it(
     ("shape", "largest", "expected"),
     [
         ((3, 5), 2, VoteFormat.LABELS),  # C = 3 = teachers
-        ((3, 5), 3, None),  # C = 4 > 3 teachers
-        ((5, 3), 2, VoteFormat.LABELS),  # C = 3 = queries
-        ((5, 3), 3, None),  # C = 4 > 3 queries
-        ((4, 4), 3, VoteFormat.LABELS),
-        ((4, 4), 4, None),
+        ((3, 5), 3, "classes"),  # C = 4 > 3 teachers
+        ((5, 3), 2, "orientation"),  # C = 3 = queries, but 5 x 3 may be saved queries x teachers
+        ((5, 3), 3, "classes"),  # C = 4 > 3 queries
+        ((4, 4), 3, "orientation"),  # square: either way
+        ((4, 4), 4, "classes"),
     ],
 )
 def test_labels_may_imply_no_more_classes_than_teachers_and_queries(
     shape: tuple[int, int],
     largest: int,
-    expected: VoteFormat | None,
+    expected: VoteFormat | str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -213,16 +219,55 @@ def test_labels_may_imply_no_more_classes_than_teachers_and_queries(
     labels[0, 0] = largest
     labels[-1, -1] = 1  # rows sum to different totals
     path = save(tmp_path, "labels.npy", labels)
-    if expected is None:
+    rows, columns = shape
+    if expected == "classes":
         with pytest.raises(InputError) as excinfo:
             load_both(path, monkeypatch)
         message = message_of(excinfo, path)
         assert f"{largest + 1} classes: more classes than teachers or queries" in message
         assert message.endswith(AMBIGUOUS_FIX)
         return
+    if expected == "orientation":
+        with pytest.raises(InputError) as excinfo:
+            load_both(path, monkeypatch)
+        pick = (
+            f"pass --format labels --teachers {columns}"
+            if rows != columns
+            else "save the array transposed, as (teachers, queries)"
+        )
+        assert message_of(excinfo, path) == (
+            f"{path}: cannot tell the format: it could be labels of {rows} teachers x "
+            f"{columns} queries ({largest + 1} classes; pass --format labels), or labels of "
+            f"{columns} teachers x {rows} queries saved as queries x teachers ({largest + 1} "
+            f"classes; {pick})"
+        )
+        labels_given = load_both(path, monkeypatch, fmt="labels")  # the documented layout
+        assert (labels_given.num_teachers, labels_given.num_queries) == (rows, columns)
+        np.testing.assert_array_equal(labels_given.counts, naive_counts(labels, largest + 1))
+        return
     votes = load_both(path, monkeypatch)
     assert (votes.format, votes.detected, votes.num_classes) == (expected, True, largest + 1)
     np.testing.assert_array_equal(votes.counts, naive_counts(labels, largest + 1))
+
+
+def test_labels_of_a_single_class_are_read_as_teachers_x_queries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One class: no vote to aggregate, and no second orientation named (it releases nothing)."""
+    labels = np.zeros((5, 4), dtype=np.int64)
+    labels[1, 2] = -1
+    votes = load_both(save(tmp_path, "labels.npy", labels), monkeypatch)
+    assert (votes.format, votes.num_teachers, votes.num_queries, votes.num_classes) == (
+        VoteFormat.LABELS,
+        5,
+        4,
+        1,
+    )
+    np.testing.assert_array_equal(votes.counts, [[5], [5], [4], [5]])
+    labels[0, 0] = 1  # two classes: 5 x 4 may be saved queries x teachers
+    with pytest.raises(InputError) as excinfo:
+        load_both(save(tmp_path, "labels.npy", labels), monkeypatch)
+    assert "or labels of 4 teachers x 5 queries saved as queries x teachers" in str(excinfo.value)
 
 
 def test_the_sample_counts_are_still_counts(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -305,7 +350,12 @@ def test_rows_below_teachers_and_within_tolerance_are_accepted(
     votes = load_both(path, monkeypatch, teachers=250)
     assert (votes.format, votes.num_teachers) == (VoteFormat.COUNTS, 250)
     np.testing.assert_array_equal(votes.counts, array)
-    assert len(votes.warnings) == 1 and "1 of 30 votes rows do not sum" in votes.warnings[0]
+    assert len(votes.warnings) == 2 and "1 of 30 votes rows do not sum" in votes.warnings[0]
+    # Off by rounding is off all the same: the values are not whole votes (row 3 of 30).
+    assert (
+        f"{path}: votes hold fractional values (soft votes; row 3, column 0 is"
+        in (votes.warnings[1])
+    )
     array[3, 0] += 1e-6  # beyond the tolerance
     np.save(path, array)
     with pytest.raises(InputError) as excinfo:
@@ -482,7 +532,176 @@ def test_abstaining_labels_through_the_cli(tmp_path: Path) -> None:
     assert analyze["num_teachers"] == 4
 
 
-# --- 4. .npz members ------------------------------------------------------------------------
+# --- 4. readings that are as plausible: auto never picks one ------------------------------------
+
+
+def issue_counts() -> tuple[np.ndarray, np.ndarray]:
+    """The issue's counts (3,000 queries x 100 classes, 50 teachers), and the same with one
+    vote abstaining (row 17 sums to 49)."""
+    counts = counts_of(np.random.default_rng(15), 50, 3000, 100)
+    abstaining = counts.copy()
+    abstaining[17, int(np.argmax(abstaining[17]))] -= 1
+    return counts, abstaining
+
+
+ISSUE = ["--delta", 1e-5, "--no-release", "--json"]
+
+
+def publishable(result: Any) -> float:
+    return float(result.json["publishable"][0]["epsilon"])
+
+
+def test_counts_with_an_abstaining_teacher_are_never_read_as_labels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counts, abstaining = issue_counts()
+    path = save(tmp_path, "votes.npy", abstaining)
+    classes = int(abstaining.max()) + 1
+    with pytest.raises(InputError) as excinfo:
+        load_both(path, monkeypatch, block_rows=997)
+    assert message_of(excinfo, path) == (
+        f"{path}: cannot tell the format: it could be counts of 3000 queries x 100 classes "
+        "with abstaining teachers (1 of 3000 rows sums to 49, the others to 50; pass --format "
+        "counts --teachers M, M at least 50), or labels of 3000 teachers x 100 queries "
+        f"({classes} classes; pass --format labels), or labels of 100 teachers x 3000 "
+        f"queries saved as queries x teachers ({classes} classes; pass --format labels "
+        "--teachers 100)"
+    )
+    assert cli_error(["analyze", path, "--sigma", 10, *ISSUE], path).endswith(
+        message_of(excinfo, path)
+    )
+    # The flags it names settle it. Read as counts, the publishable epsilon is ten times
+    # what the labels reading (100 queries) gave when auto took it.
+    as_counts = run_cli(
+        ["analyze", path, "--format", "counts", "--teachers", 50, "--sigma", 10, *ISSUE]
+    )
+    source = as_counts.json["input"]
+    assert (source["format"], source["num_queries"], source["num_teachers"]) == ("counts", 3000, 50)
+    assert publishable(as_counts) == pytest.approx(62.241, abs=5e-4)
+    as_labels = run_cli(["analyze", path, "--format", "labels", "--sigma", 10, *ISSUE])
+    assert as_labels.json["input"]["num_queries"] == 100
+    assert publishable(as_labels) == pytest.approx(6.573, abs=5e-4)
+    # --teachers 50 leaves counts the only reading (3,000 labels teachers are more than 50).
+    auto = load_both(path, monkeypatch, block_rows=997, teachers=50)
+    assert (auto.format, auto.detected, auto.num_teachers) == (VoteFormat.COUNTS, True, 50)
+    np.testing.assert_array_equal(auto.counts, abstaining)
+    assert auto.warnings == (
+        f"{path}: 1 of 3000 votes rows do not sum to --teachers 50 (sums range from 49 to 50)",
+    )
+    # Every row at 50: counts outright.
+    np.save(path, counts)
+    full = load_both(path, monkeypatch, block_rows=997)
+    assert (full.format, full.detected, full.num_teachers) == (VoteFormat.COUNTS, True, 50)
+
+
+def test_labels_saved_queries_x_teachers_are_never_read_as_teachers_x_queries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    labels = np.random.default_rng(15).integers(0, 10, size=(100, 5000))
+    path = save(tmp_path, "votes.npy", np.ascontiguousarray(labels.T))  # C order: streamed
+    with pytest.raises(InputError) as excinfo:
+        load_both(path, monkeypatch, block_rows=997)
+    assert message_of(excinfo, path) == (
+        f"{path}: cannot tell the format: it could be labels of 5000 teachers x 100 queries "
+        "(10 classes; pass --format labels), or labels of 100 teachers x 5000 queries saved "
+        "as queries x teachers (10 classes; pass --format labels --teachers 100)"
+    )
+    assert cli_error(["analyze", path, "--sigma", 40, *ISSUE], path).endswith(
+        message_of(excinfo, path)
+    )
+    # --format labels reads the documented layout, and the report says which it read.
+    given = run_cli(["analyze", path, "--format", "labels", "--sigma", 40, *ISSUE])
+    source = given.json["input"]
+    assert (source["layout"], source["num_teachers"], source["num_queries"]) == (
+        "teachers x queries",
+        5000,
+        100,
+    )
+    assert publishable(given) == pytest.approx(1.3565, abs=5e-5)
+    table = run_cli(["analyze", path, "--format", "labels", "--sigma", 40, "--delta", 1e-5])
+    assert "format labels (given, 5000 teachers x 100 queries)" in " ".join(table.stdout.split())
+    # Saved as (teachers, queries), it reads without a flag: 5,000 queries, ten times the cost.
+    np.save(path, labels)
+    detected = run_cli(["analyze", path, "--sigma", 40, *ISSUE])
+    source = detected.json["input"]
+    assert (source["format"], source["format_detected"], source["layout"]) == (
+        "labels",
+        True,
+        "teachers x queries",
+    )
+    assert (source["num_teachers"], source["num_queries"]) == (100, 5000)
+    assert publishable(detected) == pytest.approx(13.2067, abs=5e-5)
+
+
+def test_teachers_leaves_the_reading_it_does_not_refute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--teachers M under auto: counts with no row above M, labels of at most M teachers."""
+    monkeypatch.setattr(votes_module, "_BLOCK_CELLS", 250 * 97)
+    labels = load_both(str(MNIST_LABELS), monkeypatch, block_rows=97, teachers=250)
+    assert (labels.format, labels.detected, labels.num_teachers) == (VoteFormat.LABELS, True, 250)
+    assert labels.warnings == ()
+    binary = np.array([[0, 1, 1, 0], [1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0], [0, 1, 0, 0]])
+    path = save(tmp_path, "votes.npy", binary)  # 5 x 4: two plausible readings under 5
+    with pytest.raises(InputError) as excinfo:
+        load_both(path, monkeypatch, teachers=5)
+    assert message_of(excinfo, path) == (
+        f"{path}: cannot tell the format: it could be counts of 5 queries x 4 classes from 5 "
+        "teachers (1 of 5 rows sums to 1, the others to 2; pass --format counts), or labels "
+        "of 5 teachers x 4 "
+        "queries (2 classes; pass --format labels), or labels of 4 teachers x 5 queries saved "
+        "as queries x teachers (2 classes; pass --format labels --teachers 4)"
+    )
+    with pytest.raises(InputError) as excinfo:  # 4 teachers: counts, or the transposed labels
+        load_both(path, monkeypatch, teachers=4, fmt="auto")
+    assert "could be counts of 5 queries x 4 classes from 4 teachers" in message_of(excinfo, path)
+    assert load_both(path, monkeypatch, teachers=3).format is VoteFormat.COUNTS
+    # 100 x 20 labels of 10 classes saved queries x teachers, and --teachers 20: rows sum
+    # to more than 20 and 100 rows are more than 20 teachers; the transposed reading is left.
+    labels = np.random.default_rng(7).integers(0, 10, size=(20, 100))
+    path = save(tmp_path, "transposed.npy", np.ascontiguousarray(labels.T))
+    with pytest.raises(InputError) as excinfo:
+        load_both(path, monkeypatch, teachers=20)
+    assert message_of(excinfo, path) == (
+        f"{path}: reads only as labels of 20 teachers x 100 queries saved as queries x "
+        "teachers (10 classes; pass --format labels --teachers 20)"
+    )
+
+
+def test_soft_votes_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    soft = counts_of(np.random.default_rng(6), 1000, 20, 4) / 4  # quarters of 250 teachers
+    path = save(tmp_path, "votes.npy", soft)
+    votes = load_both(path, monkeypatch)
+    assert (votes.format, votes.num_teachers) == (VoteFormat.COUNTS, 250)
+    np.testing.assert_array_equal(votes.counts, soft)
+    q, c = np.argwhere(soft != np.floor(soft))[0]
+    note = (
+        f"{path}: votes hold fractional values (soft votes; row {q}, column {c} is "
+        f"{soft[q, c]}): they are analysed as counts, as they are; the smooth-sensitivity "
+        "release needs whole counts"
+    )
+    assert votes.warnings == (note,)
+    assert note in run_cli(["analyze", path, *ANALYZE]).json["warnings"]
+    whole = load_both(save(tmp_path, "whole.npy", soft * 4), monkeypatch)
+    assert (whole.num_teachers, whole.warnings) == (1000, ())
+
+
+@pytest.mark.parametrize(
+    ("array", "layout"),
+    [
+        (np.load(MNIST)[:50], "queries x classes"),
+        (np.load(MNIST_LABELS)[:20, :50], "teachers x queries"),
+        (np.eye(3)[LABELS], "teachers x queries x classes"),
+    ],
+    ids=["counts", "labels", "probs"],
+)
+def test_every_report_states_the_layout(array: np.ndarray, layout: str, tmp_path: Path) -> None:
+    path = save(tmp_path, "votes.npy", array)
+    for command in (["analyze", path, *ANALYZE], ["inspect", path, "--json"]):
+        assert run_cli(command).json["input"]["layout"] == layout
+
+
+# --- 5. .npz members ------------------------------------------------------------------------
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
@@ -531,7 +750,7 @@ def test_an_npz_member_declaring_more_than_the_limit_is_refused_at_once(
         f"{path}: array 'votes': the header declares shape {shape} of float64 (80000000000 "
         "bytes), more than the"
     )
-    assert f"{votes_reader.MAX_ARRAY_BYTES} bytes an .npz array may hold in memory" in message
+    assert f"{votes_reader.MAX_ARRAY_BYTES} bytes an .npz array may inflate to" in message
     assert max(member_reads) < 1000  # the header only
     with deadline(10):
         assert cli_error(["analyze", path, *ANALYZE], path).endswith(message)
@@ -581,6 +800,87 @@ def test_an_npz_member_is_read_no_further_than_its_header_claims(
     counts = np.array([[3.0, 1.0], [2.0, 2.0]])
     member = npy_bytes(counts)
     path = write_npz(tmp_path / "votes.npz", member)
+    header = len(member) - counts.nbytes
+    # The header is checked (the archive opened once), then read again with the data.
+    np.testing.assert_array_equal(votes_reader.load_array(path, "votes"), counts)
+    assert all(n >= 0 for n in member_reads) and sum(member_reads) == header + len(member)
+    member_reads.clear()
     votes = pate_cli.load_votes(path)
     np.testing.assert_array_equal(votes.counts, counts)
-    assert all(n >= 0 for n in member_reads) and sum(member_reads) == len(member)
+    assert all(n >= 0 for n in member_reads) and sum(member_reads) == header + len(member)
+
+
+def test_an_npz_member_inflating_beyond_any_vote_file_is_refused_at_once(
+    tmp_path: Path, member_reads: list[int]
+) -> None:
+    """8 MiB of zeros deflate 1018:1 into 8 kB: no array of votes compresses so far."""
+    path = write_npz(tmp_path / "votes.npz", npy_bytes(np.zeros((1024, 1024))))
+    with zipfile.ZipFile(path) as archive:
+        info = archive.infolist()[0]
+    assert (tmp_path / "votes.npz").stat().st_size < 10_000
+    ratio = info.file_size / info.compress_size
+    assert info.file_size == (8 << 20) + 128 and 1000 < ratio < 1033  # deflate's ceiling
+    expected = (
+        f"{path}: array 'votes': the archive inflates {info.compress_size} bytes to "
+        f"{info.file_size} (ratio {ratio:.0f}:1), more than the 1000:1 of any votes array "
+        "(nearly all of it is one value); expected the votes saved with numpy.save or "
+        "numpy.savez"
+    )
+    for load in (pate_cli.load_votes, lambda p: votes_reader.load_array(p, "votes")):
+        with deadline(10), pytest.raises(InputError) as excinfo:
+            load(path)
+        assert message_of(excinfo, path) == expected
+    assert max(member_reads) < 1000  # the header only: nothing inflated
+    assert cli_error(["analyze", path, *ANALYZE], path).endswith(expected)
+    # The same size of counts, which compress 6:1, reads.
+    counts = counts_of(np.random.default_rng(3), 250, 100_000, 10).astype(np.float64)
+    path = write_npz(tmp_path / "counts.npz", npy_bytes(counts))
+    np.testing.assert_array_equal(pate_cli.load_votes(path).counts, counts)
+
+
+def test_an_npz_array_is_inflated_into_itself(tmp_path: Path) -> None:
+    """Read whole, an .npz array is inflated block by block into the array: the reader holds
+    one copy of the data (it once held the inflated bytes and a copy of them)."""
+    counts = counts_of(np.random.default_rng(4), 250, 200_000, 10)  # 16 MB of int64
+    path = write_npz(tmp_path / "votes.npz", npy_bytes(counts))
+    tracemalloc.start()
+    try:
+        array = votes_reader.load_array(path, "votes")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(array, counts)
+    assert counts.nbytes == 16_000_000 and peak < 1.25 * counts.nbytes
+
+
+def test_teachers_picks_the_axis_of_labels_saved_queries_x_teachers(tmp_path):
+    from pate_cli.votes import load_votes
+
+    # 5,000 queries x 100 teachers of 10 classes, saved queries x teachers: auto refuses it,
+    # --format labels alone reads 5,000 teachers x 100 queries (the documented layout), and
+    # --teachers 100 picks the other axis: the same counts as the file saved transposed.
+    rng = np.random.default_rng(7)
+    truth = rng.integers(0, 10, size=5000)
+    labels = np.where(rng.random((100, 5000)) < 0.7, truth, rng.integers(0, 10, (100, 5000)))
+    saved = tmp_path / "queries_x_teachers.npy"
+    np.save(saved, labels.T)
+    upright = tmp_path / "teachers_x_queries.npy"
+    np.save(upright, labels)
+    with pytest.raises(InputError, match="queries x teachers"):
+        load_votes(saved)
+    assert load_votes(saved, fmt="labels").num_teachers == 5000
+    picked = load_votes(saved, fmt="labels", teachers=100)
+    plain = load_votes(upright, fmt="labels")
+    assert picked.num_teachers == 100 and picked.num_queries == 5000
+    np.testing.assert_array_equal(np.asarray(picked.counts), np.asarray(plain.counts))
+    assert picked.layout == "queries x teachers" and plain.layout == "teachers x queries"
+    assert any("read as labels saved queries x teachers" in w for w in picked.warnings)
+    # The selection counts queries along the picked axis.
+    first = load_votes(saved, fmt="labels", teachers=100, queries=10)
+    np.testing.assert_array_equal(np.asarray(first.counts), np.asarray(plain.counts)[:10])
+    out = run_cli(
+        ["analyze", saved, "--format", "labels", "--teachers", 100, "--sigma", 40]
+        + ["--delta", 1e-5, "--no-release"]
+    )
+    assert "100 queries x 5000 teachers" not in out.stdout
+    assert "5000 queries x 100 teachers" in " ".join(out.stdout.split())

@@ -129,16 +129,33 @@ def test_labels_as_integral_floats(tmp_path: Path) -> None:
 
 
 def test_labels_with_equal_row_sums_are_counts(tmp_path: Path) -> None:
-    # CLI.md: a 2-D integer array whose rows share a positive sum is counts.
+    # README, "Inputs": a 2-D integer array whose rows share a positive sum is counts.
     array = np.array([[1, 2, 0], [0, 0, 3]])
     assert load_votes(save(tmp_path, "votes.npy", array)).format is VoteFormat.COUNTS
 
 
 def test_integer_rows_with_different_sums_are_labels(tmp_path: Path) -> None:
-    # Labels as long as they imply no more classes than teachers and queries (CLI.md).
-    array = np.array([[1, 2, 0], [0, 0, 2], [2, 1, 1]])
+    # Labels as long as they imply no more classes than teachers and queries (README), and
+    # have fewer teachers (rows) than queries: the other orientation is then implausible.
+    array = np.array([[1, 2, 0, 2], [0, 0, 2, 1], [2, 1, 1, 2]])
     votes = load_votes(save(tmp_path, "votes.npy", array))
     assert votes.format is VoteFormat.LABELS and votes.num_classes == 3
+    assert (votes.num_teachers, votes.num_queries, votes.layout) == (3, 4, "teachers x queries")
+    np.testing.assert_array_equal(votes.counts, naive_counts(array, 3))
+
+
+def test_square_labels_are_ambiguous_in_orientation(tmp_path: Path) -> None:
+    array = np.array([[1, 2, 0], [0, 0, 2], [2, 1, 1]])
+    path = save(tmp_path, "votes.npy", array)
+    with pytest.raises(InputError) as excinfo:
+        load_votes(path)
+    assert check_error(excinfo, path) == (
+        f"{path}: cannot tell the format: it could be labels of 3 teachers x 3 queries (3 "
+        "classes; pass --format labels), or labels of 3 teachers x 3 queries saved as queries "
+        "x teachers (3 classes; save the array transposed, as (teachers, queries))"
+    )
+    votes = load_votes(path, fmt="labels")
+    np.testing.assert_array_equal(votes.counts, naive_counts(array, 3))
 
 
 def test_integer_rows_with_different_sums_and_many_classes_are_ambiguous(tmp_path: Path) -> None:
@@ -199,9 +216,14 @@ def test_path_object_and_sha256(tmp_path: Path) -> None:
 def test_teachers_override_warns_on_disagreeing_rows(tmp_path: Path) -> None:
     array = COUNTS.copy()
     array[1, 1] = 3.5
-    votes = load_votes(save(tmp_path, "votes.npy", array), teachers=4)
+    path = save(tmp_path, "votes.npy", array)
+    votes = load_votes(path, teachers=4)
     assert votes.format is VoteFormat.COUNTS and votes.num_teachers == 4
-    assert len(votes.warnings) == 1 and "1 of 4" in votes.warnings[0]
+    assert len(votes.warnings) == 2 and "1 of 4" in votes.warnings[0]
+    assert votes.warnings[1] == (
+        f"{path}: votes hold fractional values (soft votes; row 1, column 1 is 3.5): they are "
+        "analysed as counts, as they are; the smooth-sensitivity release needs whole counts"
+    )
 
 
 def test_teachers_override_keeps_integer_counts_as_counts(tmp_path: Path) -> None:
@@ -910,3 +932,26 @@ def test_output_helpers_live_in_outputs_and_are_reexported() -> None:
 
     for name in ("write_atomic", "check_output_path", "save_npy_atomic"):
         assert getattr(votes, name) is getattr(outputs, name)
+
+
+def test_whole_numbers_are_checked_a_piece_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Wholeness is tested in pieces (a temporary of a piece, not of the block): pieces of 7
+    values find the soft vote of row 15 and the first -1 (row 12) where a single piece does."""
+    from pate_cli.votes import formats
+
+    counts = np.tile(COUNTS, (5, 1))  # 20 rows summing to 4
+    counts[15, 0], counts[15, 1] = 0.5, 1.5  # was 1, 1
+    labels = np.zeros((20, 30))
+    labels[12, 29] = labels[19, 0] = -1  # 20 x 30: C = 1, no second orientation
+    outcomes = []
+    for chunk in (formats._CHUNK, 7):
+        monkeypatch.setattr(formats, "_CHUNK", chunk)
+        votes = load_votes(save(tmp_path, "soft.npy", counts))
+        scan = scan_blocks([(0, labels)], VoteFormat.LABELS, num_rows=20)
+        outcomes.append((votes.warnings, scan.minus_one, formats._integral(counts)))
+    assert outcomes[0] == outcomes[1]
+    warnings, minus_one, whole = outcomes[1]
+    assert "(soft votes; row 15, column 0 is 0.5)" in warnings[0]
+    assert (minus_one, whole) == ((12, 29), False)

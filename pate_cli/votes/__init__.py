@@ -1,6 +1,6 @@
 """Vote files: safe reading, validation, format detection and query selection.
 
-:func:`load_votes` turns a votes file of any of the three formats of CLI.md into one
+:func:`load_votes` turns a votes file of any of the three formats (README, "Inputs") into one
 float64 ``(Q, C)`` counts array, wrapped in :class:`Votes` with where it came from. The
 work is split by job:
 
@@ -12,17 +12,19 @@ work is split by job:
   true labels and student probabilities;
 - :mod:`pate_cli.outputs` (re-exported here): atomic writes and output-path checks.
 
-Loading goes: read the array (memory-mapped), start hashing the file on a thread, detect
-the format (``--format auto``), check the shape, choose the queries (``--indices`` first,
-then the first ``--queries``) and only then convert, so that a memory-mapped file reads
-only the queries kept. The selection is recorded in :class:`Votes` so that a baseline can
-be selected the same way. A large 2-D ``.npy`` analysed whole or by a prefix is streamed
+Loading goes: check the file's header (an ``.npz`` against its zip directory too), start
+hashing the file on a thread, detect the format (``--format auto``), check the shape,
+choose the queries (``--indices`` first, then the first ``--queries``) and only then
+convert, so that a memory-mapped file reads only the queries kept. The selection is
+recorded in :class:`Votes` so that a baseline can be selected the same way. A large 2-D
+array (``.npy``, or the array of an ``.npz``) analysed whole or by a prefix is streamed
 instead: never read whole, never mapped; its values pass through the same validator as an
 array in memory, block by block, and give the same result or the same error.
 
 Reading is strict: a file that ``--format auto`` could read two ways, or that contradicts
-``--teachers``, is an error asking for the flag that settles it, never a guess that changes
-the numbers (the rules are in ``formats``).
+``--teachers``, is an error naming the readings and the flag that settles it, never a
+guess that changes the numbers (the rules are in ``formats``). The layout read is part of
+:class:`Votes` (``layout``), and of every report.
 
 Every problem is an :class:`~pate_cli.errors.InputError` (a bad file) or a
 :class:`~pate_cli.errors.UsageError` (a bad flag value) whose one-line message starts
@@ -31,6 +33,7 @@ with the path as the user gave it. Shape letters: Q queries, C classes, M teache
 
 from __future__ import annotations
 
+import math
 import os
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -47,9 +50,12 @@ from pate_cli.outputs import (
     write_atomic,
 )
 from pate_cli.votes.formats import (
+    AXES,
     QUERY_AXIS,
+    BlockScan,
     check_shape,
     detect_format,
+    scan_blocks,
     teachers_of_counts,
     teachers_of_labels,
     to_counts,
@@ -66,7 +72,7 @@ from pate_cli.votes.reader import (
     file_sha256,
     hash_in_background,
     load_array,
-    read_array,
+    open_array,
 )
 from pate_cli.votes.stream import BlockSize, ChunkedCounts, ChunkedLabels, open_streams
 
@@ -98,8 +104,9 @@ STREAM_MIN_ROWS = 1 << 18
 _BLOCK_ROWS = 1 << 16  # queries per streamed block at most
 _BLOCK_CELLS = 1 << 22  # values per streamed block at most: 32 MB of float64
 _MAX_LABEL_COUNT_CELLS = 10**8  # Q * C of a labels file's counts; beyond this C is implausible
-# What an .npz member may inflate to is the reader's limit (reader.MAX_ARRAY_BYTES): it
-# applies to every array read from an archive, votes or not.
+# What an .npz member may inflate to, and by how much, are the reader's limits
+# (reader.MAX_ARRAY_BYTES, reader.MAX_INFLATION_RATIO): they apply to every array read from
+# an archive, votes or not.
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,9 @@ class Votes:
         num_file_queries: Queries in the file before selection.
         selection: File query indices kept, in order; None means all, in file order.
         warnings: One-line notes for the user, e.g. rows that do not sum to ``--teachers``.
+        file_shape: The shape of the array in the file.
+        stored_dtype: Its dtype in the file.
+        transposed: Labels read as saved queries x teachers (``--teachers`` picked the axis).
     """
 
     counts: NDArray[np.float64]
@@ -130,6 +140,17 @@ class Votes:
     num_file_queries: int
     selection: NDArray[np.int64] | None
     warnings: tuple[str, ...]
+    file_shape: tuple[int, ...] = ()
+    stored_dtype: str = ""
+    transposed: bool = False
+
+    @property
+    def layout(self) -> str:
+        """How the file's axes were read: "teachers x queries" for labels ("queries x
+        teachers" for labels read transposed), "queries x classes" for counts, "teachers x
+        queries x classes" for scores."""
+        axes = AXES[self.format]
+        return " x ".join(axes[::-1] if self.transposed else axes)
 
     @property
     def sha256(self) -> str:
@@ -185,33 +206,64 @@ def load_votes(
     except ValueError:
         raise UsageError(f"--format {fmt}: expected auto, counts, labels or probs") from None
     _check_flags(num_classes, teachers, queries)
-    raw = read_array(path, "votes", mmap=True)
+    file = open_array(path, "votes")  # checked; nothing read or inflated yet
     digest = hash_in_background(path)
-    if raw.dtype.kind == "b":
+    if file.dtype.kind == "b":
         raise InputError(
             f"{where}: votes array has dtype bool; expected numeric counts, integer "
             "labels or float scores"
         )
-    # A large 2-D .npy is read block by block, as rows of counts or columns of labels.
-    # Only a prefix (--queries) can be selected when streaming: indices disable it.
+    file_shape = tuple(int(n) for n in file.shape)
+    # Labels saved queries x teachers: --format labels with --teachers N, where N is the
+    # file's number of columns and not of rows, picks that axis (read transposed, said so)
+    # where that orientation is plausible, more rows (queries) than columns (teachers); with
+    # fewer rows, N above the rows is abstaining teachers (``formats``).
+    transposed = (
+        fmt is VoteFormat.LABELS
+        and teachers is not None
+        and len(file_shape) == 2
+        and file_shape[0] > file_shape[1] == teachers
+    )
+    shape = file_shape[::-1] if transposed else file_shape
+    size = math.prod(shape)
+    # A large 2-D array is read block by block, as rows of counts or columns of labels.
+    # Only a prefix (--queries) can be selected when streaming: indices disable it, and so
+    # does a transposed reading (it is read in memory).
     rows, columns = (None, None)
-    if indices is None:
+    if indices is None and not transposed:
         block = BlockSize(rows=_BLOCK_ROWS, cells=_BLOCK_CELLS)
-        rows, columns = open_streams(path, raw.shape, fmt, STREAM_MIN_ROWS, block)
+        rows, columns = open_streams(file, fmt, STREAM_MIN_ROWS, block)
+    in_memory: list[np.ndarray] = []
+
+    def whole_array() -> np.ndarray:
+        """The file's array in memory (a .npy memory-mapped), read once when needed."""
+        if not in_memory:
+            array = file.array(mmap=True)
+            in_memory.append(array.T if transposed else array)
+        return in_memory[0]
+
     detected = fmt is VoteFormat.AUTO
     # The scans that detect the format also validate it below: the file is read once.
-    label_scan = columns.scan() if columns is not None and raw.size else None
+    label_scan = columns.scan() if columns is not None and size else None
     row_scan = None
     if detected:
-        if rows is not None and raw.size:
+        if rows is not None and size:
             row_scan = rows.scan()
-        fmt = detect_format(raw, where, teachers, row_scan, label_scan=label_scan)
-    check_shape(raw, where, fmt, num_classes)
+        whole: BlockScan | None = row_scan if row_scan is not None else label_scan
+        if whole is None and len(shape) == 2 and size:
+            whole = _scan_rows(whole_array())
+        fmt = detect_format(shape, where, teachers, whole)
+    check_shape(shape, where, fmt, num_classes)
     axis = QUERY_AXIS[fmt]
-    num_file_queries = int(raw.shape[axis])
+    num_file_queries = int(shape[axis])
     selection = query_selection(where, num_file_queries, queries, indices)
     num_selected = num_file_queries if selection is None else len(selection)
     notes: list[str] = []
+    if transposed:
+        notes.append(
+            f"{where}: read as labels saved queries x teachers ({shape[1]} queries x "
+            f"{shape[0]} teachers), the axis --teachers {teachers} names"
+        )
     counts: NDArray[np.float64] | ChunkedCounts
     try:
         if rows is not None and fmt is VoteFormat.COUNTS:
@@ -222,9 +274,10 @@ def load_votes(
             )
         elif columns is not None and label_scan is not None and fmt is VoteFormat.LABELS:
             counts = columns.counts(where, label_scan, num_classes, num_selected)
-            num_teachers = teachers_of_labels(int(raw.shape[0]), teachers, where, notes)
+            num_teachers = teachers_of_labels(shape[0], teachers, where, notes)
         else:
             # Select before converting: a memory-mapped file then reads only the queries kept.
+            raw = whole_array()
             data = np.asarray(raw if selection is None else np.take(raw, selection, axis=axis))
 
             def file_query(q: int) -> int:
@@ -260,4 +313,15 @@ def load_votes(
         num_file_queries=num_file_queries,
         selection=selection,
         warnings=tuple(notes),
+        file_shape=file_shape,
+        stored_dtype=str(file.dtype),
+        transposed=transposed,
     )
+
+
+def _scan_rows(raw: np.ndarray) -> BlockScan:
+    """What detection needs of a 2-D array in memory (or memory-mapped), gathered a block of
+    rows at a time, so that its temporaries are a block's, not the array's."""
+    step = max(1, _BLOCK_CELLS // max(raw.shape[1], 1))
+    blocks = ((start, raw[start : start + step]) for start in range(0, len(raw), step))
+    return scan_blocks(blocks, VoteFormat.COUNTS, num_rows=len(raw))

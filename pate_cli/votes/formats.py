@@ -1,10 +1,11 @@
 """Vote formats: detection, the rules each format's values obey, and conversion to counts.
 
-A votes file holds one of three layouts (CLI.md); every one becomes a float64 ``(Q, C)``
+A votes file holds one of three layouts (README, "Inputs"); each becomes a float64 ``(Q, C)``
 histogram of votes:
 
 - ``counts``: (Q, C), finite non-negative vote counts; every row sums to M. Under
   ``--teachers M`` rows may sum to less (abstaining teachers, with a warning), never to more.
+  Fractional values (soft votes) are analysed as they are, with a warning naming the first.
 - ``labels``: (M, Q), whole-number class labels in [0, C), or -1 for a teacher that abstains
   on a query (counted in no class, so that query's histogram sums to less than M); M stays
   the number of rows. Without ``--num-classes``, C is one more than the largest label of the
@@ -16,28 +17,58 @@ histogram of votes:
 sum of counts, or below the number of rows of labels or scores, it is an input error; above
 them it is a note (abstaining teachers).
 
-Detection (``--format auto``) looks at the whole file and never guesses in a way that changes
-the numbers:
+Detection (``--format auto``) looks at the whole file and takes a reading only when no other
+reading of the same array is plausible; otherwise it is an input error that names every
+plausible reading, with its sizes and what picks it. It never guesses in a way that changes
+the numbers. The readings of a 2-D array of R rows and K columns, and when each is
+plausible:
 
-- 3-D is ``probs``;
-- 2-D with ``--teachers`` is ``counts`` (which then fails, or warns on rows below M);
-- 2-D whose rows all have the same positive sum is ``counts``, unless it holds a negative
-  value (counts cannot: a -1 may be an abstaining teacher's label, so the next rule decides);
-- 2-D whose values are labels (whole numbers, at least -1) is ``labels`` only when the class
-  count it implies, C = largest label + 1, is at most both its number of rows (teachers)
-  and columns (queries). A labels reading of a counts file implies a class count near the
-  counts' number of teachers (``[[240, 10], [100, 100]]``: 241 classes for 2 teachers; a
-  transposed counts file: hundreds of classes for 10 queries), which a real labels file
-  does not have. Past that bound the file is ambiguous: an input error asking for
-  ``--format``;
-- anything else is ``counts`` (which then fails with the reason).
+- counts, R queries x K classes: finite non-negative values. Rows that all sum to the same
+  positive total make it counts outright: the rows of a labels file are each one teacher's
+  labels over many queries, whose sums vary widely (a labels file whose rows all share one
+  sum, which takes few teachers and queries, is read as counts);
+- counts with abstaining teachers: whole non-negative values whose rows mostly reach the
+  largest row sum S: the rows below S are fewer than half of them and none is below S/2.
+  Auto never reads them without ``--teachers`` (M could be more than S), but names them;
+- labels, R teachers x K queries (the documented layout): whole numbers, at least -1, whose
+  class count C = largest label + 1 is at most both R and K. A labels reading of a counts
+  file implies a class count near the counts' number of teachers (``[[240, 10], [100,
+  100]]``: 241 classes for 2 teachers; a transposed counts file: hundreds of classes for
+  10 queries), which a real labels file does not have;
+- labels saved queries x teachers, K teachers x R queries: plausible labels of at least two
+  classes with R >= K. PATE asks more queries than it has teachers, so with R < K this
+  reading (more teachers than queries) is not taken as plausible: a file saved queries x
+  teachers with fewer queries than teachers cannot be told from the documented layout, and
+  is read as it (the report states the layout it read). Labels of a single class (every
+  value 0 or -1) have no vote to aggregate and are read in the documented layout too.
+  Auto never reads this orientation; ``--format labels --teachers K`` does (the teachers
+  are the axis of K entries; ``load_votes`` reads the array transposed and says so).
+
+So ``--format auto`` reads:
+
+- 3-D as ``probs``;
+- 2-D with rows that all sum to the same positive total as ``counts``;
+- 2-D with ``--teachers M``: the plausible reading that M does not refute (counts with no
+  row above M, labels of at most M teachers): ``counts`` (which then warns on rows below
+  M), or ``labels``; several, or only labels saved queries x teachers, are an input error;
+  none is ``counts``, which then fails;
+- 2-D otherwise: ``labels`` when that is the only plausible reading; an input error when
+  counts with abstaining teachers or the transposed orientation are plausible too (5,000 x
+  100 labels of 10 classes: 5,000 teachers x 100 queries, or 100 teachers x 5,000 queries;
+  3,000 x 100 counts of 50 teachers, one vote abstaining: those counts, or labels of 3,000
+  teachers x 100 queries of as many classes as the largest count plus one), or when whole
+  values of at least -1 are labels only with more classes than teachers or queries (they
+  may be counts);
+- anything else as ``counts`` (which then fails with the reason).
 
 The rules are written once, for a block of queries (:func:`first_bad`), and applied by one
-loop over blocks (:func:`scan_blocks`). Both ways of reading votes go through it: the
-in-memory path hands over its whole selection as a single block, the streamed path
-(``pate_cli.votes.stream``) the blocks it reads from a large file. So a file is accepted
-or rejected, with the same one-line message naming the first bad value (of the first
-query holding one), however it was read. A value is named by its place in the file:
+loop over blocks (:func:`scan_blocks`), which also gathers what detection needs (row sums,
+the smallest and largest values, whether all are whole, the first -1 and the first
+fractional value) the same way whichever axis the blocks split. Both ways of reading votes
+go through it: the in-memory path hands over its whole selection as a single block, the
+streamed path (``pate_cli.votes.stream``) the blocks it reads from a large file. So a file
+is accepted or rejected, with the same one-line message naming the first bad value (of the
+first query holding one), however it was read. A value is named by its place in the file:
 ``file_query`` maps a query of the checked array back to the file when a selection was
 taken first.
 
@@ -46,7 +77,7 @@ Shape letters: Q queries, C classes, M teachers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +93,13 @@ _LAYOUTS = {
     "probs": "(teachers, queries, classes)",
 }
 
+
+#: The axes of each format's array, by name: ``" x ".join(AXES[fmt])`` is its layout.
+AXES = {
+    VoteFormat.COUNTS: ("queries", "classes"),
+    VoteFormat.LABELS: ("teachers", "queries"),
+    VoteFormat.PROBS: ("teachers", "queries", "classes"),
+}
 
 #: The axis of the queries in each format's array: rows of counts, columns of labels/scores.
 QUERY_AXIS = {VoteFormat.COUNTS: 0, VoteFormat.LABELS: 1, VoteFormat.PROBS: 1}
@@ -119,9 +157,31 @@ def is_whole(a: np.ndarray) -> NDArray[np.bool_]:
     return whole
 
 
+_CHUNK = 1 << 20  # values of a block compared with their floor at a time
+
+
+def _pieces(a: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """(first row, rows) of ``a`` in pieces of about :data:`_CHUNK` values, so that a
+    temporary of a piece, not of the whole block, is what an elementwise test costs."""
+    step = max(1, _CHUNK // max(a[0].size if len(a) else 1, 1))
+    for start in range(0, len(a), step):
+        yield start, a[start : start + step]
+
+
 def _integral(a: np.ndarray) -> bool:
     """Whether every value of a float array without NaN or infinities is a whole number."""
-    return bool(np.array_equal(np.floor(a), a))
+    return all(np.array_equal(np.floor(piece), piece) for _, piece in _pieces(a))
+
+
+def _first_fraction(a: np.ndarray) -> tuple[int, ...]:
+    """Index of the first value (C order) of a float array, known to hold one, that is not
+    a whole number."""
+    for start, piece in _pieces(a):
+        mask = piece != np.floor(piece)
+        if mask.any():
+            index = first_index(mask)
+            return (index[0] + start, *index[1:])
+    raise ValueError("no fractional value")
 
 
 def _same(q: int) -> int:
@@ -129,7 +189,10 @@ def _same(q: int) -> int:
 
 
 def first_bad(
-    block: np.ndarray, fmt: VoteFormat, num_classes: int | None = None
+    block: np.ndarray,
+    fmt: VoteFormat,
+    num_classes: int | None = None,
+    bounds: tuple[Any, Any] | None = None,
 ) -> tuple[int, ...] | None:
     """The rule of ``fmt`` on one block of votes: the index of its first bad value, or None.
 
@@ -137,13 +200,15 @@ def first_bad(
     upper bound when ``num_classes`` is None) or :data:`ABSTAIN`; ``probs`` finite. "First"
     is by query (:func:`first_by_query`).
 
+    ``bounds``: the block's (min, max), when the caller has them already.
+
     Shapes: ``block`` is (rows, C) counts, (M, queries) labels or (M, queries, C) scores.
     """
     if block.size == 0:
         return None
     # min and max propagate NaN, so two reductions, without temporaries, clear a good
     # block; the elementwise mask is built only for a bad one, to find its first bad value.
-    low, high = block.min(), block.max()
+    low, high = (block.min(), block.max()) if bounds is None else bounds
     if fmt is VoteFormat.COUNTS:
         if low >= 0 and high < np.inf:
             return None
@@ -176,8 +241,20 @@ class BlockScan:
         largest: The largest label before the first block with a bad value (labels), as a
             scalar of the array's dtype, so that it compares with C as the rule does; 0
             when every label read is :data:`ABSTAIN`.
-        abstain: Index in the whole array of the first :data:`ABSTAIN` label (by query)
-            before the first block with a bad value, or None (labels).
+
+    What detection needs of a 2-D array is gathered from every block (however the blocks
+    split it; a scan that stops at a bad value has it in part only):
+
+    Attributes:
+        finite: Every value is finite.
+        whole: Every value is finite and a whole number.
+        low: The smallest value (when ``finite``), a scalar of the blocks' dtype.
+        high: The largest value (when ``finite``).
+        minus_one: Index in the whole array of the first -1 in row-major order (rows of the
+            file first), or None; gathered when ``whole``.
+        fraction: Index in the whole array of the first value that is not a whole number,
+            in row-major order (by query, for counts), or None; gathered when ``finite``.
+        fraction_value: That value.
     """
 
     fmt: VoteFormat
@@ -186,7 +263,38 @@ class BlockScan:
     bad: tuple[int, ...] | None = None
     bad_value: object = None
     largest: Any = 0
-    abstain: tuple[int, ...] | None = None
+    finite: bool = True
+    whole: bool = True
+    low: Any = None
+    high: Any = None
+    minus_one: tuple[int, int] | None = None
+    fraction: tuple[int, int] | None = None
+    fraction_value: object = None
+
+    def gather(self, block: np.ndarray, start: int, axis: int) -> tuple[Any, Any]:
+        """Add one block of a 2-D array (its first index ``start`` along ``axis``) to what
+        detection needs; returns the block's (min, max)."""
+        low, high = block.min(), block.max()
+        if not (low > -np.inf and high < np.inf):  # NaN (which fails both) or infinite
+            self.finite = self.whole = False
+            return low, high
+        self.low = low if self.low is None else min(self.low, low)
+        self.high = high if self.high is None else max(self.high, high)
+        shift = (start, 0) if axis == 0 else (0, start)
+        if block.dtype.kind not in "iub" and not _integral(block):
+            self.whole = False
+            index = _first_fraction(block)
+            place = (index[0] + shift[0], index[1] + shift[1])
+            if self.fraction is None or place < self.fraction:
+                self.fraction, self.fraction_value = place, block[index]
+        if self.whole and low <= ABSTAIN:
+            mask = block == ABSTAIN
+            if mask.any():
+                index = first_index(mask)
+                place = (index[0] + shift[0], index[1] + shift[1])
+                if self.minus_one is None or place < self.minus_one:
+                    self.minus_one = place
+        return low, high
 
     def check(
         self,
@@ -265,109 +373,189 @@ def scan_blocks(
             else:
                 with np.errstate(over="ignore", invalid="ignore"):  # as in sum_rows
                     sums += sum_rows(block)
+        bounds = scan.gather(block, start, axis) if block.ndim == 2 and block.size else None
         if scan.bad is not None:
             continue
-        index = first_bad(block, fmt, num_classes)
+        index = first_bad(block, fmt, num_classes, bounds)
         if index is not None:
             scan.bad_value = block[index]
             scan.bad = tuple(i + start if k == axis else i for k, i in enumerate(index))
             if stop_at_bad:
                 break
         elif fmt is VoteFormat.LABELS and block.size:
-            scan.largest = max(scan.largest, block.max())
-            if scan.abstain is None and block.min() < 0:
-                index = first_by_query(block < 0, fmt)
-                scan.abstain = (index[0], index[1] + start)
+            scan.largest = max(scan.largest, block.max() if bounds is None else bounds[1])
     if sums is not None:
         scan.row_sums = sums
     return scan
 
 
+def _above(sums: NDArray[np.float64], teachers: int) -> NDArray[np.bool_]:
+    """Rows that sum to more than ``teachers`` (beyond rounding)."""
+    off = ~np.isclose(sums, teachers, rtol=1e-9, atol=1e-9)
+    above: NDArray[np.bool_] = off & (sums > teachers)
+    return above
+
+
+def _short_rows(sums: NDArray[np.float64]) -> NDArray[np.bool_]:
+    """Rows that sum to less than the largest row sum (beyond rounding)."""
+    short: NDArray[np.bool_] = ~np.isclose(sums, sums.max(), rtol=1e-9, atol=0)
+    return short
+
+
+def _abstaining(sums: NDArray[np.float64]) -> bool:
+    """Row sums of counts with a few abstaining teachers: the largest sum S is positive,
+    the rows below it are fewer than half of them, and none is below S / 2."""
+    top = sums.max()
+    if not (np.isfinite(top) and top > 0):
+        return False
+    short = int(_short_rows(sums).sum())
+    return 0 < short and 2 * short < sums.size and bool(sums.min() >= top / 2)
+
+
+def _rows_text(sums: NDArray[np.float64]) -> str:
+    """How rows of counts sum: "1 of 3000 rows sums to 49, the others to 50"."""
+    short = _short_rows(sums)
+    top, count = show_value(sums.max()), int(short.sum())
+    if count == 0:
+        return f"every row sums to {top}"
+    if 2 * count >= sums.size:
+        return f"rows summing to {show_value(sums.min())} to {top}"
+    below = sums[short]
+    low, high = show_value(below.min()), show_value(below.max())
+    if count == 1:
+        return f"1 of {sums.size} rows sums to {low}, the others to {top}"
+    span = low if low == high else f"{low} to {high}"
+    return f"{count} of {sums.size} rows sum to {span}, the others to {top}"
+
+
+def _classes_text(num_classes: int) -> str:
+    if num_classes == 1:
+        return "1 class"
+    shown = str(num_classes) if num_classes < 10**15 else f"{float(num_classes):.3g}"
+    return f"{shown} classes"
+
+
 def detect_format(
-    raw: np.ndarray,
-    where: str,
-    teachers: int | None,
-    row_scan: BlockScan | None = None,
-    *,
-    label_scan: BlockScan | None = None,
+    shape: tuple[int, ...], where: str, teachers: int | None, scan: BlockScan | None
 ) -> VoteFormat:
     """Auto-detection rules; see the module docstring.
 
-    What a streamed pass has found spares reading the file again: ``row_scan``, a pass
-    over a tall file with the counts rule and its row sums; ``label_scan``, a pass over a
-    wide file with the labels rule (C unbounded) and its row sums.
+    Args:
+        shape: The file's array shape.
+        where: The path as the user gave it.
+        teachers: ``--teachers``.
+        scan: For a non-empty 2-D array, a scan of the whole of it (in memory, or streamed
+            by rows or by columns) made with ``num_rows``: its row sums and what detection
+            needs. Unused otherwise.
 
     Raises:
-        InputError: Not 2-D or 3-D, or a 2-D array that reads as labels only with more
-            classes than teachers or queries (it may be counts): ``--format`` must say.
+        InputError: Not 2-D or 3-D, or a 2-D array with more than one plausible reading
+            (each is named, with what picks it), or one that reads as counts only with
+            abstaining teachers and no ``--teachers``, or as labels only with more classes
+            than teachers or queries.
     """
-    if raw.ndim == 3:
+    if len(shape) == 3:
         return VoteFormat.PROBS
-    if raw.ndim != 2:
+    if len(shape) != 2:
         raise InputError(
-            f"{where}: array has {raw.ndim} dimensions {raw.shape} but --format auto expects "
+            f"{where}: array has {len(shape)} dimensions {shape} but --format auto expects "
             f"{_LAYOUTS['counts']} counts, {_LAYOUTS['labels']} labels or "
             f"{_LAYOUTS['probs']} probs"
         )
-    if raw.size == 0:
+    if scan is None or 0 in shape:
         return VoteFormat.COUNTS  # rejected as empty by the shape check
-    summed = row_scan if row_scan is not None else label_scan
-    sums = sum_rows(raw) if summed is None else summed.row_sums
-    if teachers is not None:
+    rows, columns = (int(n) for n in shape)
+    sums = scan.row_sums
+    counts_ok = scan.finite and scan.low >= 0
+    labels_ok = scan.whole and scan.low >= ABSTAIN
+    if counts_ok and np.isfinite(sums[0]) and sums[0] > 0 and _all_near(sums, sums[0]):
         return VoteFormat.COUNTS
-    if np.isfinite(sums[0]) and sums[0] > 0 and _all_near(sums, sums[0]):
-        # Counts, unless a negative value rules them out (-1: labels with abstentions).
-        if row_scan is not None:
-            negative = row_scan.bad is not None  # a bad count: the labels rule decides
-        elif label_scan is not None:
-            negative = label_scan.bad is None and label_scan.abstain is not None
-        else:
-            negative = raw.dtype.kind != "u" and bool(raw.min() < 0)
-        if not negative:
-            return VoteFormat.COUNTS
-    scan = label_scan if label_scan is not None else scan_blocks([(0, raw)], VoteFormat.LABELS)
-    if scan.bad is not None:
-        return VoteFormat.COUNTS
-    num_teachers, num_queries = (int(n) for n in raw.shape)
-    num_classes = int(scan.largest) + 1
-    if num_classes <= min(num_teachers, num_queries):
-        return VoteFormat.LABELS
-    shown = str(num_classes) if num_classes < 10**15 else f"{float(num_classes):.3g}"
-    as_labels = (
-        f"labels ({num_teachers} teachers, {num_queries} queries, {shown} classes: more "
-        "classes than teachers or queries)"
+    num_classes = int(max(scan.high, 0)) + 1 if labels_ok else 0
+    fits = labels_ok and num_classes <= min(rows, columns)
+    # Saved queries x teachers: as plausible when it has at least as many queries (rows).
+    flips = fits and rows >= columns and num_classes > 1
+    shown = _classes_text(num_classes)
+    as_labels = f"labels of {rows} teachers x {columns} queries ({shown}; pass --format labels)"
+    transposed = (
+        f"labels of {columns} teachers x {rows} queries saved as queries x teachers ({shown}; "
+        + (
+            f"pass --format labels --teachers {columns})"
+            if rows != columns  # a square array's axes cannot be told apart by a count
+            else "save the array transposed, as (teachers, queries))"
+        )
     )
-    if scan.abstain is not None:  # not counts, and labels only with many classes
-        row, column = scan.abstain
+    readings: list[str] = []
+    if teachers is not None:
+        # Each reading that --teachers M does not refute: counts with no row above M,
+        # labels of at most M teachers.
+        if counts_ok and not _above(sums, teachers).any():
+            readings.append(
+                f"counts of {rows} queries x {columns} classes from {teachers} teachers "
+                f"({_rows_text(sums)}; pass --format counts)"
+            )
+        if fits and rows <= teachers:
+            readings.append(as_labels)
+        if flips and columns <= teachers:
+            readings.append(transposed)
+        if len(readings) > 1:
+            raise InputError(
+                f"{where}: cannot tell the format: it could be {', or '.join(readings)}"
+            )
+        if readings == [transposed]:
+            raise InputError(f"{where}: reads only as {transposed}")
+        return VoteFormat.LABELS if readings == [as_labels] else VoteFormat.COUNTS
+    abstaining = counts_ok and labels_ok and _abstaining(sums)
+    if fits:
+        if abstaining:
+            readings.append(
+                f"counts of {rows} queries x {columns} classes with abstaining teachers "
+                f"({_rows_text(sums)}; pass --format counts --teachers M, M at least "
+                f"{show_value(sums.max())})"
+            )
+        readings.append(as_labels)
+        if flips:
+            readings.append(transposed)
+        if len(readings) == 1:
+            return VoteFormat.LABELS
+        raise InputError(f"{where}: cannot tell the format: it could be {', or '.join(readings)}")
+    if not labels_ok:
+        return VoteFormat.COUNTS  # which then fails with the reason
+    too_many = (
+        f"labels ({rows} teachers, {columns} queries, {shown}: more classes than teachers or "
+        "queries)"
+    )
+    if scan.minus_one is not None:  # not counts, and labels only with many classes
+        row, column = scan.minus_one
         raise InputError(
-            f"{where}: cannot tell the format: it could be {as_labels} with abstaining "
+            f"{where}: cannot tell the format: it could be {too_many} with abstaining "
             f"teachers ({ABSTAIN}), or counts with a bad value (row {row}, column {column} "
             f"is {ABSTAIN}); pass --format labels, or fix the counts"
         )
     raise InputError(
-        f"{where}: cannot tell the format: it could be {as_labels} or counts with abstaining "
-        f"teachers ({num_teachers} queries, {num_queries} classes, rows summing to "
-        f"{show_value(sums.min())} to {show_value(sums.max())}); pass --format labels, or "
-        "--format counts --teachers M"
+        f"{where}: cannot tell the format: it could be {too_many} or counts with abstaining "
+        f"teachers ({rows} queries, {columns} classes, {_rows_text(sums)}); pass --format "
+        "labels, or --format counts --teachers M"
     )
 
 
-def check_shape(raw: np.ndarray, where: str, fmt: VoteFormat, num_classes: int | None) -> None:
+def check_shape(
+    shape: tuple[int, ...], where: str, fmt: VoteFormat, num_classes: int | None
+) -> None:
     """Check the number of dimensions, emptiness and ``--num-classes`` against ``fmt``."""
     ndim = 3 if fmt is VoteFormat.PROBS else 2
-    if raw.ndim != ndim:
+    if len(shape) != ndim:
         raise InputError(
-            f"{where}: array has {raw.ndim} dimensions {raw.shape} but --format "
+            f"{where}: array has {len(shape)} dimensions {shape} but --format "
             f"{fmt.value} expects {_LAYOUTS[fmt.value]}"
         )
-    if raw.size == 0:
+    if 0 in shape:
         raise InputError(
-            f"{where}: votes array is empty, shape {raw.shape}; expected "
+            f"{where}: votes array is empty, shape {shape}; expected "
             f"{_LAYOUTS[fmt.value]} with at least one of each"
         )
-    if num_classes is not None and fmt is not VoteFormat.LABELS and raw.shape[-1] != num_classes:
+    if num_classes is not None and fmt is not VoteFormat.LABELS and shape[-1] != num_classes:
         raise InputError(
-            f"{where}: votes have {raw.shape[-1]} classes (shape {raw.shape}) but "
+            f"{where}: votes have {shape[-1]} classes (shape {shape}) but "
             f"--num-classes is {num_classes}"
         )
 
@@ -450,10 +638,19 @@ def teachers_of_counts(
     """Check counts from their scan (made with ``num_rows``) and return M.
 
     ``num_queries``: only the first queries are analysed (a prefix of a file scanned whole).
+    Fractional counts (soft votes) are taken as they are, with a note naming the first.
     """
     scan.check(where, file_query, num_queries)
     sums = scan.row_sums[:num_queries]
-    return teachers_from_sums(sums, where, teachers, notes, file_query)
+    num_teachers = teachers_from_sums(sums, where, teachers, notes, file_query)
+    if scan.fraction is not None and (num_queries is None or scan.fraction[0] < num_queries):
+        q, c = scan.fraction
+        notes.append(
+            f"{where}: votes hold fractional values (soft votes; row {file_query(q)}, column "
+            f"{c} is {show_value(scan.fraction_value)}): they are analysed as counts, as they "
+            "are; the smooth-sensitivity release needs whole counts"
+        )
+    return num_teachers
 
 
 def classes_of_labels(

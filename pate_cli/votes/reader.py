@@ -1,20 +1,27 @@
 """Reading numeric arrays from .npy and .npz files, safely, and hashing input files.
 
-Every array pate reads goes through :func:`load_array` (or :func:`read_array`, which can
-memory-map), and nothing here ever unpickles: ``allow_pickle=False`` on every numpy call.
-The reader checks that the path is a regular file *before* opening it (a FIFO would
-block), tells ``.npy`` from ``.npz`` by the magic bytes rather than the extension, parses
-the ``.npy`` header itself, rejects non-numeric dtypes (objects, strings, structured,
-complex, datetimes), and compares the size the header declares with the bytes actually
-present, so a forged header cannot make it allocate gigabytes. Only then is the data read
-(``np.load(..., allow_pickle=False)``, memory-mapped for votes so that a query selection
-reads only the rows it needs). An ``.npz`` must hold exactly one array; its member is
-parsed the same way and copied out of the archive. A member is inflated only after its
-header and the zip directory agree: the member's uncompressed size (``ZipInfo.file_size``)
-must be exactly the header plus the bytes the header declares (less is truncated, more is
-trailing data: an inconsistent archive), and those bytes must not exceed
-:data:`MAX_ARRAY_BYTES`, so a small archive cannot make the reader inflate gigabytes of
-zeros. No more than the declared bytes are ever inflated.
+Every array pate reads goes through :func:`open_array` (or :func:`load_array` and
+:func:`read_array`, built on it), and nothing here ever unpickles: ``allow_pickle=False``
+on every numpy call. The reader checks that the path is a regular file *before* opening it
+(a FIFO would block), tells ``.npy`` from ``.npz`` by the magic bytes rather than the
+extension, parses the ``.npy`` header itself, rejects non-numeric dtypes (objects, strings,
+structured, complex, datetimes), and compares the size the header declares with the bytes
+actually present, so a forged header cannot make it allocate gigabytes. Only then is the
+data read (``np.load(..., allow_pickle=False)``, memory-mapped for votes so that a query
+selection reads only the rows it needs).
+
+An ``.npz`` must hold exactly one array; its member is parsed the same way, and checked
+against the zip directory before anything is inflated: the member's uncompressed size
+(``ZipInfo.file_size``) must be exactly the header plus the bytes the header declares (less
+is truncated, more is trailing data: an inconsistent archive), those bytes must not exceed
+:data:`MAX_ARRAY_BYTES`, and a member of at least a MiB must not inflate more than
+:data:`MAX_INFLATION_RATIO` times its compressed size: deflate cannot pass about 1032:1,
+and only data that is nearly all one value comes near it, which no vote file is, while a
+4 GB array of zeros fits in a 4 MB archive. No more than the declared bytes are ever
+inflated, and they are inflated a block at a time (zipfile's streaming decompressor, which
+checks the member's CRC-32 as the last block comes): into the array itself when it is read
+whole (one copy of the data at most in memory), or block by block of rows
+(:meth:`ArrayFile.row_blocks`) for the readers of large votes (``pate_cli.votes.stream``).
 
 It knows nothing about votes: ``what`` ("votes", "baseline", "indices", ...) only names
 the array in messages. Every problem is an :class:`~pate_cli.errors.InputError` whose
@@ -35,9 +42,11 @@ import stat
 import warnings as _warnings
 import zipfile
 import zlib
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Literal
 
 import numpy as np
 
@@ -51,10 +60,13 @@ _MAX_DIMENSION = np.iinfo(np.intp).max  # numpy's limit on one dimension of an a
 _MAX_HEADER_BYTES = 10_000  # numpy's own default limit for a header before literal_eval
 _NUMERIC_KINDS = "biuf"
 
-#: The most bytes of data an .npz member may declare: it is inflated into memory whole (an
-#: .npy is memory-mapped or streamed instead). Read when an archive is read, so setting it
-#: here (as the tests do) takes effect.
+#: The most bytes of data an .npz member may declare (and so inflate to). Read when an
+#: archive is read, so setting it here (as the tests do) takes effect; so is the next one.
 MAX_ARRAY_BYTES = 4 << 30
+#: The most times an .npz member of at least a MiB may inflate its compressed size.
+MAX_INFLATION_RATIO = 1000
+_RATIO_MIN_BYTES = 1 << 20  # a smaller member costs nothing to inflate, whatever its ratio
+_INFLATE_BYTES = 1 << 18  # bytes inflated at a time when a member is read whole
 
 
 @dataclass(frozen=True)
@@ -147,17 +159,16 @@ def _truncated(where: str, what: str, header: NpyHeader, available: int) -> Inpu
     )
 
 
-def _check_member_size(where: str, what: str, header: NpyHeader, stored: int) -> None:
-    """Refuse an .npz member that declares too much, or that the zip directory contradicts.
-
-    ``stored``: the bytes after the header according to the zip directory.
-    """
+def _check_member_size(where: str, what: str, header: NpyHeader, info: zipfile.ZipInfo) -> None:
+    """Refuse an .npz member that declares too much, that the zip directory contradicts, or
+    that inflates as no array of numbers does (see the module docstring)."""
     if header.nbytes > MAX_ARRAY_BYTES:
         raise InputError(
             f"{where}: the header declares shape {header.shape} of {header.dtype!s} "
             f"({header.nbytes} bytes), more than the {MAX_ARRAY_BYTES} bytes an .npz array may "
-            f"hold in memory; expected a smaller {what} array, or save it with numpy.save"
+            f"inflate to; expected a smaller {what} array, or save it with numpy.save"
         )
+    stored = info.file_size - header.offset  # the bytes after the header, says the directory
     if stored < header.nbytes:
         raise _truncated(where, what, header, stored)
     if stored > header.nbytes:
@@ -166,24 +177,21 @@ def _check_member_size(where: str, what: str, header: NpyHeader, stored: int) ->
             f"{header.dtype!s} ({header.nbytes} bytes) but the archive stores {stored} bytes "
             f"after it; expected the {what} saved with numpy.savez"
         )
+    compressed = max(info.compress_size, 1)
+    if info.file_size >= _RATIO_MIN_BYTES and info.file_size > MAX_INFLATION_RATIO * compressed:
+        raise InputError(
+            f"{where}: the archive inflates {info.compress_size} bytes to {info.file_size} "
+            f"(ratio {info.file_size / compressed:.0f}:1), more than the "
+            f"{MAX_INFLATION_RATIO}:1 of any {what} array (nearly all of it is one value); "
+            f"expected the {what} saved with numpy.save or numpy.savez"
+        )
 
 
-def _load_npz(path: StrPath, where: str, what: str) -> np.ndarray:
+@contextmanager
+def _npz_errors(where: str, what: str) -> Iterator[None]:
+    """Turn what zipfile and zlib raise on a damaged archive into the one-line InputError."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            members = [info for info in archive.infolist() if not info.is_dir()]
-            keys = [info.filename.removesuffix(".npy") for info in members]
-            if len(members) != 1:
-                raise InputError(
-                    f"{where}: .npz holds {len(members)} arrays {keys}; expected exactly one "
-                    f"{what} array"
-                )
-            info, inner = members[0], f"{where}: array {keys[0]!r}"
-            with archive.open(info) as member:
-                header = _read_header(member, inner, what)
-                # Checked before any data is inflated: the header alone says how much.
-                _check_member_size(inner, what, header, info.file_size - header.offset)
-                data = member.read(header.nbytes)
+        yield
     except InputError:  # a ValueError, but already the one-line message
         raise
     except (
@@ -199,29 +207,142 @@ def _load_npz(path: StrPath, where: str, what: str) -> np.ndarray:
         raise InputError(
             f"{where}: corrupt .npz archive ({exc}); expected the {what} saved with numpy.savez"
         ) from None
-    if len(data) != header.nbytes:
-        raise _truncated(where, what, header, len(data))
-    try:
-        if header.nbytes == 0:
-            return np.empty(header.shape, dtype=header.dtype)
-        flat = np.frombuffer(data, dtype=header.dtype)
-        return flat.reshape(header.shape, order="F" if header.fortran_order else "C").copy()
-    except ValueError as exc:  # e.g. more dimensions than numpy supports (65 in numpy 2)
-        raise InputError(
-            f"{where}: unreadable .npz array ({exc}); expected the {what} saved with numpy.savez"
-        ) from None
 
 
-def read_array(path: StrPath, what: str, *, mmap: bool) -> np.ndarray:
-    """:func:`load_array`, but ``mmap=True`` memory-maps a .npy (read-only) instead of reading it.
+@contextmanager
+def _open_member(
+    path: StrPath, where: str, what: str
+) -> Iterator[tuple[zipfile.ZipInfo, str, NpyHeader, IO[bytes]]]:
+    """The one member of an .npz, checked: (its zip entry, its name for messages, its
+    header, the member opened just past the header). Raises InputError."""
+    with _npz_errors(where, what), zipfile.ZipFile(path) as archive:
+        members = [info for info in archive.infolist() if not info.is_dir()]
+        keys = [info.filename.removesuffix(".npy") for info in members]
+        if len(members) != 1:
+            raise InputError(
+                f"{where}: .npz holds {len(members)} arrays {keys}; expected exactly one "
+                f"{what} array"
+            )
+        info, inner = members[0], f"{where}: array {keys[0]!r}"
+        with archive.open(info) as member:
+            header = _read_header(member, inner, what)
+            # Checked before any data is inflated: the header alone says how much.
+            _check_member_size(inner, what, header, info)
+            yield info, inner, header, member
 
-    An .npz member is always read into memory (it may be compressed).
+
+@dataclass(frozen=True)
+class ArrayFile:
+    """A checked .npy file, or the checked array of a single-array .npz: its header, and
+    ways to read its data that never hold more than the array (see the module docstring).
+
+    Attributes:
+        path: The file.
+        where: The path as the user gave it.
+        what: What the array is, for messages.
+        header: Its checked header.
+        npz: True for the member of an .npz, False for a plain .npy.
+    """
+
+    path: StrPath
+    where: str
+    what: str
+    header: NpyHeader
+    npz: bool
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.header.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.header.dtype
+
+    def array(self, *, mmap: bool) -> np.ndarray:
+        """The whole array: a .npy memory-mapped (read-only) when ``mmap``, else read; an
+        .npz member inflated a block at a time into the array (never mapped)."""
+        header = self.header
+        if not self.npz:
+            # Header, dtype and size are checked, so numpy neither unpickles nor over-allocates.
+            try:
+                with _open_regular(self.path, self.where, self.what) as f:
+                    array: np.ndarray = np.load(
+                        self.path if mmap else f,
+                        mmap_mode="r" if mmap else None,
+                        allow_pickle=False,
+                    )
+                return array
+            except InputError:
+                raise
+            except (ValueError, OSError, EOFError) as exc:
+                raise InputError(
+                    f"{self.where}: unreadable .npy ({exc}); expected the {self.what} saved "
+                    "with numpy.save"
+                ) from None
+        out = np.empty(header.nbytes, dtype=np.uint8)
+        filled = 0
+        with _open_member(self.path, self.where, self.what) as (_, inner, _, member):
+            with _npz_errors(self.where, self.what):
+                while filled < header.nbytes:
+                    chunk = member.read(min(_INFLATE_BYTES, header.nbytes - filled))
+                    if not chunk:
+                        break
+                    out[filled : filled + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+                    filled += len(chunk)
+        if filled != header.nbytes:
+            raise _truncated(inner, self.what, header, filled)
+        try:
+            if header.nbytes == 0:
+                return np.empty(header.shape, dtype=header.dtype)
+            order: Literal["C", "F"] = "F" if header.fortran_order else "C"
+            return out.view(header.dtype).reshape(header.shape, order=order)
+        except ValueError as exc:  # e.g. more dimensions than numpy supports (65 in numpy 2)
+            raise InputError(
+                f"{self.where}: unreadable .npz array ({exc}); expected the {self.what} saved "
+                "with numpy.savez"
+            ) from None
+
+    def row_blocks(self, rows: int) -> Iterator[tuple[int, np.ndarray]]:
+        """(first row, rows) of a 2-D C-order .npz member, in order, ``rows`` at a time: one
+        pass of the streaming decompressor, a block of rows in memory (file dtype, read-only).
+
+        Raises:
+            InputError: A damaged archive (a bad CRC-32 shows with the last block).
+        """
+        header = self.header
+        num_rows, width = header.shape
+        row_bytes = width * header.dtype.itemsize
+        with _open_member(self.path, self.where, self.what) as (_, inner, _, member):
+            for start in range(0, num_rows, rows):
+                count = min(rows, num_rows - start)
+                with _npz_errors(self.where, self.what):
+                    data = member.read(count * row_bytes)
+                if len(data) != count * row_bytes:
+                    raise _truncated(inner, self.what, header, start * row_bytes + len(data))
+                yield start, np.frombuffer(data, dtype=header.dtype).reshape(count, width)
+
+
+def open_array(path: StrPath, what: str) -> ArrayFile:
+    """Check a .npy or single-array .npz file without reading its data.
+
+    Args:
+        path: The file, as the user gave it (it starts every message).
+        what: What the array is ("votes", "baseline", "indices", ...), for messages.
+
+    Returns:
+        The checked :class:`ArrayFile`; its dtype is bool, integer or float.
+
+    Raises:
+        InputError: Missing, unreadable, non-regular, truncated or corrupt file; not
+            .npy/.npz; an .npz without exactly one array, or whose array the archive
+            contradicts or inflates too much; a non-numeric dtype.
     """
     where = os.fspath(path)
     with _open_regular(path, where, what) as f:
         magic = f.read(len(_NPY_MAGIC))
         if magic.startswith(_ZIP_MAGICS):
-            return _load_npz(path, where, what)
+            with _open_member(path, where, what) as (_, _, header, _):
+                return ArrayFile(path, where, what, header, npz=True)
         if magic != _NPY_MAGIC:
             empty = " is empty" if not magic else ""
             raise InputError(
@@ -233,17 +354,15 @@ def read_array(path: StrPath, what: str, *, mmap: bool) -> np.ndarray:
         available = os.fstat(f.fileno()).st_size - header.offset
         if available < header.nbytes:
             raise _truncated(where, what, header, available)
-        f.seek(0)
-        # Header, dtype and size are checked, so numpy neither unpickles nor over-allocates.
-        try:
-            array: np.ndarray = np.load(
-                path if mmap else f, mmap_mode="r" if mmap else None, allow_pickle=False
-            )
-            return array
-        except (ValueError, OSError, EOFError) as exc:
-            raise InputError(
-                f"{where}: unreadable .npy ({exc}); expected the {what} saved with numpy.save"
-            ) from None
+    return ArrayFile(path, where, what, header, npz=False)
+
+
+def read_array(path: StrPath, what: str, *, mmap: bool) -> np.ndarray:
+    """:func:`load_array`, but ``mmap=True`` memory-maps a .npy (read-only) instead of reading it.
+
+    An .npz member is always read into memory (it may be compressed).
+    """
+    return open_array(path, what).array(mmap=mmap)
 
 
 def load_array(path: StrPath, what: str) -> np.ndarray:
@@ -284,13 +403,3 @@ def file_sha256(path: StrPath) -> str:
 def hash_in_background(path: StrPath) -> Future[str]:
     """Start :func:`file_sha256` of ``path`` on a thread (hashlib releases the GIL)."""
     return _hashing_thread().submit(file_sha256, path)
-
-
-def read_npy_header(path: StrPath, what: str) -> NpyHeader | None:
-    """The header of a plain .npy file (None for .npz); the file was checked already."""
-    where = os.fspath(path)
-    with _open_regular(path, where, what) as f:
-        if f.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
-            return None
-        f.seek(0)
-        return _read_header(f, where, what)

@@ -6,6 +6,13 @@ map count as the process's memory): :class:`ChunkedCounts` reads rows of a count
 most one block, on demand. They stand in for the float64 ``(Q, C)`` counts array: the
 analysis slices them by queries or asks for their blocks.
 
+The array of a large ``.npz`` is streamed the same way. Its member cannot be read at an
+offset (a deflated stream is read from its start), so :class:`InflatedTiles` inflates it
+once, a block of rows at a time through zipfile's streaming decompressor, and keeps it in
+memory as tiles compressed again with zlib (level 1), cut so that a block of rows, or of
+columns of a labels file, inflates only its own tiles: memory is about the archive's size
+(at most the array's, when nothing compresses), plus a block or two.
+
 Validation does not live here: a streamed file is checked by the same
 :func:`~pate_cli.votes.formats.scan_blocks` as an array in memory, fed with the blocks read
 here. The loader streams only a whole file or a prefix of it (``--queries``); ``--indices``
@@ -15,10 +22,14 @@ is, are the loader's choice (``pate_cli.votes``), passed in as a :class:`BlockSi
 
 from __future__ import annotations
 
+import math
 import os
+import threading
+import zlib
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,7 +42,7 @@ from pate_cli.votes.formats import (
     counts_from_labels,
     scan_blocks,
 )
-from pate_cli.votes.reader import NpyHeader, StrPath, read_npy_header
+from pate_cli.votes.reader import ArrayFile, NpyHeader, StrPath
 
 _MAYBE_COUNTS = (VoteFormat.AUTO, VoteFormat.COUNTS)
 _MAYBE_LABELS = (VoteFormat.AUTO, VoteFormat.LABELS)
@@ -49,46 +60,30 @@ class BlockSize:
         return max(1, min(self.rows, self.cells // max(width, 1)))
 
 
-class ChunkedCounts:
-    """The (Q, C) counts of an .npy file, read as float64 a block of rows at a time.
+class Source(Protocol):
+    """A 2-D C-order array that can be read by blocks of rows or of columns."""
 
-    It behaves like a read-only float64 array for what the analysis needs: ``len``,
-    ``shape``, row slices ``[a:b]`` (read from the file on demand into a fresh
-    buffer: no memory map, so resident memory stays at one block) and
-    ``np.asarray`` (reads everything). Used for large counts files that are
-    analysed whole or by a prefix (``--queries``).
-    """
+    shape: tuple[int, int]
 
-    ndim = 2
-    dtype = np.dtype(np.float64)
+    def rows(self, start: int, stop: int) -> NDArray[np.float64]:
+        """Rows [start, stop), as float64."""
 
-    def __init__(
-        self,
-        path: StrPath,
-        header: NpyHeader,
-        num_rows: int,
-        block: BlockSize,
-        width: int | None = None,
-    ) -> None:
+    def columns(self, start: int, stop: int) -> np.ndarray:
+        """Columns [start, stop) of every row, in the file's dtype."""
+
+
+class NpySource:
+    """A 2-D C-order array in a plain .npy: plain reads at offsets, no memory map."""
+
+    def __init__(self, path: StrPath, header: NpyHeader) -> None:
         self._path = os.fspath(path)
         self._header = header
-        self.block = block
-        self.shape = (num_rows, int(header.shape[1]) if width is None else width)
+        self.shape = (int(header.shape[0]), int(header.shape[1]))
 
-    def __len__(self) -> int:
-        return self.shape[0]
+    def _changed(self) -> InputError:
+        return InputError(f"{self._path}: the file changed while it was read")
 
-    def __getitem__(self, key: object) -> NDArray[np.float64]:
-        if isinstance(key, slice) and key.step in (None, 1):
-            start, stop, _ = key.indices(self.shape[0])
-            return self._read(start, max(start, stop))
-        return np.asarray(self)[cast(Any, key)]
-
-    def __array__(self, dtype: object = None, copy: object = None) -> NDArray[np.float64]:
-        out = self._read(0, self.shape[0])
-        return out if dtype is None else out.astype(dtype)  # type: ignore[call-overload]
-
-    def _read(self, start: int, stop: int) -> NDArray[np.float64]:
+    def rows(self, start: int, stop: int) -> NDArray[np.float64]:
         header, width = self._header, self.shape[1]
         itemsize = header.dtype.itemsize
         size = (stop - start) * width * itemsize
@@ -104,8 +99,131 @@ class ChunkedCounts:
                     raw = np.frombuffer(data, dtype=header.dtype).reshape(stop - start, width)
                     out = raw.astype(np.float64)
         if not complete:
-            raise InputError(f"{self._path}: the file changed while it was read")
+            raise self._changed()
         return out
+
+    def columns(self, start: int, stop: int) -> np.ndarray:
+        header = self._header
+        teachers, file_queries = self.shape
+        itemsize = header.dtype.itemsize
+        raw = np.empty((teachers, (stop - start) * itemsize), dtype=np.uint8)
+        with open(self._path, "rb") as f:
+            for t in range(teachers):
+                f.seek(header.offset + (t * file_queries + start) * itemsize)
+                if f.readinto(memoryview(raw[t])) != raw.shape[1]:
+                    raise self._changed()
+        return raw.view(header.dtype)
+
+
+class InflatedTiles:
+    """The 2-D C-order array of an .npz, inflated once and kept as zlib tiles.
+
+    The member is read in bands of ``band_rows`` rows (one pass of the streaming
+    decompressor); each band is cut into tiles of ``tile_columns`` columns, each compressed
+    again on its own (kept as it is when that does not make it smaller). Reading rows or
+    columns inflates the tiles they cross; the last two are kept, so that blocks that do not
+    line up with the bands inflate a tile once.
+    """
+
+    _CACHED = 2
+
+    def __init__(self, file: ArrayFile, band_rows: int, tile_columns: int) -> None:
+        self.shape = (int(file.shape[0]), int(file.shape[1]))
+        self.dtype = file.dtype
+        self.band_rows, self.tile_columns = band_rows, tile_columns
+        self._bands = [self._pack(band) for _, band in file.row_blocks(band_rows)]
+        self._cache: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _pack(self, band: np.ndarray) -> list[tuple[bool, bytes]]:
+        tiles = []
+        for first in range(0, self.shape[1], self.tile_columns):
+            data = np.ascontiguousarray(band[:, first : first + self.tile_columns]).tobytes()
+            packed = zlib.compress(data, 1)
+            tiles.append((True, packed) if len(packed) < len(data) else (False, data))
+        return tiles
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the tiles."""
+        return sum(len(data) for band in self._bands for _, data in band)
+
+    def _tile(self, band: int, tile: int) -> np.ndarray:
+        key = (band, tile)
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+        packed, data = self._bands[band][tile]
+        rows = min(self.band_rows, self.shape[0] - band * self.band_rows)
+        columns = min(self.tile_columns, self.shape[1] - tile * self.tile_columns)
+        raw = zlib.decompress(data) if packed else data
+        out = np.frombuffer(raw, dtype=self.dtype).reshape(rows, columns)
+        with self._lock:
+            self._cache[key] = out
+            while len(self._cache) > self._CACHED:
+                self._cache.popitem(last=False)
+        return out
+
+    def read(self, rows: slice, columns: slice) -> np.ndarray:
+        """The array's ``[rows, columns]`` (steps of 1), in the file's dtype."""
+        r0, r1, _ = rows.indices(self.shape[0])
+        c0, c1, _ = columns.indices(self.shape[1])
+        out = np.empty((max(r1 - r0, 0), max(c1 - c0, 0)), dtype=self.dtype)
+        for band in range(r0 // self.band_rows, math.ceil(r1 / self.band_rows)):
+            top = band * self.band_rows
+            a, b = max(r0, top), min(r1, top + self.band_rows)
+            for tile in range(c0 // self.tile_columns, math.ceil(c1 / self.tile_columns)):
+                left = tile * self.tile_columns
+                c, d = max(c0, left), min(c1, left + self.tile_columns)
+                out[a - r0 : b - r0, c - c0 : d - c0] = self._tile(band, tile)[
+                    a - top : b - top, c - left : d - left
+                ]
+        return out
+
+    def rows(self, start: int, stop: int) -> NDArray[np.float64]:
+        return self.read(slice(start, stop), slice(None)).astype(np.float64)
+
+    def columns(self, start: int, stop: int) -> np.ndarray:
+        return self.read(slice(None), slice(start, stop))
+
+
+class ChunkedCounts:
+    """The (Q, C) counts of a large file, read as float64 a block of rows at a time.
+
+    It behaves like a read-only float64 array for what the analysis needs: ``len``,
+    ``shape``, row slices ``[a:b]`` (read from the file on demand into a fresh
+    buffer: no memory map, so resident memory stays at one block) and
+    ``np.asarray`` (reads everything). Used for large counts files that are
+    analysed whole or by a prefix (``--queries``).
+    """
+
+    ndim = 2
+    dtype = np.dtype(np.float64)
+
+    def __init__(
+        self, source: Source, num_rows: int, block: BlockSize, width: int | None = None
+    ) -> None:
+        self._source = source
+        self.block = block
+        self.shape = (num_rows, source.shape[1] if width is None else width)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: object) -> NDArray[np.float64]:
+        if isinstance(key, slice) and key.step in (None, 1):
+            start, stop, _ = key.indices(self.shape[0])
+            return self._read(start, max(start, stop))
+        return np.asarray(self)[cast(Any, key)]
+
+    def __array__(self, dtype: object = None, copy: object = None) -> NDArray[np.float64]:
+        out = self._read(0, self.shape[0])
+        return out if dtype is None else out.astype(dtype)  # type: ignore[call-overload]
+
+    def _read(self, start: int, stop: int) -> NDArray[np.float64]:
+        return self._source.rows(start, stop)
 
     def blocks(self) -> Iterator[tuple[int, NDArray[np.float64]]]:
         """(first row, rows) for consecutive blocks of at most ``block.cells`` values."""
@@ -115,7 +233,7 @@ class ChunkedCounts:
 
     def prefix(self, num_rows: int) -> ChunkedCounts:
         """The first ``num_rows`` rows (``--queries``), read the same way."""
-        return ChunkedCounts(self._path, self._header, num_rows, self.block)
+        return ChunkedCounts(self._source, num_rows, self.block)
 
     def scan(self) -> BlockScan:
         """One pass over the rows with the counts rule, summing each row on the way."""
@@ -123,34 +241,27 @@ class ChunkedCounts:
 
 
 class ChunkedLabels(ChunkedCounts):
-    """The (Q, C) counts of a large (M, Q) labels .npy, histogrammed a block of queries at a time.
+    """The (Q, C) counts of a large (M, Q) labels file, histogrammed a block of queries at a
+    time.
 
-    Each block reads its columns of every teacher's row (M reads, no memory map) and
-    counts them; the labels are validated first, by a scan of the same blocks.
+    Each block reads its columns of every teacher's row (M reads of a .npy, no memory map;
+    the tiles of those columns of an .npz) and counts them; the labels are validated first,
+    by a scan of the same blocks.
     """
 
     def __init__(
-        self, path: StrPath, header: NpyHeader, num_queries: int, num_classes: int, block: BlockSize
+        self, source: Source, num_queries: int, num_classes: int, block: BlockSize
     ) -> None:
-        super().__init__(path, header, num_queries, block, num_classes)
+        super().__init__(source, num_queries, block, num_classes)
 
     @property
     def num_file_teachers(self) -> int:
         """M, the rows of the file."""
-        return int(self._header.shape[0])
+        return int(self._source.shape[0])
 
     def labels(self, start: int, stop: int) -> np.ndarray:
         """The file's labels of queries [start, stop): (M, stop - start), in the file's dtype."""
-        header = self._header
-        teachers, file_queries = (int(n) for n in header.shape)
-        itemsize = header.dtype.itemsize
-        raw = np.empty((teachers, (stop - start) * itemsize), dtype=np.uint8)
-        with open(self._path, "rb") as f:
-            for t in range(teachers):
-                f.seek(header.offset + (t * file_queries + start) * itemsize)
-                if f.readinto(memoryview(raw[t])) != raw.shape[1]:
-                    raise InputError(f"{self._path}: the file changed while it was read")
-        return raw.view(header.dtype)
+        return self._source.columns(start, stop)
 
     def label_blocks(self, start: int, stop: int) -> Iterator[tuple[int, np.ndarray]]:
         """(first query, labels) for queries [start, stop), M labels a query, in blocks."""
@@ -194,28 +305,37 @@ class ChunkedLabels(ChunkedCounts):
                 f"{where}: labels imply {classes} classes; expected small class labels "
                 "(or pass --num-classes)"
             )
-        return ChunkedLabels(self._path, self._header, num_queries, classes, self.block)
+        return ChunkedLabels(self._source, num_queries, classes, self.block)
 
 
 def open_streams(
-    path: StrPath, shape: tuple[int, ...], fmt: VoteFormat, min_rows: int, block: BlockSize
+    file: ArrayFile, fmt: VoteFormat, min_rows: int, block: BlockSize
 ) -> tuple[ChunkedCounts | None, ChunkedLabels | None]:
-    """The block readers of a large 2-D .npy: (rows as counts, columns as labels).
+    """The block readers of a large 2-D array: (rows as counts, columns as labels).
 
     Which axis is the queries' depends on the format, so a file of at least ``min_rows``
     rows may be read as counts, and one of at least ``min_rows`` columns as labels; each
-    is None when the file is smaller, ``fmt`` rules it out, or the file is an .npz or
-    Fortran-ordered (read in memory instead).
+    is None when the file is smaller, ``fmt`` rules it out, or the array is
+    Fortran-ordered (read in memory instead). A .npy is read where it lies; the array of an
+    .npz is inflated once, here, into :class:`InflatedTiles`.
     """
-    if len(shape) != 2 or max(shape) < min_rows:
+    shape = file.shape
+    if len(shape) != 2 or max(shape) < min_rows or file.header.fortran_order:
         return None, None
-    header = read_npy_header(path, "votes")
-    if header is None or header.fortran_order:
+    num_rows, num_columns = (int(n) for n in shape)
+    by_rows = num_rows >= min_rows and fmt in _MAYBE_COUNTS
+    by_columns = num_columns >= min_rows and fmt in _MAYBE_LABELS
+    if not (by_rows or by_columns):
         return None, None
-    rows = None
-    if shape[0] >= min_rows and fmt in _MAYBE_COUNTS:
-        rows = ChunkedCounts(path, header, shape[0], block)
-    columns = None
-    if shape[1] >= min_rows and fmt in _MAYBE_LABELS:
-        columns = ChunkedLabels(path, header, shape[1], 0, block)
+    source: Source
+    if file.npz:
+        # Bands of a block of rows; tiles as wide as a block of labels' queries when the
+        # file is to be read by columns (labels, or a wide file under auto), else whole rows.
+        by_tiles = by_columns and not (by_rows and num_rows >= num_columns)
+        tile_columns = block.rows_of(num_rows) if by_tiles else max(num_columns, 1)
+        source = InflatedTiles(file, block.rows_of(num_columns), tile_columns)
+    else:
+        source = NpySource(file.path, file.header)
+    rows = ChunkedCounts(source, num_rows, block) if by_rows else None
+    columns = ChunkedLabels(source, num_columns, 0, block) if by_columns else None
     return rows, columns
