@@ -190,7 +190,8 @@ HalfEvenOpt = Annotated[
     typer.Option(
         "--round-half-even",
         help="Round the threshold statistic half to even as the 2018 reference does "
-        "(default: half up, which keeps its sensitivity at 1; differs only at exact halves).",
+        "(default: half up, which keeps its sensitivity at 1; differs only at exact halves of "
+        "votes - baseline, where every figure then accounts a move of 2).",
     ),
 ]
 JsonOpt = Annotated[

@@ -264,6 +264,10 @@ class QueryTerms:
     num_seen: int
     margins: FloatArray | None = None
     """The threshold step's statistic in noise units, (h - T) / sigma1 (Q,)."""
+    threshold_sensitivity: int = 1
+    """How far a neighbour moves the rounded statistic h: 1, or 2 under half to even where a
+    value of votes - baseline is an exact half (``threshold.statistic_sensitivity``). Every
+    privacy bound of the threshold step reads it; its probabilities do not."""
 
 
 def query_terms(
@@ -291,6 +295,7 @@ def query_terms(
     logq_step1 = np.empty(seen) if is_threshold else None
     step1_margins = np.empty(seen) if is_threshold else None
     logq = np.empty(seen) if need_logq else None
+    sensitivities = [1]
 
     def chunk(start: int) -> int:
         stop = min(start + chunk_size, seen)
@@ -303,6 +308,7 @@ def query_terms(
             )
             step1_margins[start:stop] = margins
             log_pr[start:stop], logq_step1[start:stop] = threshold.outcomes_from_margins(margins)
+            sensitivities.append(threshold.statistic_sensitivity(step1, half_even=half_even))
         if logq is not None:
             logq[start:stop] = _logq(counts, mechanism)
         return stop - start
@@ -313,7 +319,14 @@ def query_terms(
         for done in map(chunk, starts) if pool is None else pool.map(chunk, starts):
             if progress is not None:
                 progress(done)
-    return QueryTerms(log_pr, logq_step1, logq, seen, step1_margins)
+    if is_threshold and half_even and max(sensitivities) == 1:
+        # The worst case covers the file's every query, seen or not (a realised run).
+        for start in range(seen, len(votes), chunk_size):
+            rest = np.asarray(votes[start : start + chunk_size], dtype=np.float64)
+            if baseline is not None:
+                rest = rest - baseline[start : start + chunk_size]
+            sensitivities.append(threshold.statistic_sensitivity(rest, half_even=True))
+    return QueryTerms(log_pr, logq_step1, logq, seen, step1_margins, max(sensitivities))
 
 
 def _logq(counts: FloatArray, mechanism: Mechanism) -> FloatArray:
@@ -421,7 +434,10 @@ def compose(
         answered = float(num if weights is None else weights.sum())
         answer_independent = scaled_cost(answered, per_answer)
     if isinstance(mechanism, ConfidentGNMax):
-        per_query_seen = threshold.rdp_threshold_data_independent(mechanism.sigma1, orders)
+        moves = terms.threshold_sensitivity
+        per_query_seen = threshold.rdp_threshold_data_independent(
+            mechanism.sigma1, orders, sensitivity=moves
+        )
         threshold_independent = (
             np.broadcast_to(per_query_seen, (num, orders.size)).copy()
             if rows
@@ -431,15 +447,20 @@ def compose(
             threshold_total = threshold_independent
         elif mechanism.threshold_bound == "exact":
             assert terms.margins is not None
-            key = ("threshold-exact", mechanism.sigma1)
+            key = ("threshold-exact", mechanism.sigma1, moves)
             exact_cost = partial(
-                threshold.rdp_threshold_joint, sigma1=mechanism.sigma1, orders=orders
+                threshold.rdp_threshold_joint,
+                sigma1=mechanism.sigma1,
+                orders=orders,
+                shift=float(moves),
             )
             threshold_total = total(terms.margins, None, key, exact_cost)
         else:
             assert terms.logq_threshold is not None
-            key = ("threshold", mechanism.sigma1)
-            cost = partial(threshold.rdp_threshold, sigma1=mechanism.sigma1, orders=orders)
+            key = ("threshold", mechanism.sigma1, moves)
+            cost = partial(
+                threshold.rdp_threshold, sigma1=mechanism.sigma1, orders=orders, sensitivity=moves
+            )
             threshold_total = total(terms.logq_threshold, None, key, cost)
     else:
         threshold_independent = np.zeros_like(answer_independent)
@@ -537,7 +558,6 @@ def guaranteed_rdp(
     terms: QueryTerms,
     orders: FloatArray,
     *,
-    half_even: bool = False,
     block: int = 4096,
 ) -> FloatArray:
     """The run's RDP without averaging over the threshold noise: per query, the Renyi
@@ -554,10 +574,11 @@ def guaranteed_rdp(
     keyed = np.empty(terms.margins.size, dtype=np.complex128)
     keyed.real, keyed.imag = terms.margins, terms.logq  # (not z + 1j * logq: 0 * inf)
     pairs, counts = np.unique(keyed, return_counts=True)
+    moves = terms.threshold_sensitivity  # 2 where half to even moves the rounded top by 2
     ceiling = threshold.rdp_threshold_data_independent(
-        mechanism.sigma1, orders
+        mechanism.sigma1, orders, sensitivity=moves
     ) + gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders)
-    shift = 2.0 if half_even else 1.0  # half to even can move the rounded top vote by 2
+    shift = float(moves)
     total = np.zeros(orders.size)
     for start in range(0, pairs.size, block):
         part = pairs[start : start + block]
@@ -598,14 +619,21 @@ class ExactBound:
         return out
 
 
-def exact_bound(mechanism: Mechanism, queries: int, answered: int, delta: float) -> ExactBound:
+def exact_bound(
+    mechanism: Mechanism,
+    queries: int,
+    answered: int,
+    delta: float,
+    threshold_sensitivity: int = 1,
+) -> ExactBound:
     """The exact data-independent epsilon of ``queries`` threshold steps and ``answered``
-    answer steps (CLI.md, the ``exact`` family).
+    answer steps (the ``exact`` family of figures).
 
-    GNMax family: mu^2 = queries / sigma1^2 + 2 answered / sigma^2, the composition of
-    Gaussian mechanisms (the top count moves by 1, a histogram by sqrt(2) in L2; Dong,
-    Roth and Su 2022, Corollary 3.3). LNMax: the optimal composition of ``answered``
-    (2 gamma)-DP steps (Kairouz, Oh and Viswanath 2015, Theorem 3.5).
+    GNMax family: mu^2 = queries s^2 / sigma1^2 + 2 answered / sigma^2, the composition of
+    Gaussian mechanisms (the rounded top count moves by s = ``threshold_sensitivity``, 1 but
+    2 under half to even at exact halves; a histogram by sqrt(2) in L2; Dong, Roth and Su
+    2022, Corollary 3.3). LNMax: the optimal composition of ``answered`` (2 gamma)-DP steps
+    (Kairouz, Oh and Viswanath 2015, Theorem 3.5).
     """
     if isinstance(mechanism, LNMax):
         eps0 = 2.0 * mechanism.gamma
@@ -613,7 +641,7 @@ def exact_bound(mechanism: Mechanism, queries: int, answered: int, delta: float)
         return ExactBound(epsilon, "pure-dp-optimal", queries, answered, eps0=eps0)
     answer_mu = math.sqrt(2.0 * answered) / mechanism.sigma
     if isinstance(mechanism, ConfidentGNMax):
-        mu = math.hypot(math.sqrt(queries) / mechanism.sigma1, answer_mu)
+        mu = math.hypot(math.sqrt(queries) * threshold_sensitivity / mechanism.sigma1, answer_mu)
     elif isinstance(mechanism, GNMax):
         mu = answer_mu
     else:
@@ -713,7 +741,9 @@ def account_terms(
         expected_answered=float(terms.num_seen if weights is None else weights.sum()),
         num_queries_seen=terms.num_seen,
         realized=answered is not None,
-        worst_case=data_independent_rdp(mechanism, orders, num_queries, num_queries),
+        worst_case=data_independent_rdp(
+            mechanism, orders, num_queries, num_queries, terms.threshold_sensitivity
+        ),
         steps=steps,
     )
 
@@ -724,11 +754,18 @@ def scaled_cost(count: float, cost: FloatArray) -> FloatArray:
 
 
 def data_independent_rdp(
-    mechanism: Mechanism, orders: FloatArray, num_seen: int, num_answered: float
+    mechanism: Mechanism,
+    orders: FloatArray,
+    num_seen: int,
+    num_answered: float,
+    threshold_sensitivity: int = 1,
 ) -> FloatArray:
-    """Data-independent totals: Prop. 8 per answer, plus the threshold step per query seen."""
+    """Data-independent totals: Prop. 8 per answer, plus the threshold step per query seen
+    (its statistic moving by ``threshold_sensitivity``)."""
     answers = scaled_cost(num_answered, _data_independent_answer(mechanism, orders))
     if isinstance(mechanism, ConfidentGNMax):
-        per_query_seen = threshold.rdp_threshold_data_independent(mechanism.sigma1, orders)
+        per_query_seen = threshold.rdp_threshold_data_independent(
+            mechanism.sigma1, orders, sensitivity=threshold_sensitivity
+        )
         return scaled_cost(num_seen, per_query_seen) + answers
     return answers

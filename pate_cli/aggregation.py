@@ -36,7 +36,7 @@ from pate_cli.aggregators import (
     aggregate_interactive_gnmax,
     aggregate_lnmax,
 )
-from pate_cli.analysis import Progress, analysis_report, check_half_even
+from pate_cli.analysis import Progress, analysis_report
 from pate_cli.budget import (
     Gate,
     analysis_epsilons,
@@ -390,9 +390,6 @@ def aggregate_votes(
     truth = _true_labels(true_labels, votes)
     rng = noise.generator()
 
-    if isinstance(mechanism, ConfidentGNMax):
-        scaled = None if probs is None else votes.num_teachers * probs
-        check_half_even(votes.counts, scaled, half_even)
     run = _run(
         votes.counts,
         mechanism,

@@ -12,13 +12,11 @@ import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.accounting import (
-    DEFAULT_CHUNK_SIZE,
     Conversion,
     EpsilonResult,
     account_terms,
@@ -61,38 +59,6 @@ def run_inputs(
     )
 
 
-def check_half_even(counts: Any, baseline: FloatArray | None, half_even: bool) -> None:
-    """Refuse ``half_even`` where it changes what is released, which no figure accounts.
-
-    Rounding half to even moves the threshold statistic round(max(votes - baseline)) by 2
-    between neighbours where it reaches an exact half (x.5 -> x or x + 1), while every
-    figure (Prop. 8, Theorem 6, the exact and worst-case bounds, the release's tables)
-    assumes 1. A neighbour changes votes by whole numbers, so such a half exists for the
-    votes or a neighbour exactly when a value of votes - baseline is one; elsewhere half to
-    even rounds as half up does, and the option changes nothing.
-
-    Raises:
-        UsageError: ``half_even`` with a value of votes - baseline at an exact half.
-
-    Shapes: counts (Q, C) (anything that slices by rows), baseline (Q, C).
-    """
-    if not half_even:
-        return
-    for start in range(0, len(counts), DEFAULT_CHUNK_SIZE):
-        step1 = np.asarray(counts[start : start + DEFAULT_CHUNK_SIZE], dtype=np.float64)
-        if baseline is not None:
-            step1 = step1 - baseline[start : start + DEFAULT_CHUNK_SIZE]
-        halves = step1 - np.floor(step1) == 0.5
-        if halves.any():
-            query, column = (int(i) for i in np.argwhere(halves)[0])
-            raise UsageError(
-                f"--round-half-even: votes - baseline is {step1[query, column]:g} for query "
-                f"{start + query}, class {column}: at an exact half, rounding half to even "
-                "moves the threshold statistic by 2 between neighbours, which no published "
-                "figure accounts; drop --round-half-even (half up keeps it at 1)"
-            )
-
-
 def analysis_report(
     votes: Votes,
     mechanism: Mechanism,
@@ -133,14 +99,19 @@ def analysis_report(
     if guaranteed and isinstance(mechanism, ConfidentGNMax) and not data_independent:
         # Never below the paper's figure: both bound the run (the joint one without the
         # averaging), so their maximum does too, and the two never tell different stories.
-        joint = np.maximum(
-            guaranteed_rdp(mechanism, terms, orders, half_even=half_even), result.data_dependent
-        )
+        joint = np.maximum(guaranteed_rdp(mechanism, terms, orders), result.data_dependent)
         joint_result = epsilon_result(orders, joint, delta, conversion)
     seen = result.num_queries_seen
     answered_count = seen if answered is None else int(np.count_nonzero(answered))
-    exact = exact_bound(mechanism, seen, answered_count, delta)
+    moves = terms.threshold_sensitivity
+    exact = exact_bound(mechanism, seen, answered_count, delta, moves)
     warnings = [*votes.warnings, *delta_warnings(delta, votes.num_queries)]
+    if moves > 1:
+        warnings.append(
+            "--round-half-even: a value of votes - baseline is an exact half, where rounding "
+            "half to even moves the threshold statistic by 2 between neighbours; every figure "
+            "accounts a move of 2 (half up, the default, keeps it at 1)"
+        )
     if dependent.at_grid_edge:
         warnings.append(
             f"the best order {dependent.order:g} is at the edge of the order grid; "
@@ -163,7 +134,7 @@ def analysis_report(
         guaranteed=joint_result,
         exact_worst_case=exact
         if (seen, answered_count) == (votes.num_queries,) * 2
-        else exact_bound(mechanism, votes.num_queries, votes.num_queries, delta),
+        else exact_bound(mechanism, votes.num_queries, votes.num_queries, delta, moves),
         warnings=tuple(warnings),
         account=result,
         terms=terms,

@@ -28,7 +28,6 @@ from pate_cli.aggregation import AggregateResult, aggregate_votes
 from pate_cli.analysis import (
     Progress,
     analysis_report,
-    check_half_even,
     release_of,
     run_inputs,
     with_release,
@@ -46,7 +45,7 @@ from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_wa
 from pate_cli.errors import UsageError
 from pate_cli.inspection import InspectReport, inspect_votes
 from pate_cli.ledger import build_ledger
-from pate_cli.mechanisms import ConfidentGNMax, LNMax, Mechanism, mechanism_from_dict
+from pate_cli.mechanisms import LNMax, Mechanism, mechanism_from_dict
 from pate_cli.orders import as_orders
 from pate_cli.outputs import save_npy_atomic
 from pate_cli.record import (
@@ -134,8 +133,6 @@ def _analysis(
     grid = as_orders(orders)
     kind = as_conversion(conversion)
     baseline_array, answered_mask = run_inputs(votes, baseline, answered)
-    threshold_step = isinstance(mechanism, ConfidentGNMax)
-    check_half_even(votes.counts, baseline_array, half_even and threshold_step)
     report = analysis_report(
         votes,
         mechanism,
@@ -373,8 +370,6 @@ def compare(
     kind = as_conversion(conversion)
     column = checks.choice(SortColumn, sort, "sort")
     baseline_array, _ = run_inputs(votes, baseline, None)
-    thresholds = any(isinstance(m, ConfidentGNMax) for m in mechanisms)
-    check_half_even(votes.counts, baseline_array, half_even and thresholds)
     rows = sort_rows(
         compare_rows(
             votes.counts,

@@ -243,7 +243,14 @@ class _SharedTerms:
                 chunk_size=self.chunk_size,
             )
         gate = self.gate[key]
-        return QueryTerms(gate.log_pr_answered, gate.logq_threshold, logq, logq.size, gate.margins)
+        return QueryTerms(
+            gate.log_pr_answered,
+            gate.logq_threshold,
+            logq,
+            logq.size,
+            gate.margins,
+            gate.threshold_sensitivity,
+        )
 
     def total(
         self,
@@ -338,9 +345,12 @@ def _row(
         data_independent=epsilon_result(orders, steps.data_independent, delta, conversion),
         agreement=agreement,
         worst_case=epsilon_result(
-            orders, data_independent_rdp(mechanism, orders, num, num), delta, conversion
+            orders,
+            data_independent_rdp(mechanism, orders, num, num, terms.threshold_sensitivity),
+            delta,
+            conversion,
         ),
-        exact=exact_bound(mechanism, num, num, delta),
+        exact=exact_bound(mechanism, num, num, delta, terms.threshold_sensitivity),
     )
 
 

@@ -266,14 +266,6 @@ def gnss_release(
         num_teachers, num_classes, sigma, order
     )
     exact_threshold = threshold_step is not None and threshold_step.threshold_bound == "exact"
-    # The exact divergence of the two outcomes is below Prop. 8's by data processing, so it
-    # is the data-dependent one at every order.
-    ind_threshold = threshold_step is None or (
-        not exact_threshold
-        and ss_core.is_data_independent_always_opt_threshold(
-            num_teachers, threshold_step.threshold, threshold_step.sigma1, order
-        )
-    )
     # The per-query scalars once (the analysis passes its own); a second pass for the
     # sensitivities.
     if terms is None:
@@ -286,6 +278,15 @@ def gnss_release(
             need_logq=not ind_gnmax,
             chunk_size=chunk_size,
         )
+    moves = terms.threshold_sensitivity
+    # The exact divergence of the two outcomes is below Prop. 8's by data processing, so it
+    # is the data-dependent one at every order.
+    ind_threshold = threshold_step is None or (
+        not exact_threshold
+        and ss_core.is_data_independent_always_opt_threshold(
+            num_teachers, threshold_step.threshold, threshold_step.sigma1, order, moves
+        )
+    )
     weights = answer_weights(terms, answered)
     # As the reference: a data-independent step is accounted at Prop. 8's bound.
     forced = (ind_threshold, ind_gnmax)
@@ -382,6 +383,7 @@ def gnss_release(
             increments_verified=conditions is not None and all(conditions),
             half_even=half_even,
             threshold_exact=exact_threshold,
+            threshold_sensitivity=moves,
         )
         if progress is not None:
             progress(stop - start)

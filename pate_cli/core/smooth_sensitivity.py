@@ -65,6 +65,7 @@ from pate_cli.core.threshold import (
     rdp_threshold_data_independent,
     rdp_threshold_joint,
     round_votes,
+    statistic_sensitivity,
     threshold_margins,
 )
 
@@ -1028,6 +1029,20 @@ class _AnswerWeights:
     pr_answered: NDArray[np.float64] | None = None  # P(h) for h = 0 .. M
     change: _ChangeWindow | None = None  # max |dP| within distance d of h, with pr_answered
     independent: float = 0.0  # Prop. 8's bound of the answer step's cost, with change
+    sensitivity: int = 1  # how far a neighbour moves h (2: half to even at exact halves)
+
+    @property
+    def ahead(self) -> int:
+        """How far past h + d the top of a neighbour of a histogram d away can be: h' <= h
+        + d + (s - 1), h'' <= h' + s, so 2 s - 1 (1 for s = 1)."""
+        return 2 * self.sensitivity - 1
+
+    def change_at(self, top: NDArray[np.int64], distance: NDArray[np.int64]) -> NDArray[np.float64]:
+        """A bound of |P(h') - P(h'')| over h' within distance d (+ s - 1) of h and h'' a
+        neighbour's (within s of h'): s times the largest single step of P within
+        d + 2 (s - 1) of h."""
+        assert self.change is not None
+        return self.sensitivity * self.change.at(top, distance + 2 * (self.sensitivity - 1))
 
 
 def _gnmax_total(
@@ -1059,7 +1074,7 @@ def _gnmax_total(
     def weight_at(pair: NDArray[np.intp], step: NDArray[np.int64]) -> NDArray[np.float64]:
         if pr is None:
             return pair_weight[pair]
-        return pair_weight[pair] * pr[np.minimum(pair_top[pair] + step + 1, highest)]
+        return pair_weight[pair] * pr[np.minimum(pair_top[pair] + step + answer.ahead, highest)]
 
     plan = _plan_walks(unique, num_teachers, params)
     total = np.zeros(num_teachers)
@@ -1074,7 +1089,7 @@ def _gnmax_total(
         at = step[owner]
         terms = weight_at(pair, at) * ls[owner]
         if answer.change is not None:
-            terms += pair_weight[pair] * answer.change.at(pair_top[pair], at) * cost[owner]
+            terms += pair_weight[pair] * answer.change_at(pair_top[pair], at) * cost[owner]
         total += np.bincount(at, weights=terms, minlength=num_teachers)
     # Rows off their walk (or on the plateau throughout) contribute the plateau.
     done_from = np.zeros(num_rows, dtype=np.int64)
@@ -1100,9 +1115,9 @@ def _gnmax_total(
             finished = np.asarray(done, dtype=np.float64).reshape(rows.size, num_teachers + 1)
             np.cumsum(finished, axis=1, out=finished)  # in place: M entries a row
         distance = np.arange(span.start, span.stop)
-        weight = params.plateau * pr[np.minimum(rows[:, None] + distance + 1, highest)]
+        weight = params.plateau * pr[np.minimum(rows[:, None] + distance + answer.ahead, highest)]
         if answer.change is not None:
-            weight += answer.independent * answer.change.at(rows[:, None], distance)
+            weight += answer.independent * answer.change_at(rows[:, None], distance)
         total[span] += np.sum(finished[:, span] * weight, axis=0)
     return total
 
@@ -1177,12 +1192,15 @@ class _ChangeWindow:
             np.where(low > self.peak, self.suffix[low], self.largest),
         )
 
-    def total(self, tops: NDArray[np.int64], num_teachers: int) -> NDArray[np.float64]:
-        """sum over queries of the window maximum per distance. Shapes: (Q,) -> (M,)."""
+    def total(
+        self, tops: NDArray[np.int64], num_teachers: int, extra: int = 0
+    ) -> NDArray[np.float64]:
+        """sum over queries of the window maximum per distance d (the window reaching d +
+        ``extra`` steps). Shapes: (Q,) -> (M,)."""
         distinct, multiplicity = np.unique(tops, return_counts=True)
         total = np.zeros(num_teachers)
         for block, span in _blocks(distinct.size, num_teachers):
-            distance = np.arange(span.start, span.stop)
+            distance = np.arange(span.start, span.stop) + extra
             total[span] += multiplicity[block] @ self.at(distinct[block, None], distance)
         return total
 
@@ -1200,14 +1218,16 @@ def _threshold_ls_table(
     *,
     rounded_up: bool,
     exact: bool = False,
-    half_even: bool = False,
+    sensitivity: int = 1,
 ) -> NDArray[np.float64]:
     """ThreshLS(h) for h = 0 .. M (Algorithm 5's helper). Shapes: -> (M+1,).
 
     The threshold step's RDP (Theorem 6 with sigma -> sqrt(2) sigma1, or with ``exact`` the
     divergence of its two outcomes, ``rdp_threshold_joint``) depends on the votes only
-    through h = max(votes), and a neighbour moves h by 1. ``rounded_up`` rounds each
-    difference up (the reference subtracts plainly).
+    through h = round(max(votes)), and a neighbour moves h by at most ``sensitivity`` (1; 2
+    under half to even at exact halves): entry h is the largest change of the cost between
+    h and a top within that many steps of it. ``rounded_up`` rounds each difference up (the
+    reference subtracts plainly).
     """
     rdp = np.empty(num_teachers + 1)
     orders = np.array([order])
@@ -1216,19 +1236,20 @@ def _threshold_ls_table(
         top = np.arange(start, min(start + _PAIR_CHUNK, num_teachers + 1), dtype=np.float64)
         if exact:
             margins = (top - threshold) / sigma1
-            shift = 2.0 if half_even else 1.0
-            part = rdp_threshold_joint(margins, sigma1, orders, shift=shift)
+            part = rdp_threshold_joint(margins, sigma1, orders, shift=float(sensitivity))
         else:
-            part = rdp_threshold(logq_threshold(top[:, None], threshold, sigma1), sigma1, orders)
+            logq = logq_threshold(top[:, None], threshold, sigma1)
+            part = rdp_threshold(logq, sigma1, orders, sensitivity=sensitivity)
         rdp[start : start + top.size] = part[:, 0]
-    if rounded_up:
-        step = _excess(np.maximum(rdp[1:], rdp[:-1]), np.minimum(rdp[1:], rdp[:-1]))
-    else:
-        step = np.abs(np.diff(rdp))
-    table = np.empty(num_teachers + 1)
-    table[0] = step[0]
-    table[-1] = step[-1]
-    table[1:-1] = np.maximum(step[:-1], step[1:])
+    table = np.zeros(num_teachers + 1)
+    for gap in range(1, sensitivity + 1):
+        high, low = rdp[gap:], rdp[:-gap]
+        if rounded_up:
+            step = _excess(np.maximum(high, low), np.minimum(high, low))
+        else:
+            step = np.abs(high - low)
+        np.maximum(table[:-gap], step, out=table[:-gap])  # h and the top gap above it
+        np.maximum(table[gap:], step, out=table[gap:])  # h and the top gap below it
     return table
 
 
@@ -1320,6 +1341,7 @@ def local_sensitivity_threshold(
     sigma1 = _check_positive("sigma1", sigma1)
     order = _check_order(order)
     tops = _threshold_tops(step1, num_teachers, half_even)
+    sensitivity = statistic_sensitivity(step1, half_even=half_even)
     table = _threshold_ls_table(
         num_teachers,
         float(threshold),
@@ -1327,15 +1349,21 @@ def local_sensitivity_threshold(
         order,
         rounded_up=strict,
         exact=exact,
-        half_even=half_even,
+        sensitivity=sensitivity,
     )
     unique, inverse = np.unique(tops, return_inverse=True)
-    return _threshold_ls_rows(unique, table, strict)[inverse.reshape(-1)]
+    # A top d + reach steps away bounds distance d (reach 1 where a neighbour moves h by 2).
+    reach = sensitivity - 1
+    rows = _threshold_ls_rows(unique, table, strict, np.arange(num_teachers + reach))
+    return rows[:, reach:][inverse.reshape(-1)]
 
 
 def _threshold_total(
-    tops: NDArray[np.int64], table: NDArray[np.float64], strict: bool
+    tops: NDArray[np.int64], table: NDArray[np.float64], strict: bool, reach: int = 0
 ) -> NDArray[np.float64]:
+    """sum over queries of ThresholdLocalSensitivity per distance d, the tops within d +
+    ``reach`` steps of h (``reach`` 1 where a neighbour moves h by 2: the rounded top of a
+    histogram d teachers away is within d + 1 of h). Shapes: (Q,), (M+1,) -> (M,)."""
     unique, multiplicity = np.unique(tops, return_counts=True)
     num_teachers = table.size - 1
     total = np.zeros(num_teachers)
@@ -1343,7 +1371,10 @@ def _threshold_total(
     for block, span in _blocks(unique.size, num_teachers):
         if span.start == 0:
             carry = np.full(block.stop - block.start, -np.inf)
-        distance = np.arange(span.start, span.stop)
+            if reach and strict:  # the running maximum starts at distance 0
+                near = _threshold_ls_rows(unique[block], table, strict, np.arange(reach))
+                carry = near[:, -1]
+        distance = np.arange(span.start, span.stop) + reach
         ls = _threshold_ls_rows(unique[block], table, strict, distance, carry)
         carry = ls[:, -1]
         total[span] += multiplicity[block].astype(np.float64) @ ls
@@ -1371,6 +1402,7 @@ def local_sensitivity_total(
     increments_verified: bool = False,
     half_even: bool = False,
     threshold_exact: bool = False,
+    threshold_sensitivity: int | None = None,
 ) -> NDArray[np.float64]:
     """Local-sensitivity bound of the total RDP at each distance d (Theorem 24).
 
@@ -1407,6 +1439,9 @@ def local_sensitivity_total(
         reference: the reference's bounds, which can be below the truth.
         increments_verified: C6 holds at this order (see ``local_sensitivity_gnmax``).
         half_even: round the threshold statistic half to even, as the reference.
+        threshold_sensitivity: how far a neighbour moves the rounded statistic (1, or 2
+            under half to even at exact halves); None: from ``step1_votes`` and
+            ``half_even`` (``threshold.statistic_sensitivity``).
         threshold_exact: the threshold step is accounted exactly (``--threshold-bound
             exact``): its table is of that cost.
 
@@ -1445,6 +1480,9 @@ def local_sensitivity_total(
         levels = num_teachers + offset  # the largest shifted h
         tops = _threshold_tops(step1, num_teachers, half_even, lowest=-offset) + offset
         shifted = float(threshold) + offset
+        if threshold_sensitivity is None:
+            threshold_sensitivity = statistic_sensitivity(step1, half_even=half_even)
+        reach = threshold_sensitivity - 1
         if not data_independent_step1:
             table = _threshold_ls_table(
                 levels,
@@ -1453,9 +1491,9 @@ def local_sensitivity_total(
                 order,
                 rounded_up=not reference,
                 exact=threshold_exact,
-                half_even=half_even,
+                sensitivity=threshold_sensitivity,
             )
-            total += _threshold_total(tops, table, strict=not reference)[:num_teachers]
+            total += _threshold_total(tops, table, not reference, reach)[:num_teachers]
             del table  # M entries, used
         if step2_weights is not None:
             answer = _AnswerWeights(_fixed_weights(step2_weights, num_queries))
@@ -1470,9 +1508,12 @@ def local_sensitivity_total(
             del change  # M entries, no longer needed: the window holds its running maxima
             # The answer step's cost is at most Prop. 8's, whether or not it is data-dependent.
             independent = float(rdp_gnmax_data_independent(sigma, np.array([order]))[0])
-            answer = _AnswerWeights(np.ones(num_queries), tops, pr, window, independent)
+            answer = _AnswerWeights(
+                np.ones(num_queries), tops, pr, window, independent, threshold_sensitivity
+            )
             if data_independent_step2 or num_classes == 1:
-                total += independent * window.total(tops, levels)[:num_teachers]
+                moved = window.total(tops, levels, 2 * reach)[:num_teachers]
+                total += independent * threshold_sensitivity * moved
 
     if not data_independent_step2 and num_classes > 1 and num_queries > 0:
         params = _GnmaxSensitivity.build(
@@ -1610,7 +1651,7 @@ def is_data_independent_always_opt_gnmax(
 
 
 def is_data_independent_always_opt_threshold(
-    num_teachers: int, threshold: float, sigma1: float, order: float
+    num_teachers: int, threshold: float, sigma1: float, order: float, sensitivity: int = 1
 ) -> bool:
     """Tell whether the threshold step's data-dependent bound never beats Prop. 8's.
 
@@ -1624,8 +1665,10 @@ def is_data_independent_always_opt_threshold(
     sigma1 = _check_positive("sigma1", sigma1)
     order = _check_order(order)
     ends = np.array([[0.0], [float(num_teachers)]])
-    dependent = rdp_threshold(logq_threshold(ends, threshold, sigma1), sigma1, np.array([order]))
-    independent = rdp_threshold_data_independent(sigma1, np.array([order]))[0]
+    orders = np.array([order])
+    logq = logq_threshold(ends, threshold, sigma1)
+    dependent = rdp_threshold(logq, sigma1, orders, sensitivity=sensitivity)
+    independent = rdp_threshold_data_independent(sigma1, orders, sensitivity=sensitivity)[0]
     return bool(np.all(np.isclose(dependent[:, 0], independent, atol=0)))
 
 

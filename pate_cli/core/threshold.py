@@ -27,6 +27,22 @@ def round_votes(values: NDArray[np.float64], *, half_even: bool = False) -> NDAr
     return np.round(values) if half_even else np.floor(values + 0.5)
 
 
+def statistic_sensitivity(values: NDArray[np.float64], *, half_even: bool = False) -> int:
+    """How far round(max(values)) can move between neighbouring votes: 1, or 2 under half to
+    even where a value of ``values`` (votes - baseline) is an exact half.
+
+    A neighbour moves each vote by a whole number, so the fractional parts of votes -
+    baseline, and whether one is a half, are the same for every neighbour; away from exact
+    halves half to even rounds as half up does, whose rounded max moves by at most 1.
+
+    Shapes: values (Q, C) -> int.
+    """
+    if not half_even:
+        return 1
+    values = np.asarray(values, dtype=np.float64)
+    return 2 if bool(np.any(values - np.floor(values) == 0.5)) else 1
+
+
 def threshold_margins(
     counts: NDArray[np.float64], threshold: float, sigma1: float, *, half_even: bool = False
 ) -> NDArray[np.float64]:
@@ -90,11 +106,16 @@ _LOG_HALF = float(np.log(0.5)) + 1e-12
 
 
 def rdp_threshold(
-    logq: NDArray[np.float64], sigma1: float, orders: NDArray[np.float64]
+    logq: NDArray[np.float64],
+    sigma1: float,
+    orders: NDArray[np.float64],
+    *,
+    sensitivity: float = 1.0,
 ) -> NDArray[np.float64]:
     """Data-dependent RDP of the threshold step per query and order.
 
-    Theorem 6 applied to the two-outcome Gaussian mechanism of sensitivity 1, with
+    Theorem 6 applied to the two-outcome Gaussian mechanism of sensitivity 1 (or
+    ``sensitivity``: Prop. 8's curve of sigma1 / sensitivity), with
     q = min(Pr[answered], Pr[not answered]) (``logq_threshold``) and sigma -> sqrt(2) sigma1.
 
     Raises:
@@ -108,17 +129,18 @@ def rdp_threshold(
         raise ValueError(
             "the threshold step's log q is that of its less likely outcome (<= log 1/2)"
         )
-    return rdp_gnmax(logq, 2**0.5 * sigma1, orders)
+    return rdp_gnmax(logq, 2**0.5 * sigma1 / sensitivity, orders)
 
 
 def rdp_threshold_data_independent(
-    sigma1: float, orders: NDArray[np.float64]
+    sigma1: float, orders: NDArray[np.float64], *, sensitivity: float = 1.0
 ) -> NDArray[np.float64]:
-    """Data-independent RDP of the threshold step: lambda / (2 sigma1^2) (Prop. 8, sensitivity 1).
+    """Data-independent RDP of the threshold step: lambda s^2 / (2 sigma1^2) (Prop. 8, the
+    statistic's sensitivity s, 1 by default).
 
     Shapes: orders (K,) -> (K,).
     """
-    return rdp_gnmax_data_independent(2**0.5 * sigma1, orders)
+    return rdp_gnmax_data_independent(2**0.5 * sigma1 / sensitivity, orders)
 
 
 def _log_tails(margins: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
