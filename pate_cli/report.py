@@ -153,6 +153,9 @@ class AnalysisReport:
     expected_answered: float
     num_queries_seen: int
     data_dependent: EpsilonResult
+    """The data-dependent epsilon. For Confident/Interactive-GNMax in expectation it is the
+    2018 paper's expected cost (each answer weighted by Pr[answered]), an average over the
+    threshold noise and not a bound on the run; ``guaranteed`` is one."""
     data_independent: EpsilonResult
     worst_case: EpsilonResult
     """Data-independent with every query answered: the bound to publish without GNSS."""
