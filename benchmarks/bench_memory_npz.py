@@ -144,7 +144,7 @@ def run(args: argparse.Namespace, folder: Path) -> None:
     pate = [sys.executable, "-m", "pate_cli", "analyze"]
     no_ratio = (
         "import sys; import pate_cli.votes.reader as r; r.MAX_INFLATION_RATIO = float('inf'); "
-        "from pate_cli.cli import main; sys.argv = ['pate', 'analyze', *sys.argv[1:]]; main()"
+        "from pate_cli.cli.app import main; sys.argv = ['pate', 'analyze', *sys.argv[1:]]; main()"
     )
     cases = [
         (

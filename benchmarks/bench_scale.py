@@ -117,7 +117,7 @@ import resource, sys
 sys.argv = ["pate", *sys.argv[1:]]
 code = 0
 try:
-    from pate_cli.cli import main
+    from pate_cli.cli.app import main
     main()
 except SystemExit as exit_:
     code = exit_.code
@@ -627,9 +627,7 @@ def main() -> None:
                 )
                 released = ["analyze", str(data.path), *GNMAX_RELEASE_ARGS]
                 rows.append(
-                    measure(
-                        f"gnmax/{flavour}+release", data, released, args.timeout, repeat, None
-                    )
+                    measure(f"gnmax/{flavour}+release", data, released, args.timeout, repeat, None)
                 )
                 if not args.keep:
                     data.path.unlink(missing_ok=True)

@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accounting import Conversion, account, epsilon_result
+from pate_cli.accountant.compose import Conversion, account, epsilon_result
 from pate_cli.mechanisms import ConfidentGNMax, InteractiveGNMax
 from pate_cli.orders import DEFAULT_ORDERS
-from pate_cli.release import gnss_release
+from pate_cli.release.gnss import gnss_release
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "tests" / "data" / "reference"

@@ -37,16 +37,16 @@ _WHERE = {
     "LNMax": "pate_cli.mechanisms",
     "DEFAULT_ORDERS": "pate_cli.orders",
     "Votes": "pate_cli.votes",
-    "AnalysisReport": "pate_cli.report",
-    "SmoothSensitivityReport": "pate_cli.report",
+    "AnalysisReport": "pate_cli.reports.models",
+    "SmoothSensitivityReport": "pate_cli.reports.models",
     "CompareReport": "pate_cli.comparison",
     "InspectReport": "pate_cli.inspection",
     "AggregateResult": "pate_cli.aggregation",
-    "VerifyReport": "pate_cli.record",
+    "VerifyReport": "pate_cli.records.record",
     "PateError": "pate_cli.errors",
     "InputError": "pate_cli.errors",
     "UsageError": "pate_cli.errors",
-    "ConditionError": "pate_cli.release",
+    "ConditionError": "pate_cli.release.gnss",
 }
 
 __all__ = [
@@ -109,7 +109,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
     from pate_cli.orders import DEFAULT_ORDERS
     from pate_cli.planning import PlanReport, plan
-    from pate_cli.record import VerifyReport
-    from pate_cli.release import ConditionError
-    from pate_cli.report import AnalysisReport, SmoothSensitivityReport
+    from pate_cli.records.record import VerifyReport
+    from pate_cli.release.gnss import ConditionError
+    from pate_cli.reports.models import AnalysisReport, SmoothSensitivityReport
     from pate_cli.votes import Votes

@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pate_cli import checks
-from pate_cli.accounting import Conversion, as_conversion, check_delta
+from pate_cli.accountant.compose import Conversion, as_conversion, check_delta
 from pate_cli.aggregators import (
     AggregationResult,
     aggregate_confident_gnmax,
@@ -37,14 +37,6 @@ from pate_cli.aggregators import (
     aggregate_lnmax,
 )
 from pate_cli.analysis import Progress, analysis_report
-from pate_cli.budget import (
-    Gate,
-    analysis_epsilons,
-    apply_gate,
-    as_gate_on,
-    check_gate_choice,
-    gate_warnings,
-)
 from pate_cli.choices import GateOn
 from pate_cli.errors import InputError, UsageError
 from pate_cli.mechanisms import (
@@ -56,7 +48,15 @@ from pate_cli.mechanisms import (
     assert_never,
 )
 from pate_cli.orders import as_orders
-from pate_cli.report import AggregateReport, AnalysisReport, InputSummary
+from pate_cli.reports.budget import (
+    Gate,
+    analysis_epsilons,
+    apply_gate,
+    as_gate_on,
+    check_gate_choice,
+    gate_warnings,
+)
+from pate_cli.reports.models import AggregateReport, AnalysisReport, InputSummary
 from pate_cli.seeds import Noise, noise_source
 from pate_cli.votes import Votes, load_student_probs, load_true_labels
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accounting import (
+from pate_cli.accountant.compose import (
     Conversion,
     EpsilonResult,
     account_terms,
@@ -28,14 +28,14 @@ from pate_cli.accounting import (
 )
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import ConfidentGNMax, LNMax, Mechanism
-from pate_cli.release import (
+from pate_cli.release.gnss import (
     ConditionError,
     GnssRelease,
     NotReleased,
     Release,
     gnss_release,
 )
-from pate_cli.report import AnalysisReport, InputSummary
+from pate_cli.reports.models import AnalysisReport, InputSummary
 from pate_cli.seeds import Noise
 from pate_cli.votes import Votes, load_answered_mask, load_baseline
 

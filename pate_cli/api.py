@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pate_cli import checks
-from pate_cli.accounting import Conversion, as_conversion, check_delta, delta_warnings
+from pate_cli.accountant.compose import Conversion, as_conversion, check_delta, delta_warnings
 from pate_cli.aggregation import AggregateResult, aggregate_votes
 from pate_cli.analysis import (
     Progress,
@@ -32,7 +32,22 @@ from pate_cli.analysis import (
     run_inputs,
     with_release,
 )
-from pate_cli.budget import (
+from pate_cli.choices import GateOn
+from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_warning, sort_rows
+from pate_cli.errors import UsageError
+from pate_cli.inspection import InspectReport, inspect_votes
+from pate_cli.mechanisms import LNMax, Mechanism, mechanism_from_dict
+from pate_cli.orders import as_orders
+from pate_cli.outputs import save_npy_atomic
+from pate_cli.records.record import (
+    FILE_ROLES,
+    CommandLine,
+    VerifyReport,
+    as_printed,
+    load_record,
+)
+from pate_cli.records.record import verify as verify_record
+from pate_cli.reports.budget import (
     analysis_epsilons,
     apply_gate,
     as_gate_on,
@@ -40,23 +55,8 @@ from pate_cli.budget import (
     gate_warnings,
     release_epsilons,
 )
-from pate_cli.choices import GateOn
-from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_warning, sort_rows
-from pate_cli.errors import UsageError
-from pate_cli.inspection import InspectReport, inspect_votes
-from pate_cli.ledger import build_ledger
-from pate_cli.mechanisms import LNMax, Mechanism, mechanism_from_dict
-from pate_cli.orders import as_orders
-from pate_cli.outputs import save_npy_atomic
-from pate_cli.record import (
-    FILE_ROLES,
-    CommandLine,
-    VerifyReport,
-    as_printed,
-    load_record,
-)
-from pate_cli.record import verify as verify_record
-from pate_cli.report import AnalysisReport, InputSummary, SmoothSensitivityReport
+from pate_cli.reports.ledger import build_ledger
+from pate_cli.reports.models import AnalysisReport, InputSummary, SmoothSensitivityReport
 from pate_cli.seeds import noise_source
 from pate_cli.votes import VoteFormat, Votes
 from pate_cli.votes import load_votes as _load_votes
@@ -544,7 +544,7 @@ def verify_file(
     rtol: float | None = None,
     command_line: CommandLine | None = None,
 ) -> VerifyReport:
-    """Read a record and check it (``pate_cli.record.verify``, replaying through this API);
+    """Read a record and check it (``pate_cli.records.record.verify``, replaying through this API);
     ``command_line`` re-parses its command line (``pate verify`` passes pate's parser)."""
     if rtol is not None and not 0 <= rtol < 1:
         raise UsageError(f"--rtol {rtol}: expected a number in [0, 1)")

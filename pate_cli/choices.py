@@ -3,7 +3,7 @@
 Typer builds every command's options from these at start-up, so they live apart from the
 numerical modules that use them: ``pate --version`` and ``pate --help`` load neither numpy
 nor scipy. Each is re-exported where it is used (``pate_cli.votes.VoteFormat``,
-``pate_cli.accounting.Conversion``, ``pate_cli.comparison.SortColumn``).
+``pate_cli.accountant.compose.Conversion``, ``pate_cli.comparison.SortColumn``).
 """
 
 from __future__ import annotations

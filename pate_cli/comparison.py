@@ -38,7 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli import checks
-from pate_cli.accounting import (
+from pate_cli.accountant.compose import (
     DEFAULT_CHUNK_SIZE,
     Conversion,
     CostKey,
@@ -53,7 +53,6 @@ from pate_cli.accounting import (
     exact_bound,
     query_terms,
 )
-from pate_cli.budget import Gate, apply_gate, figures
 from pate_cli.choices import GateOn, SortColumn, ThresholdBound
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import (
@@ -65,7 +64,8 @@ from pate_cli.mechanisms import (
     MechanismName,
     assert_never,
 )
-from pate_cli.report import InputSummary
+from pate_cli.reports.budget import Gate, apply_gate, figures
+from pate_cli.reports.models import InputSummary
 
 FloatArray = NDArray[np.float64]
 
@@ -439,7 +439,7 @@ class CompareReport:
 
     def _repr_markdown_(self) -> str:
         """The report in a notebook (Jupyter renders Markdown)."""
-        from pate_cli import markdown
+        from pate_cli.reports import markdown
 
         return markdown.compare(self)
 

@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accounting import DEFAULT_CHUNK_SIZE
-from pate_cli.ledger import BUCKET_EDGES, agreement_bucket, bucket_labels, top_two
-from pate_cli.report import InputSummary
+from pate_cli.accountant.compose import DEFAULT_CHUNK_SIZE
+from pate_cli.reports.ledger import BUCKET_EDGES, agreement_bucket, bucket_labels, top_two
+from pate_cli.reports.models import InputSummary
 from pate_cli.votes import Votes, load_array
 
 FloatArray = NDArray[np.float64]
@@ -131,7 +131,7 @@ class InspectReport:
 
     def _repr_markdown_(self) -> str:
         """The report in a notebook (Jupyter renders Markdown)."""
-        from pate_cli import markdown
+        from pate_cli.reports import markdown
 
         return markdown.inspect(self)
 
@@ -149,7 +149,7 @@ class InspectReport:
             "warnings": list(self.warnings),
         }
 
-    # The name the other reports of ``pate_cli.report`` use.
+    # The name the other reports of ``pate_cli.reports.models`` use.
     to_json_dict = to_dict
 
 

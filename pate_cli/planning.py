@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli import checks
-from pate_cli.accounting import (
+from pate_cli.accountant.compose import (
     Conversion,
     as_conversion,
     check_delta,

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pate_cli.errors import UsageError
-from pate_cli.ledger import Ledger, buckets
-from pate_cli.report import AnalysisReport
+from pate_cli.reports.ledger import Ledger, buckets
+from pate_cli.reports.models import AnalysisReport
 from pate_cli.votes import check_output_path, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib stays optional

@@ -62,13 +62,28 @@ def main() -> None:
     probs = student_probabilities(counts)
     np.save(HERE / "mnist_student_probs.npy", probs)
     print(f"wrote mnist_student_probs.npy {probs.shape} {probs.dtype}")
-    from pate_cli.cli import app
+    from pate_cli.cli.app import app
 
     try:
         app(
-            args=["analyze", "sample_data/mnist_250_teachers.npy", "--threshold", "200", "--sigma1",
-             "150", "--sigma", "40", "--queries", "640", "--delta", "1e-5", "--json",
-             "--record", "sample_data/mnist_table2.record.json", "--force"],
+            args=[
+                "analyze",
+                "sample_data/mnist_250_teachers.npy",
+                "--threshold",
+                "200",
+                "--sigma1",
+                "150",
+                "--sigma",
+                "40",
+                "--queries",
+                "640",
+                "--delta",
+                "1e-5",
+                "--json",
+                "--record",
+                "sample_data/mnist_table2.record.json",
+                "--force",
+            ],
             prog_name="pate",
         )
     except SystemExit as done:

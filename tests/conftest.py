@@ -17,7 +17,7 @@ import pytest
 from hypothesis import settings
 from typer.testing import CliRunner
 
-from pate_cli.cli import app
+from pate_cli.cli.app import app
 from pate_cli.errors import ExitCode
 
 ROOT = Path(__file__).resolve().parent.parent

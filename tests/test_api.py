@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pate_cli as pate
-from pate_cli.report import dumps
+from pate_cli.reports.models import dumps
 from tests.conftest import MNIST, REFERENCE, ROOT, run_cli
 
 TABLE2 = pate.ConfidentGNMax(threshold=200, sigma1=150, sigma=40)
@@ -149,7 +149,7 @@ def test_importing_the_package_is_light():
 def test_no_module_imports_the_cli_entry_point():
     # The CLI sits on the library, never the other way; only __main__ starts it.
     for path in (ROOT / "pate_cli").rglob("*.py"):
-        if path.name in ("cli.py", "__main__.py"):
+        if path.relative_to(ROOT / "pate_cli").parts[0] in ("cli", "__main__.py"):
             continue
         text = path.read_text()
         assert "pate_cli.cli" not in text and "from pate_cli import cli" not in text, path

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pate_cli.analysis as analysis
-import pate_cli.cli as cli
+import pate_cli.cli.app as cli
 from pate_cli import __version__
 from pate_cli.errors import ExitCode
 from tests.conftest import MNIST, run_cli
@@ -255,7 +255,7 @@ def test_progress_is_for_people_only(monkeypatch):
 
     from rich.console import Console
 
-    from pate_cli._options import PROGRESS_MIN_WORK, progress_bar, show_progress
+    from pate_cli.cli.options import PROGRESS_MIN_WORK, progress_bar, show_progress
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from pate_cli import comparison, render
-from pate_cli.accounting import Conversion
+from pate_cli import comparison
+from pate_cli.accountant.compose import Conversion
 from pate_cli.analysis import analysis_report
+from pate_cli.cli import render
 from pate_cli.core import gnmax, lnmax, threshold
 from pate_cli.errors import ExitCode, UsageError
 from pate_cli.mechanisms import (
@@ -278,7 +279,7 @@ def test_every_sort_column_has_a_key():
 
 
 def test_table_highlights_the_best_of_each_column(rows, mnist):
-    from pate_cli.report import InputSummary
+    from pate_cli.reports.models import InputSummary
 
     report = comparison.CompareReport(
         input=InputSummary.from_votes(mnist),

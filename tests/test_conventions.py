@@ -8,7 +8,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from pate_cli.cli import app
+from pate_cli.cli.app import app
 from pate_cli.errors import ExitCode
 from tests.conftest import MNIST, TABLE2, run_cli
 

@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-import pate_cli.cli as cli
+import pate_cli.cli.app as cli
 from tests.conftest import ROOT, run_cli
 
 README = (ROOT / "README.md").read_text()

@@ -100,9 +100,9 @@ def test_human_output():
 
 
 def test_render_into_a_recording_console():
+    from pate_cli.cli.render import render_inspect
     from pate_cli.inspection import InspectReport
-    from pate_cli.render import render_inspect
-    from pate_cli.report import InputSummary
+    from pate_cli.reports.models import InputSummary
     from pate_cli.votes import load_votes
 
     votes = load_votes(MNIST, queries=100)

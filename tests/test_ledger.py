@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from pate_cli import ledger, render
-from pate_cli.accounting import Conversion
+from pate_cli.accountant.compose import Conversion
 from pate_cli.analysis import analysis_report
+from pate_cli.cli import render
 from pate_cli.errors import ExitCode, InputError, UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
 from pate_cli.orders import parse_orders
-from pate_cli.report import dumps
+from pate_cli.reports import ledger
+from pate_cli.reports.models import dumps
 from pate_cli.votes import load_votes
 from tests.conftest import MNIST, MNIST_INDICES, run_cli
 

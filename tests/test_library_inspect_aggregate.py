@@ -15,14 +15,14 @@ import textwrap
 import numpy as np
 import pytest
 
-from pate_cli.accounting import Conversion
+from pate_cli.accountant.compose import Conversion
 from pate_cli.aggregation import AggregateResult, aggregate_votes, check_parameters
 from pate_cli.api import analysis_report
 from pate_cli.errors import ExitCode, InputError, UsageError
 from pate_cli.inspection import inspect_votes
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
 from pate_cli.orders import parse_orders
-from pate_cli.report import dumps
+from pate_cli.reports.models import dumps
 from pate_cli.votes import load_votes
 from tests.conftest import MNIST, MNIST_INDICES, MNIST_LABELS, ROOT, run_cli
 

@@ -9,12 +9,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pate_cli import ledger, plots
-from pate_cli.accounting import Conversion
+from pate_cli import plots
+from pate_cli.accountant.compose import Conversion
 from pate_cli.analysis import analysis_report
 from pate_cli.errors import ExitCode, InputError, UsageError
 from pate_cli.mechanisms import ConfidentGNMax
 from pate_cli.orders import parse_orders
+from pate_cli.reports import ledger
 from pate_cli.votes import load_votes
 from tests.conftest import MNIST, run_cli
 
@@ -155,7 +156,7 @@ def test_missing_matplotlib_is_exit_2_with_one_line(monkeypatch, tmp_path, comma
 
 def test_matplotlib_is_not_imported_until_a_plot_is_asked_for():
     code = (
-        "import sys, pate_cli.cli, pate_cli.plots, pate_cli.ledger;"
+        "import sys, pate_cli.cli.app, pate_cli.plots, pate_cli.reports.ledger;"
         "print(any(m == 'matplotlib' or m.startswith('matplotlib.') for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

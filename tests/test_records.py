@@ -12,7 +12,7 @@ import pytest
 
 import pate_cli.seeds as seeds
 from pate_cli.errors import ExitCode
-from pate_cli.record import record_digest
+from pate_cli.records.record import record_digest
 from tests.conftest import MNIST, PUBLIC_REPORT_KEYS, TABLE2, run_cli
 
 # Order, beta and sigma_ss fixed in advance: the sampled released epsilon is publishable, so it

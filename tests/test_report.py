@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pate_cli.report import dumps
+from pate_cli.reports.models import dumps
 
 
 def test_infinities_become_strings():

@@ -91,7 +91,7 @@ def test_verify_refuses_deep_json_devices_and_fifos_at_once(tmp_path: Path):
 
 
 def test_verify_refuses_a_record_larger_than_the_cap(tmp_path: Path, monkeypatch):
-    import pate_cli.record as record
+    import pate_cli.records.record as record
 
     big = tmp_path / "big.json"
     big.write_text(json.dumps({"schema": "pate-record", "pad": "x" * 2000}))

@@ -81,7 +81,7 @@ def test_streamed_float64_checks_only_the_rows_analysed(tmp_path, monkeypatch):
 
 
 def test_query_terms_and_costs_do_not_depend_on_threads_or_blocks(monkeypatch):
-    import pate_cli.accounting as accounting
+    import pate_cli.accountant.compose as accounting
     from pate_cli.core.gnmax import rdp_gnmax
     from pate_cli.mechanisms import ConfidentGNMax
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pate_cli.errors import ExitCode
-from pate_cli.record import record_digest
+from pate_cli.records.record import record_digest
 from tests.conftest import MNIST, SAMPLE, TABLE2, run_cli
 
 
@@ -178,7 +178,7 @@ def test_a_failed_run_leaves_no_record(tmp_path, args):
 
 
 def test_a_crashed_run_leaves_no_record(tmp_path, monkeypatch):
-    import pate_cli.render as render
+    import pate_cli.cli.render as render
 
     def boom(*args, **kwargs):
         raise RuntimeError("kaboom")

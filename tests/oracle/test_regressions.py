@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from pate_cli.cli import app
+from pate_cli.cli.app import app
 from pate_cli.core.smooth_sensitivity import local_sensitivity_total, smooth_sensitivity
 from pate_cli.errors import ExitCode
 from tests.conftest import run_cli

@@ -9,11 +9,11 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pate_cli.budget import Figure
     from pate_cli.comparison import CompareReport
     from pate_cli.inspection import InspectReport
-    from pate_cli.record import VerifyReport
-    from pate_cli.report import (
+    from pate_cli.records.record import VerifyReport
+    from pate_cli.reports.budget import Figure
+    from pate_cli.reports.models import (
         AggregateReport,
         AnalysisReport,
         InputSummary,

@@ -58,7 +58,7 @@ import scipy
 
 from pate_cli import __version__
 from pate_cli.errors import InputError, PateError, UsageError
-from pate_cli.report import dumps
+from pate_cli.reports.models import dumps
 from pate_cli.seeds import Noise, from_seed_file, json_seed
 from pate_cli.votes import check_output_path, file_sha256, write_atomic
 
@@ -494,8 +494,8 @@ def _sample_check(record: dict[str, Any], noise: dict[str, Any] | None) -> Check
 
 
 CommandLine = Callable[[dict[str, Any]], list[str]]
-"""Where a record's command line (``argv``) and the rest of it disagree: the command line
-layer re-parses it (``pate_cli.commands.command_line``); the library reads no command line."""
+"""Where a record's command line (``argv``) and the rest of it disagree: the command-line
+layer re-parses it with pate's own parser; the library reads no command line."""
 
 
 def _command_line_check(record: dict[str, Any], command_line: CommandLine | None) -> Check:
@@ -792,7 +792,7 @@ class VerifyReport:
 
     def _repr_markdown_(self) -> str:
         """The report in a notebook (Jupyter renders Markdown)."""
-        from pate_cli import markdown
+        from pate_cli.reports import markdown
 
         return markdown.verify(self)
 

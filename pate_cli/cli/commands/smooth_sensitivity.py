@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
-from pate_cli._options import (
+from pate_cli.choices import Conversion, ThresholdBound, VoteFormat
+from pate_cli.cli.options import (
     AnsweredOpt,
     BaselineOpt,
     BetaOpt,
@@ -45,7 +46,6 @@ from pate_cli._options import (
     selection_options,
     votes_call,
 )
-from pate_cli.choices import Conversion, ThresholdBound, VoteFormat
 from pate_cli.mechanisms import infer_mechanism
 
 
@@ -104,11 +104,12 @@ def smooth_sensitivity(
 
         pate smooth-sensitivity sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5
     """
-    from pate_cli import api, render
-    from pate_cli.accounting import check_delta
-    from pate_cli.budget import check_public_gate
+    from pate_cli import api
+    from pate_cli.accountant.compose import check_delta
+    from pate_cli.cli import render
     from pate_cli.outputs import check_distinct_files, check_not_replaced
-    from pate_cli.record import build_record, check_record_path, write_record
+    from pate_cli.records.record import build_record, check_record_path, write_record
+    from pate_cli.reports.budget import check_public_gate
 
     check_delta(delta)
     if record_path is not None:

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from pate_cli._options import (
+from pate_cli.choices import Conversion, GateOn, ThresholdBound, VoteFormat
+from pate_cli.cli.options import (
     AnsweredOpt,
     BaselineOpt,
     BetaOpt,
@@ -46,7 +47,6 @@ from pate_cli._options import (
     selection_options,
     votes_call,
 )
-from pate_cli.choices import Conversion, GateOn, ThresholdBound, VoteFormat
 from pate_cli.mechanisms import infer_mechanism
 
 
@@ -130,13 +130,15 @@ def analyze(
     """
     from rich.console import Group
 
-    from pate_cli import api, ledger, plots, render
-    from pate_cli.accounting import check_delta
-    from pate_cli.budget import check_public_gate
+    from pate_cli import api, plots
+    from pate_cli.accountant.compose import check_delta
+    from pate_cli.cli import render
     from pate_cli.orders import parse_orders
     from pate_cli.outputs import check_distinct_files, check_not_replaced
-    from pate_cli.record import build_record, check_record_path, write_record
-    from pate_cli.release import GnssRelease
+    from pate_cli.records.record import build_record, check_record_path, write_record
+    from pate_cli.release.gnss import GnssRelease
+    from pate_cli.reports import ledger
+    from pate_cli.reports.budget import check_public_gate
 
     check_delta(delta)
     if record_path is not None:

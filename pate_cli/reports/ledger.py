@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accounting import (
+from pate_cli.accountant.compose import (
     Conversion,
     QueryTerms,
     answer_weights,
@@ -52,7 +52,7 @@ from pate_cli.accounting import (
     query_terms,
 )
 from pate_cli.mechanisms import Mechanism
-from pate_cli.report import AnalysisReport, dumps
+from pate_cli.reports.models import AnalysisReport, dumps
 from pate_cli.votes import Votes, check_output_path, write_atomic
 
 FloatArray = NDArray[np.float64]

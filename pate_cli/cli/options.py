@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the rest loads when a command runs, not when the app starts
     from rich.console import Console
 
     from pate_cli.analysis import Progress
-    from pate_cli.budget import Gate
+    from pate_cli.reports.budget import Gate
     from pate_cli.votes import Votes
 
 # The command line of the run in progress (after ``pate``), set by the CLI group as it
@@ -214,7 +214,7 @@ def emit(
 ) -> None:
     from rich.console import Console
 
-    from pate_cli.report import dumps
+    from pate_cli.reports.models import dumps
 
     if QUIET.get():
         return

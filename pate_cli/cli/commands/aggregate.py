@@ -11,7 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from pate_cli._options import (
+from pate_cli.choices import Conversion, GateOn, TableGateOn, ThresholdBound, VoteFormat
+from pate_cli.cli.options import (
     ConversionOpt,
     DeltaOpt,
     ForceOpt,
@@ -43,7 +44,6 @@ from pate_cli._options import (
     selection_options,
     votes_call,
 )
-from pate_cli.choices import Conversion, GateOn, TableGateOn, ThresholdBound, VoteFormat
 from pate_cli.mechanisms import infer_mechanism
 
 
@@ -128,13 +128,13 @@ def aggregate(
     """
     import numpy as np
 
-    from pate_cli import render
-    from pate_cli.accounting import check_delta
+    from pate_cli.accountant.compose import check_delta
     from pate_cli.aggregation import aggregate_votes, check_parameters
-    from pate_cli.budget import check_public_gate
+    from pate_cli.cli import render
     from pate_cli.outputs import check_distinct_files, check_not_replaced
-    from pate_cli.record import build_record, check_record_path, write_record
-    from pate_cli.report import AggregateReport
+    from pate_cli.records.record import build_record, check_record_path, write_record
+    from pate_cli.reports.budget import check_public_gate
+    from pate_cli.reports.models import AggregateReport
     from pate_cli.votes import check_output_path, save_npy_atomic
 
     def show(report: AggregateReport) -> None:

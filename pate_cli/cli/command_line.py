@@ -13,8 +13,8 @@ from typing import Any
 
 from pate_cli.choices import GateOn
 from pate_cli.errors import PateError
-from pate_cli.record import PRIVATE, PUBLIC, record_kind
-from pate_cli.report import dumps
+from pate_cli.records.record import PRIVATE, PUBLIC, record_kind
+from pate_cli.reports.models import dumps
 from pate_cli.seeds import json_seed
 
 
@@ -61,7 +61,7 @@ def _parse_argv(root: Any, argv: list[str]) -> dict[str, Any]:
     import typer
     from typer._click.exceptions import ClickException
 
-    from pate_cli._options import QUIET
+    from pate_cli.cli.options import QUIET
 
     if not argv or argv[0] not in _INPUT_PARAMETERS:
         raise _Mismatch(f"it runs {argv[:1] or 'nothing'}, not a command that writes a record")
@@ -85,7 +85,7 @@ def _parse_argv(root: Any, argv: list[str]) -> dict[str, Any]:
 def _call_of(command: str, p: dict[str, Any]) -> dict[str, Any]:
     """The library call the command makes from its parameters ``p`` (as the command builds
     it for its record)."""
-    from pate_cli._options import votes_call
+    from pate_cli.cli.options import votes_call
     from pate_cli.mechanisms import infer_mechanism
 
     baseline = p["student_probs_path"] if command == "aggregate" else p["baseline_path"]

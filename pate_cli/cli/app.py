@@ -1,7 +1,7 @@
 """The ``pate`` command line: the Typer app, the one error boundary, and ``main``.
 
-Commands live one per module in ``pate_cli.commands`` and share the option
-aliases of ``pate_cli._options``. Each command loads and validates its inputs,
+Commands live one per module in ``pate_cli.cli.commands`` and share the option
+aliases of ``pate_cli.cli.options``. Each command loads and validates its inputs,
 calls the library, builds a report, emits it as JSON or Rich tables and
 applies the budget gate. Only the command layer decides exit codes; the
 boundary below turns typed errors into one line and their code.
@@ -22,8 +22,7 @@ from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperGroup
 
 from pate_cli import __version__
-from pate_cli._options import ARGV, error_line
-from pate_cli.commands import (
+from pate_cli.cli.commands import (
     aggregate,
     analyze,
     compare,
@@ -32,6 +31,7 @@ from pate_cli.commands import (
     smooth_sensitivity,
     verify,
 )
+from pate_cli.cli.options import ARGV, error_line
 from pate_cli.errors import ExitCode, PateError
 
 # One metavar style in every help: an upper-case word for a value, [a|b] for a choice.

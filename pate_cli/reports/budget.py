@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 from pate_cli import checks
 from pate_cli.choices import GateOn
 from pate_cli.errors import UsageError
-from pate_cli.release import GnssRelease, Release, gated_epsilon
+from pate_cli.release.gnss import GnssRelease, Release, gated_epsilon
 
 if TYPE_CHECKING:
-    from pate_cli.accounting import ExactBound
-    from pate_cli.report import AnalysisReport, SmoothSensitivityReport
+    from pate_cli.accountant.compose import ExactBound
+    from pate_cli.reports.models import AnalysisReport, SmoothSensitivityReport
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,13 @@
 
 The command reads the votes with the shared format and selection flags, calls
 :func:`pate_cli.inspection.inspect_votes` and prints the report as JSON or as
-Rich tables (:func:`pate_cli.render.render_inspect`, a function of the report alone).
+Rich tables (:func:`pate_cli.cli.render.render_inspect`, a function of the report alone).
 """
 
 from __future__ import annotations
 
-from pate_cli._options import (
+from pate_cli.choices import VoteFormat
+from pate_cli.cli.options import (
     FormatOpt,
     IndicesOpt,
     JsonOpt,
@@ -19,7 +20,6 @@ from pate_cli._options import (
     emit,
     selection_options,
 )
-from pate_cli.choices import VoteFormat
 
 
 def inspect(
@@ -46,7 +46,7 @@ def inspect(
         pate inspect sample_data/mnist_250_teachers.npy
     """
     votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
-    from pate_cli import render
+    from pate_cli.cli import render
     from pate_cli.inspection import inspect_votes
 
     report = inspect_votes(votes)

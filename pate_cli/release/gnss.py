@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accounting import (
+from pate_cli.accountant.compose import (
     DEFAULT_CHUNK_SIZE,
     Conversion,
     QueryTerms,

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pate_cli._options import (
+from pate_cli.choices import Conversion, SortColumn, TableGateOn, ThresholdBound, VoteFormat
+from pate_cli.cli.options import (
     BaselineOpt,
     ConversionOpt,
     DeltaOpt,
@@ -28,7 +29,6 @@ from pate_cli._options import (
     enforce,
     selection_options,
 )
-from pate_cli.choices import Conversion, SortColumn, TableGateOn, ThresholdBound, VoteFormat
 from pate_cli.mechanisms import MechanismName
 
 # ---------------------------------------------------------------------------
@@ -128,8 +128,9 @@ def compare(
 
         pate compare sample_data/mnist_250_teachers.npy --threshold 150,200 --sigma1 100,150 --sigma 40 --queries 640 --delta 1e-5
     """
-    from pate_cli import api, plots, render
-    from pate_cli.accounting import check_delta
+    from pate_cli import api, plots
+    from pate_cli.accountant.compose import check_delta
+    from pate_cli.cli import render
     from pate_cli.comparison import compare_csv, mechanism_grid, parse_list
     from pate_cli.orders import parse_orders
     from pate_cli.outputs import check_distinct_files

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from pate_cli._options import (
+from pate_cli.choices import Accountant, Conversion
+from pate_cli.cli.options import (
     ConversionOpt,
     DeltaOpt,
     GammaOpt,
@@ -19,7 +20,6 @@ from pate_cli._options import (
     ThresholdOpt,
     emit,
 )
-from pate_cli.choices import Accountant, Conversion
 
 
 def plan(

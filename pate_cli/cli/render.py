@@ -13,15 +13,15 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from pate_cli.budget import Figure, release_withheld
 from pate_cli.choices import GateOn
 from pate_cli.comparison import NOTE, PARAMETERS, CompareReport, CompareRow
 from pate_cli.inspection import QUANTILES, Histogram, InspectReport
-from pate_cli.ledger import Ledger, buckets, most_expensive
 from pate_cli.mechanisms import MechanismName
-from pate_cli.record import Check
-from pate_cli.release import NotReleased, Release
-from pate_cli.report import (
+from pate_cli.records.record import Check
+from pate_cli.release.gnss import NotReleased, Release
+from pate_cli.reports.budget import Figure, release_withheld
+from pate_cli.reports.ledger import Ledger, buckets, most_expensive
+from pate_cli.reports.models import (
     AggregateReport,
     AnalysisReport,
     InputSummary,

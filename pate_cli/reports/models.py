@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accounting import EpsilonResult, ExactBound, QueryTerms, RdpAccount
-from pate_cli.budget import Figure, Gate, figures
+from pate_cli.accountant.compose import EpsilonResult, ExactBound, QueryTerms, RdpAccount
+from pate_cli.reports.budget import Figure, Gate, figures
 
 if TYPE_CHECKING:
-    from pate_cli.ledger import Ledger
-    from pate_cli.release import GnssRelease, Release
+    from pate_cli.release.gnss import GnssRelease, Release
+    from pate_cli.reports.ledger import Ledger
     from pate_cli.seeds import Noise
     from pate_cli.votes import Votes
 
@@ -176,7 +176,7 @@ class AnalysisReport:
     answered_mask: NDArray[np.bool_] | None = field(default=None, repr=False, compare=False)
     """A realised run's answered mask (the queries it saw), as it was accounted."""
     ledger: Ledger | None = field(default=None, repr=False, compare=False)
-    """The per-query ledger (``pate_cli.ledger.Ledger``) when a breakdown was asked for."""
+    """The per-query ledger (``pate_cli.reports.ledger.Ledger``) when a breakdown was asked for."""
     files: tuple[tuple[str, str], ...] = ()
     """(key, path) of the files the command wrote from this report (ledger, plot)."""
     gate: Gate | None = None
@@ -196,7 +196,7 @@ class AnalysisReport:
 
     def _repr_markdown_(self) -> str:
         """The report in a notebook (Jupyter renders Markdown)."""
-        from pate_cli import markdown
+        from pate_cli.reports import markdown
 
         return markdown.analysis(self)
 
@@ -283,7 +283,7 @@ class AggregateReport:
 
     def _repr_markdown_(self) -> str:
         """The report in a notebook (Jupyter renders Markdown)."""
-        from pate_cli import markdown
+        from pate_cli.reports import markdown
 
         return markdown.aggregate(self)
 
@@ -353,7 +353,7 @@ class SmoothSensitivityReport:
 
     def _repr_markdown_(self) -> str:
         """The report in a notebook (Jupyter renders Markdown)."""
-        from pate_cli import markdown
+        from pate_cli.reports import markdown
 
         return markdown.smooth_sensitivity(self)
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pate_cli._options import JsonOpt, QuietOpt, emit
+from pate_cli.cli.options import JsonOpt, QuietOpt, emit
 from pate_cli.errors import ExitCode, UsageError
 
 
@@ -81,9 +81,8 @@ def verify(
 
         pate verify sample_data/mnist_table2.record.json
     """
-    from pate_cli import render
     from pate_cli.api import verify_file
-    from pate_cli.commands import command_line
+    from pate_cli.cli import command_line, render
 
     report = verify_file(
         record_path,

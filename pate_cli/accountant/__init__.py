@@ -1,0 +1,1 @@
+"""The accountant: per-query terms computed once, composed into RDP and (epsilon, delta)."""

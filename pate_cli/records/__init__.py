@@ -1,0 +1,1 @@
+"""Release records: what ``--record`` writes and ``pate verify`` recomputes."""

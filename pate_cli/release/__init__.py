@@ -1,0 +1,1 @@
+"""Publishing a data-dependent epsilon: smooth sensitivity and the GNSS release."""
