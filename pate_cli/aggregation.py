@@ -345,7 +345,7 @@ def aggregate_votes(
             the run is then reported as not private), or a ``numpy.random.Generator`` to
             draw from; default OS entropy, whose seed is never written anywhere.
         seed_file: a seed file that keeps the run reproducible and private (created, mode
-            0600, when missing; see CLI.md "Secrets"). Not with ``seed``.
+            0600, when missing; see docs/cli.md, "Secrets"). Not with ``seed``.
         orders: Renyi orders (an array, or the command line's text); default the 298 of the
             2018 reference.
         conversion: "classic" (the 2018 paper) or "improved".

@@ -188,7 +188,7 @@ def analyze(
             it is not private), or a ``numpy.random.Generator``; default OS entropy, never
             written anywhere.
         seed_file: a seed file that keeps the noise reproducible and private (created,
-            mode 0600, when missing; see CLI.md "Secrets"). Not with ``seed``.
+            mode 0600, when missing; see docs/cli.md, "Secrets"). Not with ``seed``.
         beta: fix the release's smoothness (default: the reference's choice on the votes).
         sigma_ss: fix the release's noise multiplier (default: as beta).
         reference_local_sensitivity: the 2018 reference's local sensitivity, which can be

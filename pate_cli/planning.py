@@ -1,7 +1,7 @@
 """``pate plan``: the one parameter that meets a target (epsilon, delta), before any vote is
 seen.
 
-The cost planned is the publishable one: every query answered, data-independent (CLI.md,
+The cost planned is the publishable one: every query answered, data-independent (docs/cli.md,
 "pate plan"). It falls as sigma or sigma1 grows and rises with the number of queries and
 with gamma, so the unknown is found by bracketing and bisection on that monotone curve,
 always from the feasible side: the epsilon reported at the returned value never exceeds

@@ -1,6 +1,6 @@
 """Where the randomness of a run comes from, and how its secret is kept.
 
-Whoever knows the noise of a release can undo it (CLI.md, "Secrets"), so the source of a
+Whoever knows the noise of a release can undo it (docs/cli.md, "Secrets"), so the source of a
 run's random draws is a :class:`Noise` value that never shows its seed unless the seed was
 public to begin with:
 
@@ -89,7 +89,7 @@ class Noise:
         return np.random.default_rng(self._seed)
 
     def to_dict(self) -> dict[str, Any]:
-        """The report's ``"noise"`` block (CLI.md, "Secrets")."""
+        """The report's ``"noise"`` block (docs/cli.md, "Secrets")."""
         out: dict[str, Any] = {"source": self.source, "private": self.private}
         if self.public_seed is not None:
             out["seed"] = json_seed(self.public_seed)

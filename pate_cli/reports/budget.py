@@ -1,5 +1,6 @@
-"""What may be published, and the budget gate that checks it (CLI.md, "What may be published"
-and "Budget gates").
+"""What may be published, and the budget gate that checks it.
+
+See docs/cli.md, "What may be published" and "Budget gates".
 
 Data-dependent numbers are functions of the private votes. A report's publishable figures
 are the ones that are not: the data-independent bound of a mechanism that answers every

@@ -1,7 +1,7 @@
 """The result model of every command and the one JSON encoder.
 
 Reports are frozen dataclasses; ``to_json_dict`` gives plain Python values
-whose keys are those of the CLI contract (``CLI.md``). ``dumps`` is the only
+whose keys are those of the CLI contract (``docs/cli.md``). ``dumps`` is the only
 place JSON is written: infinities become the strings "inf"/"-inf", and a NaN
 is a bug (it raises), so no output can ever carry one.
 """
@@ -189,7 +189,7 @@ class AnalysisReport:
 
     @property
     def publishable(self) -> tuple[Figure, ...]:
-        """The figures that may be published as they are, best first (CLI.md)."""
+        """The figures that may be published as they are, best first (docs/cli.md)."""
         return figures(
             self.mechanism, self.worst_case.epsilon, self.delta, self.release, self.exact_worst_case
         )
@@ -339,7 +339,7 @@ class SmoothSensitivityReport:
 
     @property
     def publishable(self) -> tuple[Figure, ...]:
-        """The figures that may be published as they are, best first (CLI.md)."""
+        """The figures that may be published as they are, best first (docs/cli.md)."""
         if self.analysis is None:
             raise ValueError("a smooth-sensitivity report without its analysis")
         analysis = self.analysis
