@@ -176,44 +176,100 @@ def rdp_gnmax(
     fixed = np.isneginf(logq)
     out[fixed] = 0.0
 
-    live = ~fixed
-    # With sigma^2 out of the float range these are 0, inf or NaN; each fails `ok` below.
+    # With sigma^2 out of the float range these are 0, inf or NaN; each fails `ok` below,
+    # as does a fixed outcome.
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        mu2 = np.sqrt(variance * -logq[live])
+        mu2 = np.sqrt(variance * -logq)
         mu1 = mu2 + 1
         rdp2 = mu2 / variance
         rdp1 = mu1 / variance
-    ok = mu2 > 1
-    # Theorem 6 conditions: q below the point where the bound stops increasing
-    # in q, and -log q > eps2 so that A is positive.
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # masked by `ok` below
+        # Theorem 6 conditions: q below the point where the bound stops increasing
+        # in q, and -log q > eps2 so that A is positive.
         # Same expression as the reference so that the test never flips at the edge.
         q_limit = (mu2 - 1) * rdp2 - mu2 * (np.log(1 + 1 / (mu1 - 1)) + np.log(1 + 1 / (mu2 - 1)))
-    ok &= (logq[live] <= q_limit) & (-logq[live] > rdp2)
-    rows = np.flatnonzero(live)[ok]
+    ok = (mu2 > 1) & (logq <= q_limit) & (-logq > rdp2) & ~fixed
+    rows = np.flatnonzero(ok)
     if rows.size == 0:
         return out
-    lq, m1, m2, e1, e2 = logq[rows], mu1[ok], mu2[ok], rdp1[ok], rdp2[ok]
+    pick = slice(None) if rows.size == logq.size else rows  # every row: views, not copies
+    lq, m1, m2, e1, e2 = logq[pick], mu1[pick], mu2[pick], rdp1[pick], rdp2[pick]
     log1q = log1mexp(lq)
     a_inner = log1q - log1mexp((lq + e2) * (1 - 1 / m2))
     b_inner = e1 - lq / (m1 - 1)
-    om1 = orders - 1
-    # Theorem 6: (1/(l-1)) log((1-q) A^(l-1) + q B^(l-1)), summed in log space.
-    first, second = (log1q + om1[:, None] * a_inner).T, (lq + om1[:, None] * b_inner).T
-    log_s = np.logaddexp(first, second)
-    candidate = log_s / om1
-    # The sum is >= 1 (log_s >= 0) in exact arithmetic. Where the candidate is not above a
-    # bound of its rounding error (a huge sigma: -5.6e-17 for a true cost near 1e-34), it
-    # carries no digit of the bound, and Prop. 8's stays. The error of each term is that of
-    # its parts, weighted by the term's share of the sum.
-    eps = np.finfo(np.float64).eps
-    error_a = eps * (np.abs(log1q) + np.abs(log1q - a_inner))
-    error_b = eps * (np.abs(e1) + np.abs(lq / (m1 - 1)))
-    with np.errstate(invalid="ignore"):  # -inf - -inf where both terms vanish: no error
-        error = np.exp(first - log_s) * (eps * np.abs(log1q) + om1[:, None] * error_a).T
-        error += np.exp(second - log_s) * (eps * np.abs(lq) + om1[:, None] * error_b).T
-    rounding = 8 * (np.nan_to_num(error) + eps * np.abs(log_s)) / om1
-    applies = (m1[:, None] > orders) & (candidate >= rounding)  # Prop. 10: orders below mu1
-    block = out[rows]
-    out[rows] = np.where(applies, np.minimum(block, candidate), block)
+    # Prop. 10: Theorem 6 applies at the orders below mu1 only, so each row is evaluated
+    # on the orders it can lower, in groups of rows that need about as many.
+    by_order = np.argsort(orders, kind="stable")
+    needed = np.searchsorted(orders[by_order], m1, side="left")
+    for members in _groups(needed):
+        width = int(needed[members].max())
+        if width == 0:
+            continue
+        columns = by_order[:width]
+        parts = _Theorem6Rows(lq[members], log1q[members], a_inner[members], b_inner[members])
+        applies, candidate = parts.bound(orders[columns], m1[members], e1[members])
+        whole = isinstance(pick, slice) and isinstance(members, slice) and width == orders.size
+        index = (slice(None), slice(None)) if whole else np.ix_(rows[members], columns)
+        block = out[index]
+        out[index] = np.where(applies, np.minimum(block, candidate), block)
     return out
+
+
+def _groups(needed: NDArray[np.intp], count: int = 8) -> list[NDArray[np.intp] | slice]:
+    """Rows split into up to ``count`` groups of about equal size, by how many orders each
+    needs: a group is evaluated on the most its rows need. One group where few orders are
+    asked (a release's one order): the sort would cost more than it saves."""
+    if needed.size and needed.max() <= _FEW_ORDERS:
+        return [slice(None)]
+    ranked = np.argsort(needed, kind="stable")
+    return [part for part in np.array_split(ranked, min(count, ranked.size)) if part.size]
+
+
+_FEW_ORDERS = 16
+
+
+class _Theorem6Rows:
+    """Theorem 6's bound for rows of (log q, log(1-q), log A, log B) at given orders."""
+
+    def __init__(
+        self,
+        lq: NDArray[np.float64],
+        log1q: NDArray[np.float64],
+        a_inner: NDArray[np.float64],
+        b_inner: NDArray[np.float64],
+    ) -> None:
+        self.lq, self.log1q, self.a_inner, self.b_inner = lq, log1q, a_inner, b_inner
+
+    def bound(
+        self, orders: NDArray[np.float64], m1: NDArray[np.float64], e1: NDArray[np.float64]
+    ) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
+        """(where the bound applies, the bound) per row and order."""
+        lq, log1q = self.lq, self.log1q
+        om1 = orders - 1
+        # Theorem 6: (1/(l-1)) log((1-q) A^(l-1) + q B^(l-1)), summed in log space.
+        first = (log1q + om1[:, None] * self.a_inner).T
+        second = (lq + om1[:, None] * self.b_inner).T
+        log_s = np.logaddexp(first, second)
+        candidate = log_s / om1
+        # The sum is >= 1 (log_s >= 0) in exact arithmetic. Where the candidate is not above
+        # a bound of its rounding error (a huge sigma: -5.6e-17 for a true cost near 1e-34),
+        # it carries no digit of the bound, and Prop. 8's stays. The error of each term is
+        # that of its parts, weighted by the term's share of the sum (at most 1): the bound
+        # per row at the smallest order settles most entries without the weights.
+        eps = np.finfo(np.float64).eps
+        error_a = eps * (np.abs(log1q) + np.abs(log1q - self.a_inner))
+        error_b = eps * (np.abs(e1) + np.abs(lq / (m1 - 1)))
+        row_bound = 8 * (eps * (np.abs(log1q) + np.abs(lq)) / om1.min() + error_a + error_b)
+        above = candidate >= 2 * (row_bound[:, None] + 8 * eps * np.abs(candidate))
+        unsettled = np.flatnonzero(~above.all(axis=1))
+        if unsettled.size:
+            part = (slice(None),) if unsettled.size == lq.size else (unsettled,)
+            with np.errstate(invalid="ignore"):  # -inf - -inf where both terms vanish
+                error = np.exp(first[part] - log_s[part]) * (
+                    eps * np.abs(log1q[part])[:, None] + om1 * error_a[part][:, None]
+                )
+                error += np.exp(second[part] - log_s[part]) * (
+                    eps * np.abs(lq[part])[:, None] + om1 * error_b[part][:, None]
+                )
+            rounding = 8 * (np.nan_to_num(error) + eps * np.abs(log_s[part])) / om1
+            above[part] = candidate[part] >= rounding
+        return (m1[:, None] > orders) & above, candidate

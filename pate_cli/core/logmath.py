@@ -18,10 +18,8 @@ def log1mexp(x: ArrayLike) -> NDArray[np.float64]:
     x = np.asarray(x, dtype=np.float64)
     if not np.all(x <= 0):
         raise ValueError("log1mexp needs non-positive arguments")
-    out = np.empty_like(x)
-    far = x < -1
-    out[far] = np.log1p(-np.exp(x[far]))
-    near = ~far
-    with np.errstate(divide="ignore"):  # log(0) = -inf at x = 0 is the intended value
-        out[near] = np.log(-np.expm1(x[near]))
-    return out
+    # Both branches everywhere and a choice per element: cheaper than gathering each side.
+    with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf at x = 0: intended
+        far = np.log1p(-np.exp(x))
+        near = np.log(-np.expm1(x))
+    return np.where(x < -1, far, near)
