@@ -143,7 +143,7 @@ def test_the_exact_threshold_sensitivity_covers_every_histogram(
     """The release's table for --threshold-bound exact, against brute force: at distance d,
     the largest change of the published cost between neighbours among every histogram
     within d of the votes (all histograms of M votes enumerated)."""
-    from pate_cli.core import smooth_sensitivity as ss
+    from pate_cli.core import ls_threshold as ss
 
     hists = oracle.histograms(num_teachers, num_classes)
     margins = threshold.threshold_margins(hists.astype(np.float64), threshold_value, sigma1)

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from pate_cli.core import smooth_sensitivity as ss_core
+from pate_cli.core import smooth as ss_core
 from pate_cli.core.gnmax import rdp_gnmax, rdp_gnmax_data_independent
 from pate_cli.errors import ExitCode
 from tests.conftest import run_cli

@@ -18,7 +18,9 @@ import pytest
 import scipy.stats
 from numpy.typing import NDArray
 
-from pate_cli.core import smooth_sensitivity as ss
+from pate_cli.core import conditions as cond_core
+from pate_cli.core import ls_gnmax, ls_threshold, ls_tilde, theorem6
+from pate_cli.core import smooth as smooth_core
 from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax
 from pate_cli.core.threshold import (
     log_pr_answered_threshold,
@@ -80,9 +82,13 @@ def test_logq0_logq1_table(name: str) -> None:
     # Source: the reference's compute_logq0_gnmax and _compute_logq1 (Brent: rtol 1e-8).
     for row in load(name)["logq0_logq1_table"]:
         orders = [row["order"]]
-        np.testing.assert_allclose(ss.logq0_gnmax(row["sigma"], orders), [row["logq0"]], rtol=1e-8)
         np.testing.assert_allclose(
-            ss.logq1_gnmax(row["sigma"], orders, row["num_classes"]), [row["logq1"]], rtol=1e-8
+            theorem6.logq0_gnmax(row["sigma"], orders), [row["logq0"]], rtol=1e-8
+        )
+        np.testing.assert_allclose(
+            theorem6.logq1_gnmax(row["sigma"], orders, row["num_classes"]),
+            [row["logq1"]],
+            rtol=1e-8,
         )
 
 
@@ -90,12 +96,14 @@ def test_logq0_logq1_table(name: str) -> None:
 def test_unit_logq0_logq1_and_local_sensitivity_at_probe(row: dict[str, Any]) -> None:
     # Source: unit_vectors.json logq0_logq1 (reference _compute_local_sens_gnmax at a probe).
     sigma, order, num_classes = row["sigma"], row["order"], row["num_classes"]
-    np.testing.assert_allclose(ss.logq0_gnmax(sigma, [order]), [row["logq0"]["value"]], rtol=1e-8)
     np.testing.assert_allclose(
-        ss.logq1_gnmax(sigma, [order], num_classes), [row["logq1"]["value"]], rtol=1e-8
+        theorem6.logq0_gnmax(sigma, [order]), [row["logq0"]["value"]], rtol=1e-8
     )
-    params = ss._GnmaxSensitivity.build(sigma, order, num_classes)
-    value = ss._ls_tilde(np.array([row["probe_logq"]]), params)
+    np.testing.assert_allclose(
+        theorem6.logq1_gnmax(sigma, [order], num_classes), [row["logq1"]["value"]], rtol=1e-8
+    )
+    params = ls_tilde._GnmaxSensitivity.build(sigma, order, num_classes)
+    value = ls_tilde._ls_tilde(np.array([row["probe_logq"]]), params)
     np.testing.assert_allclose(value, [row["local_sens_at_probe"]["value"]], **LS_TOL)
 
 
@@ -105,10 +113,10 @@ def test_unit_bl_bu(row: dict[str, Any]) -> None:
     logq = np.log([row["q"]])
     sigma, num_classes = row["sigma"], row["num_classes"]
     np.testing.assert_allclose(
-        np.exp(ss.log_bl_gnmax(logq, sigma, num_classes)), [row["bl"]["value"]], rtol=1e-12
+        np.exp(theorem6.log_bl_gnmax(logq, sigma, num_classes)), [row["bl"]["value"]], rtol=1e-12
     )
     np.testing.assert_allclose(
-        np.exp(ss.log_bu_gnmax(logq, sigma, num_classes)), [row["bu"]["value"]], rtol=1e-12
+        np.exp(theorem6.log_bu_gnmax(logq, sigma, num_classes)), [row["bu"]["value"]], rtol=1e-12
     )
 
 
@@ -117,16 +125,16 @@ def test_unit_rdp_gnss(row: dict[str, Any]) -> None:
     # Source: unit_vectors.json rdp_of_smooth_sensitivity_gaussian (Theorem 23).
     if "error" in row:
         with pytest.raises(ValueError, match="range"):
-            ss.rdp_gnss(row["beta"], row["sigma"], row["order"])
+            smooth_core.rdp_gnss(row["beta"], row["sigma"], row["order"])
     else:
-        assert ss.rdp_gnss(row["beta"], row["sigma"], row["order"]) == pytest.approx(
+        assert smooth_core.rdp_gnss(row["beta"], row["sigma"], row["order"]) == pytest.approx(
             row["value"], rel=1e-12
         )
 
 
 @pytest.mark.parametrize("row", unit("is_data_independent_always_opt_gaussian"))
 def test_unit_is_data_independent_gnmax(row: dict[str, Any]) -> None:
-    got = ss.is_data_independent_always_opt_gnmax(
+    got = cond_core.is_data_independent_always_opt_gnmax(
         row["num_teachers"], row["num_classes"], row["sigma"], row["order"]
     )
     assert got is row["value"]
@@ -134,7 +142,7 @@ def test_unit_is_data_independent_gnmax(row: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("row", unit("is_data_independent_always_opt_threshold"))
 def test_unit_is_data_independent_threshold(row: dict[str, Any]) -> None:
-    got = ss.is_data_independent_always_opt_threshold(
+    got = cond_core.is_data_independent_always_opt_threshold(
         row["num_teachers"], row["threshold"], row["sigma1"], row["order"]
     )
     assert got is row["value"]
@@ -153,7 +161,7 @@ def test_check_conditions(
 ) -> None:
     # Source: unit_vectors.json check_conditions and smooth_sensitivity_test.py
     # ((20, 10, 25) -> (True, False), (30, 10, 25) -> (True, True)).
-    assert ss.check_conditions(sigma, num_classes, order) == tuple(expected)
+    assert cond_core.check_conditions(sigma, num_classes, order) == tuple(expected)
 
 
 @pytest.mark.parametrize(("sigma", "order"), [(1e-6, 2.0), (1e-150, 2.0), (1e150, 2.0)])
@@ -162,15 +170,15 @@ def test_check_conditions_outside_the_double_range_is_an_error_not_a_verdict(
 ) -> None:
     # sigma 1e-6: q0 = exp(-1e12) underflows, so [0, q0] cannot be searched; sigma 1e+-150:
     # lambda / sigma^2 leaves the normal range. Neither is reported as holding or failing.
-    with pytest.raises(ss.NumericalRangeError):
-        ss.check_conditions(sigma, 10, order)
+    with pytest.raises(theorem6.NumericalRangeError):
+        cond_core.check_conditions(sigma, 10, order)
 
 
 def test_data_independent_shortcut_compares_relatively() -> None:
     # lambda / sigma^2 = 5e-9 < np.isclose's default atol: the unanimous cost (~1e-275 or 0)
     # must still not be called "close" to it.
-    assert not ss.is_data_independent_always_opt_gnmax(10**6, 3, 2e4, 2.0)
-    assert ss.is_data_independent_always_opt_gnmax(250, 10, 1e3, 2.0)
+    assert not cond_core.is_data_independent_always_opt_gnmax(10**6, 3, 2e4, 2.0)
+    assert cond_core.is_data_independent_always_opt_gnmax(250, 10, 1e3, 2.0)
 
 
 # ---------------------------------------------------------------------------
@@ -181,7 +189,7 @@ def test_data_independent_shortcut_compares_relatively() -> None:
 @pytest.mark.parametrize("row", suite("compute_local_sensitivity_bounds_gnmax"))
 def test_suite_local_sensitivity_gnmax(row: dict[str, Any]) -> None:
     # Source: smooth_sensitivity_test.py, compared with reference_now at the test's rtol.
-    got = ss.local_sensitivity_gnmax(
+    got = ls_gnmax.local_sensitivity_gnmax(
         [row["counts"]], row["num_teachers"], row["sigma"], row["order"], reference=True
     )
     np.testing.assert_allclose(got[0], row["reference_now"], rtol=1e-8, atol=1e-300)
@@ -189,7 +197,7 @@ def test_suite_local_sensitivity_gnmax(row: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("row", suite("compute_local_sensitivity_bounds_threshold"))
 def test_suite_local_sensitivity_threshold(row: dict[str, Any]) -> None:
-    got = ss.local_sensitivity_threshold(
+    got = ls_threshold.local_sensitivity_threshold(
         [row["counts"]], row["num_teachers"], row["threshold"], row["sigma"], row["order"]
     )
     np.testing.assert_allclose(got[0], row["reference_now"], rtol=1e-8, atol=1e-300)
@@ -200,9 +208,11 @@ def test_suite_local_sensitivity_threshold(row: dict[str, Any]) -> None:
 @pytest.mark.parametrize("row", unit("local_sensitivity_small"))
 def test_unit_local_sensitivity_small(row: dict[str, Any]) -> None:
     counts, num_teachers, order = [row["counts"]], row["num_teachers"], row["order"]
-    got = ss.local_sensitivity_gnmax(counts, num_teachers, row["sigma2"], order, reference=True)
+    got = ls_gnmax.local_sensitivity_gnmax(
+        counts, num_teachers, row["sigma2"], order, reference=True
+    )
     np.testing.assert_allclose(got[0], row["ls_gnmax"]["value"], **LS_TOL)
-    got = ss.local_sensitivity_threshold(
+    got = ls_threshold.local_sensitivity_threshold(
         counts, num_teachers, row["threshold"], row["sigma1"], order
     )
     np.testing.assert_allclose(got[0], row["ls_threshold"]["value"], **LS_TOL)
@@ -214,15 +224,15 @@ def test_per_query_local_sensitivity(query: dict[str, Any], entry: dict[str, Any
     votes = np.array([query["votes"]], dtype=np.float64)
     step1 = votes - np.array(query["baseline"]) if "baseline" in query else votes
     num_teachers = len(entry["ls_gnmax"])
-    gnmax = ss.local_sensitivity_gnmax(
+    gnmax = ls_gnmax.local_sensitivity_gnmax(
         votes, num_teachers, entry["sigma2"], entry["order"], reference=True
     )
     np.testing.assert_allclose(gnmax[0], entry["ls_gnmax"], **LS_TOL)
-    default = ss.local_sensitivity_threshold(
+    default = ls_threshold.local_sensitivity_threshold(
         step1, num_teachers, entry["threshold"], entry["sigma1"], entry["order"]
     )
     np.testing.assert_allclose(default[0], entry["ls_threshold"], **LS_TOL)
-    strict = ss.local_sensitivity_threshold(
+    strict = ls_threshold.local_sensitivity_threshold(
         step1, num_teachers, entry["threshold"], entry["sigma1"], entry["order"], strict=True
     )
     assert np.all(strict >= default)
@@ -256,11 +266,15 @@ def test_smooth_sensitivity_case(name: str, case: dict[str, Any]) -> None:
     order, sigma2 = result["order"], params["sigma2"]
     threshold, sigma1 = params["threshold"], params["sigma1"]
 
-    ind1 = ss.is_data_independent_always_opt_threshold(num_teachers, threshold, sigma1, order)
-    ind2 = ss.is_data_independent_always_opt_gnmax(num_teachers, votes.shape[1], sigma2, order)
+    ind1 = cond_core.is_data_independent_always_opt_threshold(
+        num_teachers, threshold, sigma1, order
+    )
+    ind2 = cond_core.is_data_independent_always_opt_gnmax(
+        num_teachers, votes.shape[1], sigma2, order
+    )
     assert (ind1, ind2) == (result["ind_step1"], result["ind_step2"])
     if result["cond5"] is not None:
-        assert ss.check_conditions(sigma2, votes.shape[1], order, reference=True) == (
+        assert cond_core.check_conditions(sigma2, votes.shape[1], order, reference=True) == (
             result["cond5"],
             result["cond6"],
         )
@@ -281,23 +295,27 @@ def test_smooth_sensitivity_case(name: str, case: dict[str, Any]) -> None:
         "data_independent_step1": ind1,
         "data_independent_step2": ind2,
     }
-    ls = ss.local_sensitivity_total(votes, num_teachers, order, sigma2, reference=True, **kwargs)
+    ls = smooth_core.local_sensitivity_total(
+        votes, num_teachers, order, sigma2, reference=True, **kwargs
+    )
     np.testing.assert_allclose(ls, result["expected_local_sensitivity"], **LS_TOL)
 
-    beta, smooth, sigma_ss = ss.optimal_gnss_parameters(ls, result["rdp_at_order"], order)
+    beta, smooth, sigma_ss = smooth_core.optimal_gnss_parameters(ls, result["rdp_at_order"], order)
     assert beta == pytest.approx(result["beta_opt"], rel=1e-12)
     assert smooth == pytest.approx(result["ss_opt"], rel=1e-6)
     assert sigma_ss == pytest.approx(result["sigma_ss_opt"], rel=1e-6)
     assert smooth * sigma_ss == pytest.approx(result["noise_std"], rel=1e-6)
-    assert ss.smooth_sensitivity(ls, beta) == pytest.approx(smooth, rel=1e-12)
-    release = ss.rdp_gnss(beta, sigma_ss, order)
+    assert smooth_core.smooth_sensitivity(ls, beta) == pytest.approx(smooth, rel=1e-12)
+    release = smooth_core.rdp_gnss(beta, sigma_ss, order)
     assert release == pytest.approx(result["rdp_of_ss_release"], rel=1e-6)
     assert result["eps_before_ss"] + release == pytest.approx(result["eps_with_ss"], rel=1e-6)
 
     # The sound bounds (the default) never fall below the reference's on its own cases.
     del kwargs["step2_weights"]
-    conditions = ss.check_conditions(sigma2, votes.shape[1], order) if not ind2 else (True, True)
-    sound = ss.local_sensitivity_total(
+    conditions = (
+        cond_core.check_conditions(sigma2, votes.shape[1], order) if not ind2 else (True, True)
+    )
+    sound = smooth_core.local_sensitivity_total(
         votes, num_teachers, order, sigma2, increments_verified=all(conditions), **kwargs
     )
     assert np.all(sound >= ls * (1 - 1e-12))
@@ -321,13 +339,13 @@ def naive_beta(logq: float, sigma: float, order: float, logq0: float) -> float:
 
 
 def naive_ls_tilde(logq: float, sigma: float, num_classes: int, order: float) -> float:
-    logq0 = float(ss.logq0_gnmax(sigma, [order])[0])
-    logq1 = float(ss.logq1_gnmax(sigma, [order], num_classes)[0])
+    logq0 = float(theorem6.logq0_gnmax(sigma, [order])[0])
+    logq1 = float(theorem6.logq1_gnmax(sigma, [order], num_classes)[0])
     if logq1 <= logq <= logq0:
         logq = logq1
     beta = naive_beta(logq, sigma, order, logq0)
-    up = float(ss.log_bu_gnmax(np.array([logq]), sigma, num_classes)[0])
-    low = float(ss.log_bl_gnmax(np.array([logq]), sigma, num_classes)[0])
+    up = float(theorem6.log_bu_gnmax(np.array([logq]), sigma, num_classes)[0])
+    low = float(theorem6.log_bl_gnmax(np.array([logq]), sigma, num_classes)[0])
     return max(
         naive_beta(up, sigma, order, logq0) - beta, beta - naive_beta(low, sigma, order, logq0)
     )
@@ -337,8 +355,8 @@ def naive_ls_gnmax(
     votes: list[int], num_teachers: int, sigma: float, order: float
 ) -> NDArray[np.float64]:
     num_classes = len(votes)
-    logq0 = float(ss.logq0_gnmax(sigma, [order])[0])
-    logq1 = float(ss.logq1_gnmax(sigma, [order], num_classes)[0])
+    logq0 = float(theorem6.logq0_gnmax(sigma, [order])[0])
+    logq1 = float(theorem6.logq1_gnmax(sigma, [order], num_classes)[0])
 
     def logq_of(v: list[int]) -> float:
         return float(logq_gnmax(np.array([v], dtype=np.float64), sigma)[0])
@@ -416,7 +434,7 @@ def random_histograms(seed: int, count: int) -> list[tuple[list[int], int, float
 def test_gnmax_matches_per_query_loop(
     votes: list[int], num_teachers: int, sigma: float, order: float
 ) -> None:
-    got = ss.local_sensitivity_gnmax([votes], num_teachers, sigma, order, reference=True)[0]
+    got = ls_gnmax.local_sensitivity_gnmax([votes], num_teachers, sigma, order, reference=True)[0]
     np.testing.assert_allclose(
         got, naive_ls_gnmax(votes, num_teachers, sigma, order), rtol=1e-9, atol=1e-300
     )
@@ -439,7 +457,7 @@ def test_gnmax_long_walks_match_per_query_loop(
     votes: list[int], sigma: float, order: float
 ) -> None:
     num_teachers = sum(votes)
-    got = ss.local_sensitivity_gnmax([votes], num_teachers, sigma, order, reference=True)[0]
+    got = ls_gnmax.local_sensitivity_gnmax([votes], num_teachers, sigma, order, reference=True)[0]
     np.testing.assert_allclose(
         got, naive_ls_gnmax(votes, num_teachers, sigma, order), rtol=1e-9, atol=1e-300
     )
@@ -454,7 +472,7 @@ def test_threshold_matches_per_query_loop(seed: int, strict: bool) -> None:
     counts = np.column_stack([tops, rng.uniform(-5, 0, size=6)])
     threshold = float(rng.uniform(0, 1.2 * num_teachers))
     sigma1, order = float(rng.choice([1.0, 4.0, 20.0])), float(rng.choice([2.0, 10.0]))
-    got = ss.local_sensitivity_threshold(
+    got = ls_threshold.local_sensitivity_threshold(
         counts, num_teachers, threshold, sigma1, order, strict=strict
     )
     # The strict bounds round each difference up by four ulps of the larger RDP value.
@@ -477,7 +495,7 @@ def test_total_is_the_weighted_sum_of_per_query_arrays() -> None:
     weights[::7] = 0.0
     # Fixed weights (a realised mask, or the reference's Pr[answered] at the votes).
     for reference in (True, False):
-        total = ss.local_sensitivity_total(
+        total = smooth_core.local_sensitivity_total(
             votes,
             num_teachers,
             order,
@@ -487,16 +505,18 @@ def test_total_is_the_weighted_sum_of_per_query_arrays() -> None:
             step2_weights=weights,
             reference=reference,
         )
-        step1 = ss.local_sensitivity_threshold(
+        step1 = ls_threshold.local_sensitivity_threshold(
             votes, num_teachers, threshold, sigma1, order, strict=not reference
         )
-        step2 = ss.local_sensitivity_gnmax(votes, num_teachers, sigma, order, reference=reference)
+        step2 = ls_gnmax.local_sensitivity_gnmax(
+            votes, num_teachers, sigma, order, reference=reference
+        )
         np.testing.assert_allclose(
             total, (step1 + weights[:, None] * step2).sum(axis=0), rtol=1e-12
         )
-    plain = ss.local_sensitivity_total(votes, num_teachers, order, sigma)
+    plain = smooth_core.local_sensitivity_total(votes, num_teachers, order, sigma)
     np.testing.assert_allclose(plain, step2.sum(axis=0), rtol=1e-12)
-    only_step1 = ss.local_sensitivity_total(
+    only_step1 = smooth_core.local_sensitivity_total(
         votes,
         num_teachers,
         order,
@@ -508,7 +528,9 @@ def test_total_is_the_weighted_sum_of_per_query_arrays() -> None:
     )
     np.testing.assert_allclose(
         only_step1,
-        ss.local_sensitivity_threshold(votes, num_teachers, threshold, sigma1, order).sum(axis=0),
+        ls_threshold.local_sensitivity_threshold(votes, num_teachers, threshold, sigma1, order).sum(
+            axis=0
+        ),
         rtol=1e-12,
     )
 
@@ -524,59 +546,67 @@ def test_strict_threshold_is_at_least_default_and_non_decreasing(seed: int) -> N
     num_teachers = 250
     counts = rng.integers(0, num_teachers + 1, size=(50, 1)).astype(np.float64)
     args = (counts, num_teachers, 200.0, 40.0, 20.0)
-    default = ss.local_sensitivity_threshold(*args)
-    strict = ss.local_sensitivity_threshold(*args, strict=True)
+    default = ls_threshold.local_sensitivity_threshold(*args)
+    strict = ls_threshold.local_sensitivity_threshold(*args, strict=True)
     assert np.all(strict >= default)
     assert np.all(np.diff(strict, axis=1) >= 0)
 
 
 def test_smooth_sensitivity_is_non_increasing_in_beta() -> None:
     ls = load("mnist_like.expected.json")["cases"][4]["result"]["expected_local_sensitivity"]
-    values = [ss.smooth_sensitivity(ls, beta) for beta in np.linspace(0, 0.5, 26)]
+    values = [smooth_core.smooth_sensitivity(ls, beta) for beta in np.linspace(0, 0.5, 26)]
     assert np.all(np.diff(values) <= 0)
     assert values[0] == max(ls)
 
 
 def test_optimal_parameters_with_zero_sensitivity_have_no_nan() -> None:
-    beta, smooth, sigma_ss = ss.optimal_gnss_parameters(np.zeros(10), 0.5, 20.0)
+    beta, smooth, sigma_ss = smooth_core.optimal_gnss_parameters(np.zeros(10), 0.5, 20.0)
     assert beta == pytest.approx(0.3 / 20)
     assert smooth == 0.0
     assert sigma_ss == math.inf
-    assert ss.rdp_gnss(beta, sigma_ss, 20.0) > 0
+    assert smooth_core.rdp_gnss(beta, sigma_ss, 20.0) > 0
 
 
 def test_single_class_has_zero_gnmax_sensitivity() -> None:
-    np.testing.assert_array_equal(ss.local_sensitivity_gnmax([[7], [3]], 7, 2.0, 5.0), 0.0)
+    np.testing.assert_array_equal(ls_gnmax.local_sensitivity_gnmax([[7], [3]], 7, 2.0, 5.0), 0.0)
 
 
 def test_local_sensitivity_gnmax_is_order_invariant_within_a_row() -> None:
     votes = np.array([[30, 5, 10, 5], [5, 10, 5, 30]])
-    got = ss.local_sensitivity_gnmax(votes, 50, 3.0, 6.0)
+    got = ls_gnmax.local_sensitivity_gnmax(votes, 50, 3.0, 6.0)
     np.testing.assert_array_equal(got[0], got[1])
 
 
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: ss.rdp_gnss(0.1, 10.0, 6.0), "range"),
-        (lambda: ss.rdp_gnss(0.01, 10.0, 1.0), "order"),
-        (lambda: ss.rdp_gnss(-0.1, 10.0, 2.0), "beta"),
-        (lambda: ss.logq0_gnmax(0.0, [2.0]), "sigma"),
-        (lambda: ss.logq0_gnmax(10.0, [1.0]), "order"),
-        (lambda: ss.logq1_gnmax(10.0, [2.0], 1), "num_classes"),
-        (lambda: ss.local_sensitivity_gnmax([[1.5, 2.5]], 4, 1.0, 2.0), "integer"),
-        (lambda: ss.local_sensitivity_gnmax([[-1, 5]], 4, 1.0, 2.0), "integer"),
-        (lambda: ss.local_sensitivity_gnmax([1, 2], 3, 1.0, 2.0), "shape"),
-        (lambda: ss.local_sensitivity_gnmax([[1, 2]], 0, 1.0, 2.0), "num_teachers"),
-        (lambda: ss.local_sensitivity_threshold([[9, 1]], 5, 3.0, 1.0, 2.0), r"round\(max"),
-        (lambda: ss.local_sensitivity_total([[1, 2]], 3, 2.0, 1.0, threshold=2.0), "sigma1"),
+        (lambda: smooth_core.rdp_gnss(0.1, 10.0, 6.0), "range"),
+        (lambda: smooth_core.rdp_gnss(0.01, 10.0, 1.0), "order"),
+        (lambda: smooth_core.rdp_gnss(-0.1, 10.0, 2.0), "beta"),
+        (lambda: theorem6.logq0_gnmax(0.0, [2.0]), "sigma"),
+        (lambda: theorem6.logq0_gnmax(10.0, [1.0]), "order"),
+        (lambda: theorem6.logq1_gnmax(10.0, [2.0], 1), "num_classes"),
+        (lambda: ls_gnmax.local_sensitivity_gnmax([[1.5, 2.5]], 4, 1.0, 2.0), "integer"),
+        (lambda: ls_gnmax.local_sensitivity_gnmax([[-1, 5]], 4, 1.0, 2.0), "integer"),
+        (lambda: ls_gnmax.local_sensitivity_gnmax([1, 2], 3, 1.0, 2.0), "shape"),
+        (lambda: ls_gnmax.local_sensitivity_gnmax([[1, 2]], 0, 1.0, 2.0), "num_teachers"),
         (
-            lambda: ss.local_sensitivity_total([[1, 2]], 3, 2.0, 1.0, step2_weights=[1.0, 1.0]),
+            lambda: ls_threshold.local_sensitivity_threshold([[9, 1]], 5, 3.0, 1.0, 2.0),
+            r"round\(max",
+        ),
+        (
+            lambda: smooth_core.local_sensitivity_total([[1, 2]], 3, 2.0, 1.0, threshold=2.0),
+            "sigma1",
+        ),
+        (
+            lambda: smooth_core.local_sensitivity_total(
+                [[1, 2]], 3, 2.0, 1.0, step2_weights=[1.0, 1.0]
+            ),
             "step2_weights",
         ),
-        (lambda: ss.smooth_sensitivity([], 0.1), "non-empty"),
-        (lambda: ss.optimal_gnss_parameters([np.nan], 0.1, 2.0), "non-negative"),
-        (lambda: ss.check_conditions(10.0, 1, 5.0), "num_classes"),
+        (lambda: smooth_core.smooth_sensitivity([], 0.1), "non-empty"),
+        (lambda: smooth_core.optimal_gnss_parameters([np.nan], 0.1, 2.0), "non-negative"),
+        (lambda: cond_core.check_conditions(10.0, 1, 5.0), "num_classes"),
     ],
 )
 def test_contract_violations_raise_value_error(call: Any, match: str) -> None:
@@ -597,7 +627,7 @@ def test_sound_logq0_is_where_the_published_bound_reaches_prop8(
     sigma: float, order: float, num_classes: int
 ) -> None:
     # Below log q0 rdp_gnmax is under lambda / sigma^2; a hair above it, it has reached it.
-    logq0 = ss._logq0_sound(sigma, order, num_classes)
+    logq0 = theorem6._logq0_sound(sigma, order, num_classes)
     independent = order / sigma**2
     at = rdp_gnmax(np.array([logq0, logq0 * (1 - 1e-9)]), sigma, np.array([order]))[:, 0]
     assert at[0] < independent
@@ -607,9 +637,9 @@ def test_sound_logq0_is_where_the_published_bound_reaches_prop8(
 def test_sound_logq0_can_lie_past_the_reference_bracket() -> None:
     # sigma 0.8647, order 2: the reference's q0 is its bracket end -(1 + 1/sigma)^2, where
     # Theorem 6 is still below lambda / sigma^2; the published bound keeps rising past it.
-    reference = ss._logq0_scalar(0.8647, 2.0)
+    reference = theorem6._logq0_scalar(0.8647, 2.0)
     assert reference == pytest.approx(-((1 + 1 / 0.8647) ** 2), rel=1e-12)
-    assert ss._logq0_sound(0.8647, 2.0, 3) > reference + 1
+    assert theorem6._logq0_sound(0.8647, 2.0, 3) > reference + 1
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -617,13 +647,13 @@ def test_change_window_is_the_maximum_over_the_window(seed: int) -> None:
     rng = np.random.default_rng(seed)
     num_teachers = int(rng.integers(1, 60))
     threshold, sigma1 = float(rng.uniform(-5, num_teachers + 5)), float(rng.uniform(0.3, 20))
-    pr, change = ss._pr_answered_table(num_teachers, threshold, sigma1)
+    pr, change = ls_threshold._pr_answered_table(num_teachers, threshold, sigma1)
     exact = np.diff(scipy.stats.norm.cdf((np.arange(num_teachers + 1) - threshold) / sigma1))
     assert np.all(change >= np.abs(exact)) and np.all(change <= np.abs(exact) + 1e-15)
     near = np.zeros(num_teachers + 1)
     near[:-1] = change
     near[1:] = np.maximum(near[1:], change)
-    window = ss._ChangeWindow.build(change)
+    window = ls_threshold._ChangeWindow.build(change)
     for top in range(num_teachers + 1):
         for d in range(num_teachers):
             expected = near[max(top - d, 0) : min(top + d, num_teachers) + 1].max()
@@ -636,21 +666,21 @@ def test_pr_answered_weight_makes_the_answer_step_sensitive_when_data_independen
     # The true smooth sensitivity (all 4-class histograms of 18 votes) is 2.200e-3.
     args = {"threshold": 12.222150299716327, "sigma1": 5.975880119984785}
     sigma, order, beta = 7.055760832106127, 1.712, 0.17683829846944138
-    assert ss.is_data_independent_always_opt_gnmax(18, 4, sigma, order)
-    ls = ss.local_sensitivity_total(
+    assert cond_core.is_data_independent_always_opt_gnmax(18, 4, sigma, order)
+    ls = smooth_core.local_sensitivity_total(
         [[10, 2, 3, 3]], 18, order, sigma, data_independent_step2=True, **args
     )
-    assert ss.smooth_sensitivity(ls, beta) >= 2.200e-3
-    reference = ss.local_sensitivity_total(
+    assert smooth_core.smooth_sensitivity(ls, beta) >= 2.200e-3
+    reference = smooth_core.local_sensitivity_total(
         [[10, 2, 3, 3]], 18, order, sigma, data_independent_step2=True, reference=True, **args
     )
-    assert ss.smooth_sensitivity(reference, beta) < 2e-4  # 17x under the truth
+    assert smooth_core.smooth_sensitivity(reference, beta) < 2e-4  # 17x under the truth
 
 
 def test_distinct_rows_survive_hash_collisions(monkeypatch):
     """The rows are grouped by a hash and checked; with every row colliding (multipliers
     of 1 hash a row to its sum) the exact grouping takes over, and so do equal bounds."""
-    import pate_cli.core.smooth_sensitivity as ss
+    import pate_cli.core.ls_gnmax as ss
 
     rng = np.random.default_rng(5)
     votes = rng.multinomial(30, [0.5, 0.3, 0.15, 0.05], size=300)

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pate_cli.cli.app import app
-from pate_cli.core.smooth_sensitivity import local_sensitivity_total, smooth_sensitivity
+from pate_cli.core.smooth import local_sensitivity_total, smooth_sensitivity
 from pate_cli.errors import ExitCode
 from tests.conftest import run_cli
 from tests.oracle import exact

@@ -17,16 +17,15 @@ import numpy as np
 from hypothesis import assume, example, given, note, settings
 from hypothesis import strategies as st
 
-from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax, rdp_gnmax_data_independent
-from pate_cli.core.lnmax import logq_lnmax, rdp_lnmax, rdp_lnmax_data_independent
-from pate_cli.core.smooth_sensitivity import (
-    NumericalRangeError,
+from pate_cli.core.conditions import (
     check_conditions,
     is_data_independent_always_opt_gnmax,
     is_data_independent_always_opt_threshold,
-    local_sensitivity_total,
-    smooth_sensitivity,
 )
+from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax, rdp_gnmax_data_independent
+from pate_cli.core.lnmax import logq_lnmax, rdp_lnmax, rdp_lnmax_data_independent
+from pate_cli.core.smooth import local_sensitivity_total, smooth_sensitivity
+from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.core.threshold import (
     log_pr_answered_threshold,
     logq_threshold,
