@@ -6,7 +6,7 @@ classes than teachers, square arrays of either) and loads them with
 :func:`pate_cli.votes.load_votes`. The only outcomes allowed are the reading the generator
 meant (the same counts histogram and the same number of teachers) or an
 :class:`~pate_cli.errors.InputError` (exit 2). Two limits are documented
-(``pate_cli.votes.formats``): a whole-number array whose rows all share one positive sum is
+(``pate_cli.votes.detection``): a whole-number array whose rows all share one positive sum is
 counts, so labels whose teachers' labels happen to sum alike read as counts (the test allows
 exactly that reading for exactly those arrays); and labels of a single class are read in the
 (teachers, queries) layout, so labels saved queries x teachers are drawn with two classes

@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import Future
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -49,17 +47,9 @@ from pate_cli.outputs import (
     save_npy_atomic,
     write_atomic,
 )
-from pate_cli.votes.formats import (
-    AXES,
-    QUERY_AXIS,
-    BlockScan,
-    check_shape,
-    detect_format,
-    scan_blocks,
-    teachers_of_counts,
-    teachers_of_labels,
-    to_counts,
-)
+from pate_cli.votes.conversion import check_shape, teachers_of_counts, teachers_of_labels, to_counts
+from pate_cli.votes.detection import detect_format
+from pate_cli.votes.formats import QUERY_AXIS, BlockScan, scan_blocks
 from pate_cli.votes.inputs import (
     load_answered_mask,
     load_baseline,
@@ -67,6 +57,7 @@ from pate_cli.votes.inputs import (
     load_true_labels,
     query_selection,
 )
+from pate_cli.votes.model import Votes
 from pate_cli.votes.reader import (
     StrPath,
     file_sha256,
@@ -109,60 +100,6 @@ _MAX_LABEL_COUNT_CELLS = 10**8  # Q * C of a labels file's counts; beyond this C
 # an archive, votes or not.
 
 
-@dataclass(frozen=True)
-class Votes:
-    """Validated votes as a float64 ``(Q, C)`` histogram, plus where they came from.
-
-    Attributes:
-        counts: Per-query vote histogram after the selection; read-only, C-contiguous.
-        path: The path as the user gave it.
-        digest: Hex SHA-256 of the file's bytes, computed on a thread while the votes are
-            analysed (hashlib releases the GIL); read it as ``sha256``.
-        format: The format used; never ``AUTO``.
-        detected: True when ``format`` came from auto-detection.
-        num_teachers: M.
-        num_classes: C.
-        num_file_queries: Queries in the file before selection.
-        selection: File query indices kept, in order; None means all, in file order.
-        warnings: One-line notes for the user, e.g. rows that do not sum to ``--teachers``.
-        file_shape: The shape of the array in the file.
-        stored_dtype: Its dtype in the file.
-        transposed: Labels read as saved queries x teachers (``--teachers`` picked the axis).
-    """
-
-    counts: NDArray[np.float64]
-    path: str
-    digest: Future[str]
-    format: VoteFormat
-    detected: bool
-    num_teachers: int
-    num_classes: int
-    num_file_queries: int
-    selection: NDArray[np.int64] | None
-    warnings: tuple[str, ...]
-    file_shape: tuple[int, ...] = ()
-    stored_dtype: str = ""
-    transposed: bool = False
-
-    @property
-    def layout(self) -> str:
-        """How the file's axes were read: "teachers x queries" for labels ("queries x
-        teachers" for labels read transposed), "queries x classes" for counts, "teachers x
-        queries x classes" for scores."""
-        axes = AXES[self.format]
-        return " x ".join(axes[::-1] if self.transposed else axes)
-
-    @property
-    def sha256(self) -> str:
-        """Hex SHA-256 of the file's bytes (waits for the hashing thread)."""
-        return self.digest.result()
-
-    @property
-    def num_queries(self) -> int:
-        """Q, the number of queries after selection."""
-        return int(self.counts.shape[0])
-
-
 def _check_flags(num_classes: int | None, teachers: int | None, queries: int | None) -> None:
     for flag, value, noun in (
         ("--num-classes", num_classes, "classes"),
@@ -186,7 +123,7 @@ def load_votes(
 
     Args:
         path: The votes file (.npy, or .npz holding one array).
-        fmt: ``--format``; ``auto`` detects it (see ``pate_cli.votes.formats``).
+        fmt: ``--format``; ``auto`` detects it (see ``pate_cli.votes.detection``).
         num_classes: ``--num-classes``: C for labels; must match the file otherwise.
         teachers: ``--teachers``: overrides M. Counts rows may then sum to less than M (a
             warning), never to more; labels and scores must not have more teachers than M.

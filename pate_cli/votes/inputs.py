@@ -5,7 +5,7 @@ against the votes it goes with: its shape (that of the file, or of the selected 
 which the votes' selection is then applied), its dtype and its values. ``--indices`` is
 read before the votes are converted, because it chooses the queries
 (:func:`query_selection`); the others are read afterwards, from the loaded
-:class:`~pate_cli.votes.Votes`. Every problem is an :class:`~pate_cli.errors.InputError`
+:class:`~pate_cli.votes.model.Votes`. Every problem is an :class:`~pate_cli.errors.InputError`
 whose one-line message starts with the side input's path and names the votes file where
 that helps.
 """
@@ -22,8 +22,8 @@ from pate_cli.errors import InputError
 from pate_cli.votes.formats import first_index, is_whole, show_value, sum_rows
 from pate_cli.votes.reader import StrPath, load_array
 
-if TYPE_CHECKING:  # pragma: no cover - typing only; the package imports this module
-    from pate_cli.votes import Votes
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pate_cli.votes.model import Votes
 
 
 def _load_indices(path: StrPath, votes_where: str, num_file_queries: int) -> NDArray[np.int64]:

@@ -35,13 +35,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.errors import InputError
-from pate_cli.votes.formats import (
-    BlockScan,
-    VoteFormat,
-    classes_of_labels,
-    counts_from_labels,
-    scan_blocks,
-)
+from pate_cli.votes.conversion import classes_of_labels, counts_from_labels
+from pate_cli.votes.formats import BlockScan, VoteFormat, scan_blocks
 from pate_cli.votes.reader import ArrayFile, NpyHeader, StrPath
 
 _MAYBE_COUNTS = (VoteFormat.AUTO, VoteFormat.COUNTS)
@@ -292,7 +287,7 @@ class ChunkedLabels(ChunkedCounts):
         """Check the labels and return the counts of the first ``num_queries`` queries.
 
         ``whole`` is :meth:`scan`; C is chosen and checked as in memory
-        (:func:`~pate_cli.votes.formats.classes_of_labels`).
+        (:func:`~pate_cli.votes.conversion.classes_of_labels`).
 
         Raises:
             InputError: A value that is not a label, or more classes than a block holds.

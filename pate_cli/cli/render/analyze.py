@@ -1,0 +1,225 @@
+"""``pate analyze``: the orders around the optimum, the closing lines, the GNSS release line,
+and the per-query ledger of ``--breakdown``."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich import box
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from pate_cli.cli.render.common import (
+    PRIVATE,
+    PUBLISHABLE,
+    Fit,
+    fmt,
+    fmt_order,
+    input_line,
+    mechanism_line,
+    noise_words,
+)
+from pate_cli.cli.render.publishable import dependent_name, headline, publishable_line
+from pate_cli.release.gnss import NotReleased, Release
+from pate_cli.reports.ledger import Ledger, buckets, most_expensive
+from pate_cli.reports.models import AnalysisReport
+
+
+def _rows_near(orders: np.ndarray, centers: list[int], width: int) -> list[int]:
+    """Indices of the orders around the given ones, in increasing order of value."""
+    by_value = np.argsort(orders, kind="stable")
+    rank = np.empty_like(by_value)
+    rank[by_value] = np.arange(orders.size)
+    keep: set[int] = set()
+    for center in centers:
+        lo, hi = max(0, rank[center] - width), min(orders.size, rank[center] + width + 1)
+        keep.update(int(i) for i in by_value[lo:hi])
+    return sorted(keep, key=lambda i: (orders[i], i))
+
+
+def _averaged(report: AnalysisReport) -> str:
+    """What the expected figure is, where it is one: said once, in the closing line."""
+    if dependent_name(report.mechanism, report.realized) == "data-dependent epsilon":
+        return ""
+    return ", the paper's average over the threshold noise, not a bound on the run"
+
+
+def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableType:
+    """The analyze report: the headline, input, mechanism, the orders around the optimum
+    (a gap row where some are left out, and a legend), and the closing lines."""
+    dependent, independent = report.data_dependent, report.data_independent
+    orders = report.orders
+    header = Group(
+        headline(
+            report.publishable,
+            f"{dependent_name(report.mechanism, report.realized)} {dependent.epsilon:.4f} at "
+            f"order {fmt_order(dependent.order)} (private)",
+            report.delta,
+        ),
+        input_line(report.input),
+        mechanism_line(report.mechanism),
+        Text(
+            f"delta {report.delta:g}, conversion {report.conversion}, "
+            f"{'realised run (answered mask)' if report.realized else 'expected cost'}"
+            + (", data-independent bounds forced" if report.forced_data_independent else "")
+        ),
+    )
+    every_query = report.mechanism["name"] in ("gnmax", "lnmax")
+    independent_style = PUBLISHABLE if every_query else PRIVATE
+    if all_orders:
+        rows = list(range(orders.size))
+    else:
+        rows = _rows_near(orders, [dependent.order_index, independent.order_index], 4)
+    by_value = np.argsort(orders, kind="stable")
+    rank = np.empty_like(by_value)
+    rank[by_value] = np.arange(orders.size)
+
+    def orders_table(headers: tuple[str, ...], wide: bool) -> Table:
+        table = Table(
+            title="Renyi DP per order",
+            title_justify="left",
+            header_style="bold",
+            box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD,
+            show_edge=wide,
+            pad_edge=wide,
+            padding=(0, 1) if wide else (0, 0),
+        )
+        styles = (None, PRIVATE, PRIVATE, independent_style, independent_style)
+        for header, style in zip(headers, styles, strict=True):
+            table.add_column(header, justify="right", style=style, no_wrap=True)
+        previous = None
+        for i in rows:
+            if previous is not None and rank[i] > rank[previous] + 1:
+                table.add_row("...", "", "", "", "", style="dim")
+            previous = i
+            table.add_row(
+                fmt_order(orders[i]),
+                fmt(dependent.rdp[i]),
+                fmt(dependent.eps[i]) + (" *" if i == dependent.order_index else "  "),
+                fmt(independent.rdp[i]),
+                fmt(independent.eps[i]) + (" *" if i == independent.order_index else "  "),
+                style="bold" if i == dependent.order_index else None,
+            )
+        return table
+
+    table = Fit(
+        orders_table(
+            ("order", "data-dep. RDP", "data-dep. eps", "data-indep. RDP", "data-indep. eps"), True
+        ),
+        orders_table(("order", "dd RDP", "dd eps", "di RDP", "di eps"), False),
+    )
+    shown = (
+        "every order" if all_orders else "the orders around each optimum (--all-orders shows all)"
+    )
+    legend = Text(
+        f"{shown}; * the best order of the column; yellow: depends on the votes (private), "
+        "green: publishable as it is (dd: data-dependent, di: data-independent)",
+        style="dim",
+    )
+    closing = Text()
+    closing.append(
+        f"{dependent_name(report.mechanism, report.realized)} {dependent.epsilon:.4f}",
+        style=f"bold {PRIVATE}",
+    )
+    closing.append(
+        f" at order {fmt_order(dependent.order)} (private{_averaged(report)}); "
+        "data-independent epsilon "
+        f"{independent.epsilon:.4f} at order {fmt_order(independent.order)}"
+        f"{'' if every_query else ' (private: weighted by Pr[answered])'}; "
+    )
+    guaranteed = report.guaranteed
+    if guaranteed is not None and not every_query:
+        closing.append(
+            f"guaranteed (no averaging over the threshold noise) {guaranteed.epsilon:.4f} at "
+            f"order {fmt_order(guaranteed.order)} (private); "
+        )
+    worst = report.worst_case
+    if worst.epsilon != independent.epsilon:
+        closing.append(
+            f"worst case (every query answered) {worst.epsilon:.4f} at order "
+            f"{fmt_order(worst.order)}; ",
+            style=PUBLISHABLE,
+        )
+    if report.realized:
+        closing.append(
+            f"answered {report.expected_answered:.0f} of {report.num_queries_seen} queries seen"
+        )
+    else:
+        closing.append(
+            f"expected answered {report.expected_answered:.1f} of {report.num_queries_seen}"
+        )
+    parts: list[RenderableType] = [header, table, legend, closing]
+    if report.release is not None:
+        parts.append(release_line(report.release))
+    parts.append(publishable_line(report.publishable))
+    return Group(*parts)
+
+
+def release_line(release: Release) -> Text:
+    """One line on the GNSS release shown under the analyze table."""
+    if isinstance(release, NotReleased) or not release.released:
+        return Text(f"GNSS release: none ({release.reason})")
+    return Text(
+        f"GNSS-released epsilon (expected, private) = {release.epsilon_expected_release:.4f}"
+        f" +/- {release.noise_std:.4f} at order {fmt_order(release.order)}"
+        f"; sampled ({noise_words(release.noise)}): {release.epsilon_released:.4f}",
+        style="bold",
+    )
+
+
+def render_ledger(ledger: Ledger) -> RenderableType:
+    """The most expensive queries and the cost by teacher agreement, as Rich tables."""
+    answered = "answered" if ledger.realized else escape("Pr[ans]")
+    top = Table(
+        title=f"Most expensive queries (RDP at order {fmt_order(ledger.order)}; running: the "
+        "epsilon of the queries up to this one, at their best order)",
+        title_justify="left",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+    )
+    for column in ("query", "top", "gap", "log q", answered, "RDP", "share", "running"):
+        top.add_column(column, justify="right", no_wrap=True)
+    share = ledger.share
+    for i in most_expensive(ledger):
+        top.add_row(
+            str(ledger.index[i]),
+            f"{ledger.top_votes[i]:g}",
+            f"{ledger.gap[i]:g}",
+            fmt(ledger.logq[i]),
+            f"{ledger.pr_answered[i]:.4f}",
+            fmt(ledger.rdp[i]),
+            f"{100 * share[i]:.2f}%",
+            fmt(ledger.running_epsilon[i]),
+        )
+    by_agreement = Table(
+        title=f"Cost by teacher agreement (top vote share n_max/M, M = {ledger.num_teachers})",
+        title_justify="left",
+        header_style="bold",
+    )
+    for column in ("n_max/M", "queries", "answered" if ledger.realized else "exp. answered"):
+        by_agreement.add_column(column, justify="right")
+    by_agreement.add_column("RDP", justify="right")
+    by_agreement.add_column("share of cost", justify="right")
+    for bucket in buckets(ledger):
+        by_agreement.add_row(
+            Text(bucket.label),
+            str(bucket.queries),
+            f"{bucket.expected_answered:.1f}",
+            fmt(bucket.rdp),
+            f"{100 * bucket.share:.1f}%",
+        )
+    by_agreement.add_row(
+        "all",
+        str(ledger.num_queries),
+        f"{ledger.pr_answered.sum():.1f}",
+        fmt(ledger.total_rdp),
+        "100.0%" if ledger.total_rdp > 0 else "0.0%",
+        style="bold",
+    )
+    closing = Text(
+        f"{ledger.num_queries} queries, total RDP {fmt(ledger.total_rdp)} at order "
+        f"{fmt_order(ledger.order)} -> epsilon {fmt(float(ledger.running_epsilon[-1]))}"
+    )
+    return Group(top, by_agreement, closing)

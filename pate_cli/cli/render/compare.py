@@ -1,0 +1,154 @@
+"""``pate compare``: one row per setting, the best of each column in bold."""
+
+from __future__ import annotations
+
+import math
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from pate_cli.choices import GateOn
+from pate_cli.cli.render.common import PRIVATE, PUBLISHABLE, Fit, fmt_order, input_line
+from pate_cli.comparison import NOTE, PARAMETERS, CompareReport, CompareRow
+from pate_cli.mechanisms import MechanismName
+
+#: Mechanism names in the table, short enough for an 80-column terminal.
+_SHORT_NAMES = {
+    MechanismName.GNMAX: "gnmax",
+    MechanismName.CONFIDENT_GNMAX: "confident",
+    MechanismName.INTERACTIVE_GNMAX: "interactive",
+    MechanismName.LNMAX: "lnmax",
+}
+
+
+def _compare_number(value: float) -> str:
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.4f}"
+
+
+_COMPARE_LEGEND = (
+    "epsilon: data-dependent (private); indep.: data-independent (private where the number "
+    "answered depends on the votes); publ.: the smallest publishable figure (every query "
+    "answered, exact where it can be); bold: the best of its column"
+)
+
+
+def render_compare(report: CompareReport) -> RenderableType:
+    """The rows as a table (one line per setting, folded into a block per setting where the
+    console is too narrow), the best value of each column in bold."""
+    rows = report.rows
+    params = [p for p in PARAMETERS if any(p in r.mechanism.to_json_dict() for r in rows)]
+    table = Table(
+        title=f"{len(rows)} settings, sorted by {report.sort.value} (best first)",
+        title_justify="left",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 0),  # the box's space between columns is enough; fits 80 columns
+    )
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("mechanism", no_wrap=True)
+    for name in params:
+        table.add_column("T" if name == "threshold" else name, justify="right", no_wrap=True)
+    for name in ("answered", "epsilon", "order", "indep.", "order", "publ.", "agree"):
+        table.add_column(name, justify="right", no_wrap=True)
+
+    def best(values: list[float], largest: bool) -> float:
+        return max(values) if largest else min(values)
+
+    best_answered = best([r.expected_answered for r in rows], True)
+    best_dependent = best([r.data_dependent.epsilon for r in rows], False)
+    best_independent = best([r.data_independent.epsilon for r in rows], False)
+
+    def publishable(row: CompareRow) -> float:
+        value = row.epsilons()[GateOn.PUBLISHABLE]
+        return math.nan if value is None else value
+
+    best_worst = min((publishable(r) for r in rows), default=math.nan)
+    best_agreement = best([r.agreement for r in rows], True)
+
+    def cell(text: str, is_best: bool, colour: str = "") -> Text:
+        return Text(text, style=f"bold {colour}".strip() if is_best else colour)
+
+    blocks: list[RenderableType] = []
+    baseline = any(r.mechanism.name is MechanismName.GNMAX for r in rows) and any(
+        r.mechanism.name is not MechanismName.GNMAX for r in rows
+    )
+    for rank, row in enumerate(rows, start=1):
+        spec = row.mechanism.to_json_dict()
+        gated = row.epsilons().get(report.gate_on)
+        over = report.max_epsilon is not None and not (
+            gated is not None and gated <= report.max_epsilon
+        )
+        every_query = row.mechanism.name in (MechanismName.GNMAX, MechanismName.LNMAX)
+        independent_colour = PUBLISHABLE if every_query else PRIVATE
+        worst = publishable(row)
+        name = _SHORT_NAMES[row.mechanism.name]
+        cells = (
+            cell(f"{row.expected_answered:.1f}", row.expected_answered == best_answered),
+            cell(
+                _compare_number(row.data_dependent.epsilon),
+                row.data_dependent.epsilon == best_dependent,
+                PRIVATE,
+            ),
+            Text(fmt_order(row.data_dependent.order)),
+            cell(
+                _compare_number(row.data_independent.epsilon),
+                row.data_independent.epsilon == best_independent,
+                independent_colour,
+            ),
+            Text(fmt_order(row.data_independent.order)),
+            cell(_compare_number(worst), worst == best_worst, PUBLISHABLE),
+            cell(f"{row.agreement:.4f}", row.agreement == best_agreement),
+        )
+        table.add_row(
+            str(rank),
+            name,
+            *(f"{spec[p]:g}" if p in spec else "-" for p in params),
+            *cells,
+            style="dim" if over else None,
+        )
+        setting = " ".join(
+            f"{'T' if p == 'threshold' else p}={spec[p]:g}" for p in params if p in spec
+        )
+        labels = ("answered", "epsilon", "order", "indep.", "order", "publ.", "agree")
+        block = Text(f"{rank} {name} {setting}: ", style="dim" if over else "")
+        for i, (label, value) in enumerate(zip(labels, cells, strict=True)):
+            block.append(("; " if i else "") + f"{label} ")
+            block.append_text(value)
+        blocks.append(block)
+    source = report.input
+    header = input_line(source)
+    header.append(
+        f"; delta {report.delta:g}, conversion {report.conversion}, expected cost; each epsilon "
+        "at its best order"
+    )
+    narrow = Group(
+        Text(f"{len(rows)} settings, sorted by {report.sort.value} (best first)"), *blocks
+    )
+    parts: list[RenderableType] = [header, Fit(table, narrow), Text(_COMPARE_LEGEND, style="dim")]
+    if baseline:
+        parts.append(
+            Text(
+                "gnmax rows: the same --sigma without a threshold step, for comparison "
+                "(--mechanism leaves them out)",
+                style="dim",
+            )
+        )
+    if report.max_epsilon is not None:
+        within = sum(
+            (gated := r.epsilons().get(report.gate_on)) is not None and gated <= report.max_epsilon
+            for r in rows
+        )
+        parts.append(
+            Text(
+                f"{within} of {len(rows)} settings within --max-epsilon {report.max_epsilon:g} "
+                f"({report.gate_on.value})"
+            )
+        )
+    parts.append(Text(f"note: {NOTE}", style="italic"))
+    return Group(*parts)

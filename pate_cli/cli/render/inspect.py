@@ -1,0 +1,68 @@
+"""``pate inspect``: how the teachers agree, as quantiles, histograms and counts."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from pate_cli.cli.render.common import input_line
+from pate_cli.inspection import QUANTILES, Histogram, InspectReport
+
+
+def _quantile_table(report: InspectReport) -> Table:
+    table = Table(title="Teacher agreement per query", title_justify="left", header_style="bold")
+    table.add_column("statistic")
+    for key, _ in QUANTILES:
+        table.add_column(key, justify="right")
+    table.add_column("mean", justify="right")
+    for name, dist, digits in (
+        ("top vote share n_max/M", report.profile.top_share, 3),
+        ("top-2 gap (votes)", report.profile.gap, 1),
+    ):
+        table.add_row(
+            name,
+            *(f"{dist.quantiles[key]:.{digits}f}" for key, _ in QUANTILES),
+            f"{dist.mean:.{digits}f}",
+        )
+    return table
+
+
+def _histogram_table(title: str, column: str, histogram: Histogram, total: int) -> Table:
+    table = Table(title=title, title_justify="left", header_style="bold")
+    table.add_column(column, justify="right")
+    table.add_column("queries", justify="right")
+    table.add_column("fraction", justify="right")
+    table.add_column("", justify="left")
+    widest = max(histogram.queries) or 1
+    for label, n in zip(histogram.labels, histogram.queries, strict=True):
+        table.add_row(
+            Text(label),
+            str(n),
+            f"{100 * n / total:.1f}%" if total else "-",
+            Text("#" * round(20 * n / widest), style="cyan"),
+        )
+    return table
+
+
+def render_inspect(report: InspectReport) -> RenderableType:
+    """The inspection as Rich renderables: input line, quantiles, two histograms, counts."""
+    source, profile = report.input, report.profile
+    header = input_line(source, report.dtype)
+    total = profile.num_queries
+    plurality = ", ".join(f"{c}: {n}" for c, n in enumerate(profile.plurality_counts))
+    return Group(
+        header,
+        _quantile_table(report),
+        _histogram_table(
+            "Top vote share (2018 paper, Figure 5 buckets)",
+            "n_max/M",
+            profile.top_share.histogram,
+            total,
+        ),
+        _histogram_table("Gap between the top two counts", "gap", profile.gap.histogram, total),
+        Text(
+            f"unanimous: {profile.unanimous} of {total} queries; tied at the top: "
+            f"{profile.tied}; plurality class counts: {plurality}"
+        ),
+    )

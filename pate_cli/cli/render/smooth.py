@@ -1,0 +1,87 @@
+"""``pate smooth-sensitivity``: the GNSS release, what it costs, and one sample."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from pate_cli.cli.render.common import fmt, fmt_order, input_line, mechanism_line, noise_words
+from pate_cli.cli.render.publishable import dependent_name, headline, publishable_line
+from pate_cli.reports.budget import release_withheld
+from pate_cli.reports.models import SmoothSensitivityReport
+
+
+def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
+    """The GNSS release: the data-dependent epsilon, the cost of releasing it, one sample."""
+    release = report.release
+    private = (
+        f"expected released epsilon {release.epsilon_expected_release:.4f} (private)"
+        if release.released and release.epsilon_expected_release is not None
+        else f"data-dependent epsilon {release.epsilon_data_dependent:.4f} (private)"
+    )
+    header = Group(
+        headline(report.publishable, private, report.delta),
+        input_line(report.input),
+        mechanism_line(report.mechanism),
+        Text(
+            f"delta {report.delta:g}, conversion {report.conversion}, order "
+            f"{fmt_order(release.order)}, "
+            f"{'realised run' if report.realized else 'expected cost'}"
+        ),
+    )
+    steps = dict(zip(("threshold", "gnmax"), release.data_independent_steps, strict=True))
+    table = Table(title="Smooth-sensitivity release", title_justify="left", header_style="bold")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("expected answered", f"{release.expected_answered:.1f}")
+    has_threshold = report.mechanism["name"] != "gnmax"  # plain GNMax has no threshold step
+    table.add_row(
+        "data-independent steps",
+        ", ".join(k for k, v in steps.items() if v and (has_threshold or k != "threshold"))
+        or "none",
+    )
+    if release.conditions is not None or release.released:
+        conditions = release.conditions or (None, None)
+        verdicts = ["unverified" if c is None else "holds" if c else "FAILS" for c in conditions]
+        table.add_row("conditions C5 / C6", " / ".join(verdicts))
+    table.add_row(
+        dependent_name(report.mechanism, report.realized), fmt(release.epsilon_data_dependent)
+    )
+    if not release.released:
+        table.add_row("data-independent epsilon", fmt(_number(release.epsilon_data_independent)))
+        table.add_row("worst case (every query answered)", fmt(_number(release.epsilon_worst_case)))
+        nothing = Text(f"nothing to release: {release.reason}", style="bold")
+        return Group(header, table, nothing, publishable_line(report.publishable))
+    table.add_row("beta", fmt(_number(release.beta)))
+    table.add_row("smooth sensitivity E[SS_beta]", fmt(_number(release.smooth_sensitivity)))
+    table.add_row("sigma_ss", fmt(_number(release.sigma_ss)))
+    table.add_row("GNSS cost (RDP)", fmt(_number(release.gnss_cost)))
+    table.add_row("noise std", fmt(_number(release.noise_std)))
+    table.add_row(
+        "expected released epsilon", fmt(_number(release.epsilon_expected_release)), style="bold"
+    )
+    table.add_row(
+        f"sampled released epsilon ({noise_words(release.noise)})",
+        fmt(_number(release.epsilon_released)),
+    )
+    closing = Text()
+    closing.append(
+        f"released epsilon = {_number(release.epsilon_expected_release):.4f}", style="bold"
+    )
+    closing.append(
+        f" +/- {_number(release.noise_std):.4f} at order {fmt_order(release.order)} "
+        f"(expected, private: data-dependent {release.epsilon_data_dependent:.4f} + GNSS cost "
+        f"{_number(release.gnss_cost):.4f}); sampled: {_number(release.epsilon_released):.4f}"
+    )
+    withheld = release_withheld(release)
+    if withheld is not None:
+        closing.append(f" (the sample is private: {withheld})")
+    return Group(header, table, closing, publishable_line(report.publishable))
+
+
+def _number(value: float | None) -> float:
+    """A field the release always sets once it has released (None would be a bug)."""
+    if value is None:
+        raise ValueError("a released GNSS release lacks a number")
+    return value

@@ -1,0 +1,66 @@
+"""The votes as the library holds them: a validated (Q, C) histogram and where it came from."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pate_cli.choices import VoteFormat
+from pate_cli.votes.formats import AXES
+
+
+@dataclass(frozen=True)
+class Votes:
+    """Validated votes as a float64 ``(Q, C)`` histogram, plus where they came from.
+
+    Attributes:
+        counts: Per-query vote histogram after the selection; read-only, C-contiguous.
+        path: The path as the user gave it.
+        digest: Hex SHA-256 of the file's bytes, computed on a thread while the votes are
+            analysed (hashlib releases the GIL); read it as ``sha256``.
+        format: The format used; never ``AUTO``.
+        detected: True when ``format`` came from auto-detection.
+        num_teachers: M.
+        num_classes: C.
+        num_file_queries: Queries in the file before selection.
+        selection: File query indices kept, in order; None means all, in file order.
+        warnings: One-line notes for the user, e.g. rows that do not sum to ``--teachers``.
+        file_shape: The shape of the array in the file.
+        stored_dtype: Its dtype in the file.
+        transposed: Labels read as saved queries x teachers (``--teachers`` picked the axis).
+    """
+
+    counts: NDArray[np.float64]
+    path: str
+    digest: Future[str]
+    format: VoteFormat
+    detected: bool
+    num_teachers: int
+    num_classes: int
+    num_file_queries: int
+    selection: NDArray[np.int64] | None
+    warnings: tuple[str, ...]
+    file_shape: tuple[int, ...] = ()
+    stored_dtype: str = ""
+    transposed: bool = False
+
+    @property
+    def layout(self) -> str:
+        """How the file's axes were read: "teachers x queries" for labels ("queries x
+        teachers" for labels read transposed), "queries x classes" for counts, "teachers x
+        queries x classes" for scores."""
+        axes = AXES[self.format]
+        return " x ".join(axes[::-1] if self.transposed else axes)
+
+    @property
+    def sha256(self) -> str:
+        """Hex SHA-256 of the file's bytes (waits for the hashing thread)."""
+        return self.digest.result()
+
+    @property
+    def num_queries(self) -> int:
+        """Q, the number of queries after selection."""
+        return int(self.counts.shape[0])
