@@ -38,22 +38,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli import checks
-from pate_cli.accountant.compose import (
-    DEFAULT_CHUNK_SIZE,
-    Conversion,
-    CostKey,
-    EpsilonResult,
-    ExactBound,
-    QueryTerms,
-    answer_key,
-    answer_weights,
-    compose,
-    data_independent_rdp,
-    epsilon_result,
-    exact_bound,
-    query_terms,
-)
-from pate_cli.choices import GateOn, SortColumn, ThresholdBound
+from pate_cli.accountant.compose import CostKey, answer_key, compose, data_independent_rdp
+from pate_cli.accountant.figures import EpsilonResult, ExactBound, epsilon_result, exact_bound
+from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE, QueryTerms, answer_weights, query_terms
+from pate_cli.choices import Conversion, GateOn, SortColumn, ThresholdBound
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import (
     ConfidentGNMax,
@@ -441,7 +429,7 @@ class CompareReport:
         """The report in a notebook (Jupyter renders Markdown)."""
         from pate_cli.reports import markdown
 
-        return markdown.compare(self)
+        return markdown.compare(self.to_json_dict())
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly what ``pate compare --json`` prints (without --csv and --plot)."""

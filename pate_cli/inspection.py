@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accountant.compose import DEFAULT_CHUNK_SIZE
-from pate_cli.reports.ledger import BUCKET_EDGES, agreement_bucket, bucket_labels, top_two
+from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE
+from pate_cli.reports.breakdown import BUCKET_EDGES, agreement_bucket, bucket_labels, top_two
 from pate_cli.reports.models import InputSummary
 from pate_cli.votes import Votes, load_array
 
@@ -133,7 +133,7 @@ class InspectReport:
         """The report in a notebook (Jupyter renders Markdown)."""
         from pate_cli.reports import markdown
 
-        return markdown.inspect(self)
+        return markdown.inspect(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly what ``pate inspect --json`` prints."""

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pate_cli import checks
 from pate_cli.choices import GateOn
 from pate_cli.errors import UsageError
-from pate_cli.release.gnss import GnssRelease, Release, gated_epsilon
+from pate_cli.release.gnss import GnssRelease, Release
 
 if TYPE_CHECKING:
-    from pate_cli.accountant.compose import ExactBound
-    from pate_cli.reports.models import AnalysisReport, SmoothSensitivityReport
+    from pate_cli.accountant.figures import ExactBound
 
 
 @dataclass(frozen=True)
@@ -217,35 +216,21 @@ def check_public_gate(on: GateOn, mechanism: dict[str, Any], limit: float | None
         )
 
 
-def analysis_epsilons(report: AnalysisReport) -> dict[GateOn, float | None]:
-    """What an analysis offers to the gate."""
-    return {
-        GateOn.PUBLISHABLE: gate_figure(report.publishable),
-        GateOn.DATA_DEPENDENT: report.data_dependent.epsilon,
-        GateOn.DATA_INDEPENDENT: report.data_independent.epsilon,
-        GateOn.WORST_CASE: report.worst_case.epsilon,
-        GateOn.EXACT_DATA_INDEPENDENT: None if report.exact is None else report.exact.epsilon,
-        GateOn.GUARANTEED: None if report.guaranteed is None else report.guaranteed.epsilon,
-        GateOn.RELEASED: None if report.release is None else gated_epsilon(report.release),
-    }
+class Gated(Protocol):
+    """A report that says what it offers to the gate: ``AnalysisReport``,
+    ``SmoothSensitivityReport`` and ``CompareRow`` do. The report models import this module,
+    so it names none of them."""
+
+    def epsilons(self) -> dict[GateOn, float | None]: ...
 
 
-def release_epsilons(report: SmoothSensitivityReport) -> dict[GateOn, float | None]:
-    """What a smooth-sensitivity report offers to the gate."""
-    assert report.analysis is not None
-    return {
-        GateOn.PUBLISHABLE: gate_figure(report.publishable),
-        GateOn.DATA_DEPENDENT: report.release.epsilon_data_dependent,
-        GateOn.DATA_INDEPENDENT: report.analysis.data_independent.epsilon,
-        GateOn.WORST_CASE: report.analysis.worst_case.epsilon,
-        GateOn.EXACT_DATA_INDEPENDENT: None
-        if report.analysis.exact is None
-        else report.analysis.exact.epsilon,
-        GateOn.GUARANTEED: None
-        if report.analysis.guaranteed is None
-        else report.analysis.guaranteed.epsilon,
-        GateOn.RELEASED: gated_epsilon(report.release),
-    }
+def analysis_epsilons(report: Gated) -> dict[GateOn, float | None]:
+    """What an analysis offers to the gate: ``report.epsilons()``."""
+    return report.epsilons()
+
+
+release_epsilons = analysis_epsilons
+"""What a smooth-sensitivity report offers to the gate: ``report.epsilons()`` too."""
 
 
 def check_gate_choice(on: GateOn, *, releases: bool, what: str) -> None:

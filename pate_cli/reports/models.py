@@ -1,58 +1,37 @@
-"""The result model of every command and the one JSON encoder.
+"""The result model of every command.
 
-Reports are frozen dataclasses; ``to_json_dict`` gives plain Python values
-whose keys are those of the CLI contract (``docs/cli.md``). ``dumps`` is the only
-place JSON is written: infinities become the strings "inf"/"-inf", and a NaN
-is a bug (it raises), so no output can ever carry one.
+Reports are frozen dataclasses; ``to_json_dict`` gives plain Python values whose keys are
+those of the CLI contract (``docs/cli.md``), and ``dumps`` (``encoding``'s, the one JSON
+encoder, also importable from here) writes them: infinities become the strings "inf"/"-inf",
+and a NaN is a bug (it raises), so no output can ever carry one.
+
+Dependencies run one way: the models use ``budget`` (what may be published) and the
+ledger's data (``breakdown``); ``_repr_markdown_`` hands the report's JSON dictionary to
+``markdown``, which imports no model. ``ledger`` (which splits an analysis) and the
+renderers import the models, never the reverse.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accountant.compose import EpsilonResult, ExactBound, QueryTerms, RdpAccount
-from pate_cli.reports.budget import Figure, Gate, figures
+from pate_cli.accountant.compose import RdpAccount
+from pate_cli.accountant.figures import EpsilonResult, ExactBound
+from pate_cli.accountant.terms import QueryTerms
+from pate_cli.choices import GateOn
+from pate_cli.release.gnss import gated_epsilon
+from pate_cli.reports.budget import Figure, Gate, figures, gate_figure
+from pate_cli.reports.encoding import dumps as dumps
 
 if TYPE_CHECKING:
     from pate_cli.release.gnss import GnssRelease, Release
-    from pate_cli.reports.ledger import Ledger
+    from pate_cli.reports.breakdown import Ledger
     from pate_cli.seeds import Noise
     from pate_cli.votes import Votes
-
-
-def _plain(value: Any) -> Any:
-    """Convert numpy values and non-finite floats to JSON-safe Python values."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return [_plain(v) for v in value.tolist()]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        number = float(value)
-        if math.isnan(number):
-            raise ValueError("NaN reached the JSON encoder")
-        if math.isinf(number):
-            return "inf" if number > 0 else "-inf"
-        return number
-    if value is None or isinstance(value, str):
-        return value
-    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
-
-
-def dumps(payload: dict[str, Any]) -> str:
-    """Serialise a report dictionary; ``allow_nan=False`` is a tripwire behind ``_plain``."""
-    return json.dumps(_plain(payload), allow_nan=False)
 
 
 def public_json(
@@ -176,7 +155,8 @@ class AnalysisReport:
     answered_mask: NDArray[np.bool_] | None = field(default=None, repr=False, compare=False)
     """A realised run's answered mask (the queries it saw), as it was accounted."""
     ledger: Ledger | None = field(default=None, repr=False, compare=False)
-    """The per-query ledger (``pate_cli.reports.ledger.Ledger``) when a breakdown was asked for."""
+    """The per-query ledger (``pate_cli.reports.breakdown.Ledger``) when a breakdown was asked
+    for."""
     files: tuple[tuple[str, str], ...] = ()
     """(key, path) of the files the command wrote from this report (ledger, plot)."""
     gate: Gate | None = None
@@ -194,11 +174,23 @@ class AnalysisReport:
             self.mechanism, self.worst_case.epsilon, self.delta, self.release, self.exact_worst_case
         )
 
+    def epsilons(self) -> dict[GateOn, float | None]:
+        """What the report offers to the gate (``--gate-on``); None where it has no such figure."""
+        return {
+            GateOn.PUBLISHABLE: gate_figure(self.publishable),
+            GateOn.DATA_DEPENDENT: self.data_dependent.epsilon,
+            GateOn.DATA_INDEPENDENT: self.data_independent.epsilon,
+            GateOn.WORST_CASE: self.worst_case.epsilon,
+            GateOn.EXACT_DATA_INDEPENDENT: None if self.exact is None else self.exact.epsilon,
+            GateOn.GUARANTEED: None if self.guaranteed is None else self.guaranteed.epsilon,
+            GateOn.RELEASED: None if self.release is None else gated_epsilon(self.release),
+        }
+
     def _repr_markdown_(self) -> str:
         """The report in a notebook (Jupyter renders Markdown)."""
         from pate_cli.reports import markdown
 
-        return markdown.analysis(self)
+        return markdown.analysis(self.to_json_dict())
 
     def to_dict(self, *, public: bool = False) -> dict[str, Any]:
         """Exactly what ``pate analyze --json`` prints (with ``--public`` when ``public``)."""
@@ -285,7 +277,7 @@ class AggregateReport:
         """The report in a notebook (Jupyter renders Markdown)."""
         from pate_cli.reports import markdown
 
-        return markdown.aggregate(self)
+        return markdown.aggregate(self.to_json_dict())
 
     def to_dict(self, *, public: bool = False) -> dict[str, Any]:
         """Exactly what ``pate aggregate --json`` prints (with ``--public`` when ``public``)."""
@@ -351,11 +343,23 @@ class SmoothSensitivityReport:
             analysis.exact_worst_case,
         )
 
+    def epsilons(self) -> dict[GateOn, float | None]:
+        """What the report offers to the gate: its analysis's figures, but the data-dependent
+        and the released epsilon of the release (at the release's order)."""
+        if self.analysis is None:
+            raise ValueError("a smooth-sensitivity report without its analysis")
+        return {
+            **self.analysis.epsilons(),
+            GateOn.PUBLISHABLE: gate_figure(self.publishable),
+            GateOn.DATA_DEPENDENT: self.release.epsilon_data_dependent,
+            GateOn.RELEASED: gated_epsilon(self.release),
+        }
+
     def _repr_markdown_(self) -> str:
         """The report in a notebook (Jupyter renders Markdown)."""
         from pate_cli.reports import markdown
 
-        return markdown.smooth_sensitivity(self)
+        return markdown.smooth_sensitivity(self.to_json_dict())
 
     def to_dict(self, *, public: bool = False) -> dict[str, Any]:
         """Exactly what ``pate smooth-sensitivity --json`` prints (``--public``: ``public``)."""
