@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pate_cli import checks
-from pate_cli.accountant.compose import Conversion, as_conversion, check_delta
+from pate_cli.accountant.figures import as_conversion, check_delta
 from pate_cli.aggregators import (
     AggregationResult,
     aggregate_confident_gnmax,
@@ -37,7 +37,7 @@ from pate_cli.aggregators import (
     aggregate_lnmax,
 )
 from pate_cli.analysis import Progress, analysis_report
-from pate_cli.choices import GateOn
+from pate_cli.choices import Conversion, GateOn
 from pate_cli.errors import InputError, UsageError
 from pate_cli.mechanisms import (
     ConfidentGNMax,
@@ -414,6 +414,7 @@ def aggregate_votes(
         half_even=half_even,
         progress=progress,
     )
+    assert expected.terms is not None
     if seen == 0:
         raise UsageError(
             "the run saw no query (--max-answered or --max-queries stopped it at once)"
@@ -427,7 +428,7 @@ def aggregate_votes(
         baseline=baseline,
         answered=mask,
         half_even=half_even,
-        progress=progress,
+        terms=expected.terms.rows(0, seen),  # the same queries' terms: no second pass
     )
     realised = replace(
         realised,

@@ -16,16 +16,16 @@ from dataclasses import replace
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accountant.compose import (
-    Conversion,
+from pate_cli.accountant.compose import account_terms
+from pate_cli.accountant.figures import (
     EpsilonResult,
-    account_terms,
     delta_warnings,
     epsilon_result,
     exact_bound,
     guaranteed_rdp,
-    query_terms,
 )
+from pate_cli.accountant.terms import QueryTerms, query_terms
+from pate_cli.choices import Conversion
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import ConfidentGNMax, LNMax, Mechanism
 from pate_cli.release.gnss import (
@@ -72,20 +72,23 @@ def analysis_report(
     half_even: bool = False,
     progress: Progress | None = None,
     guaranteed: bool = True,
+    terms: QueryTerms | None = None,
 ) -> AnalysisReport:
     """Account a run and convert it, without a release: the core of ``analyze``.
 
     ``guaranteed`` False leaves out the joint bound (``report.guaranteed`` None), for callers
-    that show none of it."""
-    with (progress or _no_progress)("accounting", votes.num_queries) as advance:
-        terms = query_terms(
-            votes.counts,
-            mechanism,
-            num_seen=None if answered is None else len(answered),
-            baseline=baseline,
-            half_even=half_even,
-            progress=advance,
-        )
+    that show none of it. ``terms``: the queries' terms when the caller has them (those of
+    the queries seen), so that the votes are not walked again."""
+    if terms is None:
+        with (progress or _no_progress)("accounting", votes.num_queries) as advance:
+            terms = query_terms(
+                votes.counts,
+                mechanism,
+                num_seen=None if answered is None else len(answered),
+                baseline=baseline,
+                half_even=half_even,
+                progress=advance,
+            )
     result = account_terms(
         mechanism,
         terms,

@@ -24,15 +24,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli import checks
-from pate_cli.accountant.compose import (
-    Conversion,
-    as_conversion,
-    check_delta,
-    data_independent_rdp,
-    epsilon_result,
-    exact_bound,
-)
-from pate_cli.choices import Accountant
+from pate_cli.accountant.compose import data_independent_rdp
+from pate_cli.accountant.figures import as_conversion, check_delta, epsilon_result, exact_bound
+from pate_cli.choices import Accountant, Conversion
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import (
     FLAGS_OF,

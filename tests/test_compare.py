@@ -13,8 +13,8 @@ import pytest
 from rich.console import Console
 
 from pate_cli import comparison
-from pate_cli.accountant.compose import Conversion
 from pate_cli.analysis import analysis_report
+from pate_cli.choices import Conversion
 from pate_cli.cli import render
 from pate_cli.core import gnmax, lnmax, threshold
 from pate_cli.errors import ExitCode, UsageError

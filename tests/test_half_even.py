@@ -4,6 +4,7 @@ elsewhere it rounds as half up does and changes nothing."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -66,7 +67,7 @@ def test_smooth_sensitivity_compare_and_aggregate_account_it_too(halves, tmp_pat
 def test_the_release_tables_take_the_move_of_2():
     # The threshold step's local sensitivity covers tops 2 apart, and the ball of a
     # histogram d teachers away reaches d + 1: never below the table of a move of 1.
-    from pate_cli.core.smooth_sensitivity import local_sensitivity_total
+    from pate_cli.core.smooth import local_sensitivity_total
 
     votes = np.array([[6.0, 1.0]])
     step1 = votes - 3.5
@@ -85,3 +86,17 @@ def test_a_no_op_without_halves():
     for figure in ("data_dependent", "guaranteed", "data_independent_exact", "publishable"):
         assert even[figure] == plain[figure]
     assert even["warnings"] == plain["warnings"]
+
+
+def test_the_ledger_accounts_the_move_of_2_too(halves, tmp_path):
+    # The running epsilon of the last query is the run's: with a slice of the terms that
+    # forgot the move of 2, the ledger printed the half-up figures.
+    votes, baseline = halves
+    ledger = tmp_path / "ledger.json"
+    args = ["analyze", votes, "--baseline", baseline, *FLAGS, "--round-half-even", "--no-release"]
+    out = run_cli([*args, "--ledger", ledger]).json
+    last = json.loads(ledger.read_text())["queries"][-1]
+    assert last["running_epsilon"] == pytest.approx(out["data_dependent"]["epsilon"], rel=1e-12)
+    assert last["running_epsilon_data_independent"] == pytest.approx(
+        out["data_independent"]["epsilon"], rel=1e-12
+    )

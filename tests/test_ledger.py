@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from pate_cli.accountant.compose import Conversion
 from pate_cli.analysis import analysis_report
+from pate_cli.choices import Conversion
 from pate_cli.cli import render
 from pate_cli.errors import ExitCode, InputError, UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax

@@ -15,9 +15,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from pate_cli.accountant.compose import Conversion
 from pate_cli.aggregation import AggregateResult, aggregate_votes, check_parameters
 from pate_cli.api import analysis_report
+from pate_cli.choices import Conversion
 from pate_cli.errors import ExitCode, InputError, UsageError
 from pate_cli.inspection import inspect_votes
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax

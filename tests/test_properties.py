@@ -6,7 +6,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pate_cli.accountant.compose import Conversion, account, epsilon_result
+from pate_cli.accountant.compose import account
+from pate_cli.accountant.figures import epsilon_result
+from pate_cli.choices import Conversion
 from pate_cli.core import gnmax, lnmax, threshold
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
 from pate_cli.orders import DEFAULT_ORDERS

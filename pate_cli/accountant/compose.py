@@ -1,4 +1,4 @@
-"""Compose the per-query costs of a mechanism into RDP totals, and convert them.
+"""Compose the per-query costs of a mechanism into RDP totals.
 
 Expected accounting (the 2018 reference's ``_compute_rdp``): for
 Confident/Interactive-GNMax every query pays the threshold step and pays the
@@ -8,15 +8,13 @@ seen and the GNMax step only where the mask is true. A mask shorter than the
 votes means the run stopped early: only its prefix was seen.
 
 A query's data-dependent cost depends on the votes only through one scalar
-(log q for GNMax and LNMax, log Pr[answered] for the threshold step), so
-equal scalars are evaluated once and weighted by how often they occur.
-Votes are consumed in chunks of queries, so memory depends on the chunk size
-and not on the number of queries.
+(``terms.py``), so equal scalars are evaluated once and weighted by how often
+they occur. Votes are consumed in chunks of queries, so memory depends on the
+chunk size and not on the number of queries.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,78 +25,17 @@ from functools import partial
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli import checks
+from pate_cli.accountant.figures import eps_curve
+from pate_cli.accountant.terms import (
+    DEFAULT_CHUNK_SIZE,
+    FloatArray,
+    QueryTerms,
+    answer_weights,
+    query_terms,
+)
 from pate_cli.choices import Conversion
-from pate_cli.core import conversion, exact, gnmax, lnmax, threshold
-from pate_cli.errors import UsageError
+from pate_cli.core import gnmax, lnmax, threshold
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism, assert_never
-
-DEFAULT_CHUNK_SIZE = 1 << 16
-
-FloatArray = NDArray[np.float64]
-
-
-def as_conversion(conversion: str | Conversion) -> Conversion:
-    """A conversion from its name ("classic" or "improved")."""
-    return checks.choice(Conversion, conversion, "conversion")
-
-
-def check_delta(delta: float) -> None:
-    """delta must lie strictly between 0 and 1."""
-    if not 0 < delta < 1:
-        raise UsageError(f"--delta {delta}: expected a number strictly between 0 and 1")
-
-
-def delta_warnings(delta: float, num_queries: int) -> list[str]:
-    """A warning when delta is no small probability for this many queries (above 1/Q)."""
-    if num_queries > 0 and delta > 1 / num_queries:
-        return [
-            f"delta {delta:g} is above 1/num_queries = {1 / num_queries:.3g}: an (epsilon, "
-            "delta) guarantee with such a delta allows a query's votes to leak outright; "
-            "choose delta well below 1/num_queries"
-        ]
-    return []
-
-
-def eps_curve(kind: Conversion, orders: FloatArray, rdp: FloatArray, delta: float) -> FloatArray:
-    """Epsilon per order under the chosen conversion."""
-    if kind is Conversion.CLASSIC:
-        return conversion.eps_curve_classic(orders, rdp, delta)
-    if kind is Conversion.IMPROVED:
-        return conversion.eps_curve_improved(orders, rdp, delta)
-    assert_never(kind)
-
-
-@dataclass(frozen=True)
-class EpsilonResult:
-    """An RDP curve and the (epsilon, delta) guarantee at its best order."""
-
-    epsilon: float
-    """Smallest epsilon over the orders."""
-    order: float
-    """The order that attains it (the first, on ties)."""
-    order_index: int
-    """Its index in the order list."""
-    rdp: FloatArray
-    """Total RDP per order, shape (K,)."""
-    eps: FloatArray
-    """Epsilon per order, shape (K,)."""
-    at_grid_edge: bool
-    """True when the best order is the smallest or largest of the grid."""
-
-
-def epsilon_result(
-    orders: FloatArray, rdp: FloatArray, delta: float, kind: Conversion
-) -> EpsilonResult:
-    """Convert an RDP curve to epsilon at the best order."""
-    raw = eps_curve(kind, orders, rdp, delta)
-    index = conversion.best_order(raw)
-    order = float(orders[index])
-    edge = len(orders) > 1 and order in (float(orders.min()), float(orders.max()))
-    # The improved bound can dip below 0; the order is chosen on the raw curve
-    # (as dp_accounting) and epsilon is never reported below 0.
-    eps = np.maximum(raw, 0.0)
-    return EpsilonResult(float(eps[index]), order, index, rdp, eps, bool(edge))
 
 
 @dataclass(frozen=True)
@@ -251,93 +188,6 @@ def weighted_costs(
     return total
 
 
-@dataclass(frozen=True)
-class QueryTerms:
-    """The per-query scalars that the costs depend on, for the queries seen."""
-
-    log_pr_answered: FloatArray | None
-    """log Pr[answered] of the threshold step (Q,); None without one."""
-    logq_threshold: FloatArray | None
-    """log of the threshold step's less likely outcome (Q,), from its own tail; None without one."""
-    logq: FloatArray | None
-    """log q of the answer step (Q,); None when data-independent bounds are forced."""
-    num_seen: int
-    margins: FloatArray | None = None
-    """The threshold step's statistic in noise units, (h - T) / sigma1 (Q,)."""
-    threshold_sensitivity: int = 1
-    """How far a neighbour moves the rounded statistic h: 1, or 2 under half to even where a
-    value of votes - baseline is an exact half (``threshold.statistic_sensitivity``). Every
-    privacy bound of the threshold step reads it; its probabilities do not."""
-
-
-def query_terms(
-    votes: FloatArray,
-    mechanism: Mechanism,
-    *,
-    num_seen: int | None = None,
-    baseline: FloatArray | None = None,
-    half_even: bool = False,
-    need_logq: bool = True,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    progress: Callable[[int], None] | None = None,
-    workers: int | None = None,
-) -> QueryTerms:
-    """One pass over the votes, chunk by chunk: log Pr[answered] and log q per query.
-
-    Chunks run on up to ``workers`` threads (reading a chunk and numpy's loops release
-    the GIL); each writes its own slice, so the result does not depend on the count.
-
-    Shapes: votes (Q, C) -> (Q,) arrays for the first ``num_seen`` queries.
-    """
-    seen = len(votes) if num_seen is None else num_seen
-    is_threshold = isinstance(mechanism, ConfidentGNMax)
-    log_pr = np.empty(seen) if is_threshold else None
-    logq_step1 = np.empty(seen) if is_threshold else None
-    step1_margins = np.empty(seen) if is_threshold else None
-    logq = np.empty(seen) if need_logq else None
-    sensitivities = [1]
-
-    def chunk(start: int) -> int:
-        stop = min(start + chunk_size, seen)
-        counts = np.asarray(votes[start:stop], dtype=np.float64)
-        if isinstance(mechanism, ConfidentGNMax):
-            assert log_pr is not None and logq_step1 is not None and step1_margins is not None
-            step1 = counts if baseline is None else counts - baseline[start:stop]
-            margins = threshold.threshold_margins(
-                step1, mechanism.threshold, mechanism.sigma1, half_even=half_even
-            )
-            step1_margins[start:stop] = margins
-            log_pr[start:stop], logq_step1[start:stop] = threshold.outcomes_from_margins(margins)
-            sensitivities.append(threshold.statistic_sensitivity(step1, half_even=half_even))
-        if logq is not None:
-            logq[start:stop] = _logq(counts, mechanism)
-        return stop - start
-
-    starts = range(0, seen, chunk_size)
-    threads = workers if workers is not None else min(2, os.cpu_count() or 1)
-    with ThreadPoolExecutor(threads) if threads > 1 and len(starts) > 1 else nullcontext() as pool:
-        for done in map(chunk, starts) if pool is None else pool.map(chunk, starts):
-            if progress is not None:
-                progress(done)
-    if is_threshold and half_even and max(sensitivities) == 1:
-        # The worst case covers the file's every query, seen or not (a realised run).
-        for start in range(seen, len(votes), chunk_size):
-            rest = np.asarray(votes[start : start + chunk_size], dtype=np.float64)
-            if baseline is not None:
-                rest = rest - baseline[start : start + chunk_size]
-            sensitivities.append(threshold.statistic_sensitivity(rest, half_even=True))
-    return QueryTerms(log_pr, logq_step1, logq, seen, step1_margins, max(sensitivities))
-
-
-def _logq(counts: FloatArray, mechanism: Mechanism) -> FloatArray:
-    """log q of the answer step: Prop. 7 (GNMax) or Lemma 4 of 2017 (LNMax)."""
-    if isinstance(mechanism, (GNMax, ConfidentGNMax)):
-        return gnmax.logq_gnmax(counts, mechanism.sigma)
-    if isinstance(mechanism, LNMax):
-        return lnmax.logq_lnmax(counts, mechanism.gamma)
-    assert_never(mechanism)
-
-
 def answer_cost(mechanism: Mechanism, orders: FloatArray) -> Callable[[FloatArray], FloatArray]:
     """RDP of one answer as a function of log q: Theorem 6 (GNMax) or Theorem 3 of 2017."""
     if isinstance(mechanism, (GNMax, ConfidentGNMax)):
@@ -378,18 +228,6 @@ def per_query(
     distinct, inverse = np.unique(np.asarray(values, dtype=np.float64), return_inverse=True)
     out = cost(distinct)[inverse.ravel()]
     return out if weights is None else weights[:, None] * out
-
-
-def answer_weights(
-    terms: QueryTerms, answered: NDArray[np.bool_] | None = None
-) -> FloatArray | None:
-    """The weight of each query's answer step: the realised mask, Pr[answered] in
-    expectation (the 2018 reference's accounting), or None when every query is answered."""
-    if answered is not None:
-        return answered.astype(np.float64)
-    if terms.log_pr_answered is not None:
-        return np.exp(terms.log_pr_answered)
-    return None
 
 
 def compose(
@@ -514,7 +352,7 @@ def prefix_epsilons(
         stop = min(start + chunk_size, num)
         steps = compose(
             mechanism,
-            _terms_slice(terms, start, stop),
+            terms.rows(start, stop),
             orders,
             weights=None if weights is None else weights[start:stop],
             data_independent=(data_independent, data_independent),
@@ -536,117 +374,6 @@ def prefix_epsilons(
             out.order_index[start:stop] = best
             out.epsilon[start:stop] = np.maximum(raw[np.arange(stop - start), best], 0.0)
     return dependent, independent
-
-
-def _terms_slice(terms: QueryTerms, start: int, stop: int) -> QueryTerms:
-    """The terms of queries [start, stop)."""
-
-    def part(values: FloatArray | None) -> FloatArray | None:
-        return None if values is None else values[start:stop]
-
-    return QueryTerms(
-        part(terms.log_pr_answered),
-        part(terms.logq_threshold),
-        part(terms.logq),
-        stop - start,
-        part(terms.margins),
-    )
-
-
-def guaranteed_rdp(
-    mechanism: ConfidentGNMax,
-    terms: QueryTerms,
-    orders: FloatArray,
-    *,
-    block: int = 4096,
-) -> FloatArray:
-    """The run's RDP without averaging over the threshold noise: per query, the Renyi
-    divergence of the joint (threshold outcome, label) by the chain rule
-    (``threshold.rdp_threshold_joint`` with the answer step's ``rdp_gnmax``), never above
-    the data-independent cost of both steps (Prop. 8), summed over the queries seen.
-
-    Each distinct (margin, log q) pair is costed once, a block of pairs at a time.
-
-    Shapes: terms (Q,), orders (K,) -> (K,).
-    """
-    assert terms.margins is not None and terms.logq is not None
-    orders = np.asarray(orders, dtype=np.float64)
-    keyed = np.empty(terms.margins.size, dtype=np.complex128)
-    keyed.real, keyed.imag = terms.margins, terms.logq  # (not z + 1j * logq: 0 * inf)
-    pairs, counts = np.unique(keyed, return_counts=True)
-    moves = terms.threshold_sensitivity  # 2 where half to even moves the rounded top by 2
-    ceiling = threshold.rdp_threshold_data_independent(
-        mechanism.sigma1, orders, sensitivity=moves
-    ) + gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders)
-    shift = float(moves)
-    total = np.zeros(orders.size)
-    for start in range(0, pairs.size, block):
-        part = pairs[start : start + block]
-        answer = gnmax.rdp_gnmax(part.imag, mechanism.sigma, orders)
-        joint = threshold.rdp_threshold_joint(
-            part.real, mechanism.sigma1, orders, answer, shift=shift
-        )
-        total += counts[start : start + block] @ np.minimum(joint, ceiling)
-    return total
-
-
-@dataclass(frozen=True)
-class ExactBound:
-    """A run's exact (epsilon, delta) curve, read at delta: no Renyi DP in between
-    (``pate_cli.core.exact``). A function of the parameters and the counts alone."""
-
-    epsilon: float
-    method: str
-    """"gaussian" (GNMax family: mu-Gaussian DP) or "pure-dp-optimal" (LNMax)."""
-    queries: int
-    """Queries whose threshold step (or whole step, without one) is composed."""
-    answered: int
-    """Answer steps composed: every query (worst case) or a realised run's mask count."""
-    mu: float | None = None
-    eps0: float | None = None
-
-    def to_json_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "epsilon": self.epsilon,
-            "method": self.method,
-            "queries": self.queries,
-            "answered": self.answered,
-        }
-        if self.mu is not None:
-            out["mu"] = self.mu
-        if self.eps0 is not None:
-            out["eps0"] = self.eps0
-        return out
-
-
-def exact_bound(
-    mechanism: Mechanism,
-    queries: int,
-    answered: int,
-    delta: float,
-    threshold_sensitivity: int = 1,
-) -> ExactBound:
-    """The exact data-independent epsilon of ``queries`` threshold steps and ``answered``
-    answer steps (the ``exact`` family of figures).
-
-    GNMax family: mu^2 = queries s^2 / sigma1^2 + 2 answered / sigma^2, the composition of
-    Gaussian mechanisms (the rounded top count moves by s = ``threshold_sensitivity``, 1 but
-    2 under half to even at exact halves; a histogram by sqrt(2) in L2; Dong, Roth and Su
-    2022, Corollary 3.3). LNMax: the optimal composition of ``answered`` (2 gamma)-DP steps
-    (Kairouz, Oh and Viswanath 2015, Theorem 3.5).
-    """
-    if isinstance(mechanism, LNMax):
-        eps0 = 2.0 * mechanism.gamma
-        epsilon = exact.pure_composition_epsilon(eps0, answered, delta)
-        return ExactBound(epsilon, "pure-dp-optimal", queries, answered, eps0=eps0)
-    answer_mu = math.sqrt(2.0 * answered) / mechanism.sigma
-    if isinstance(mechanism, ConfidentGNMax):
-        mu = math.hypot(math.sqrt(queries) * threshold_sensitivity / mechanism.sigma1, answer_mu)
-    elif isinstance(mechanism, GNMax):
-        mu = answer_mu
-    else:
-        assert_never(mechanism)
-    return ExactBound(exact.gaussian_epsilon(mu, delta), "gaussian", queries, answered, mu=mu)
 
 
 def answer_key(mechanism: Mechanism) -> CostKey:

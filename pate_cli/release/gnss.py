@@ -28,17 +28,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accountant.compose import (
-    DEFAULT_CHUNK_SIZE,
-    Conversion,
-    QueryTerms,
-    StepCosts,
-    answer_weights,
-    compose,
-    eps_curve,
-    query_terms,
-)
-from pate_cli.core import smooth_sensitivity as ss_core
+from pate_cli.accountant.compose import StepCosts, compose
+from pate_cli.accountant.figures import eps_curve
+from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE, QueryTerms, answer_weights, query_terms
+from pate_cli.choices import Conversion
+from pate_cli.core import conditions as cond_core
+from pate_cli.core import smooth as smooth_core
+from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.errors import PateError, UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism
 from pate_cli.seeds import Noise, os_entropy
@@ -140,8 +136,8 @@ def _local_sensitivity_total(*args: Any, **kwargs: Any) -> FloatArray:
     """``core.smooth_sensitivity.local_sensitivity_total``, where a setting past double
     precision (with --skip-conditions) is the user's error, not a crash."""
     try:
-        return ss_core.local_sensitivity_total(*args, **kwargs)
-    except ss_core.NumericalRangeError as exc:
+        return smooth_core.local_sensitivity_total(*args, **kwargs)
+    except NumericalRangeError as exc:
         raise ConditionError(
             f"{exc}: the local sensitivity cannot be bounded there; choose another --sigma"
         ) from exc
@@ -154,8 +150,8 @@ def _beta_for_sigma_ss(ls: FloatArray, rdp: float, order: float, sigma_ss: float
     grid = np.arange(0.3 / order, 0.495 / order, 0.01 / order)
     best, best_cost = float(grid[0]), math.inf
     for beta in grid:
-        cost = rdp + ss_core.rdp_gnss(beta, sigma_ss, order)
-        cost += 2 * ss_core.smooth_sensitivity(ls, beta) * sigma_ss
+        cost = rdp + smooth_core.rdp_gnss(beta, sigma_ss, order)
+        cost += 2 * smooth_core.smooth_sensitivity(ls, beta) * sigma_ss
         if cost < best_cost:
             best, best_cost = float(beta), cost
     return best
@@ -262,7 +258,7 @@ def gnss_release(
     threshold_step = mechanism if isinstance(mechanism, ConfidentGNMax) else None
 
     # The data-independent shortcut of the reference, per step, at this order.
-    ind_gnmax = ss_core.is_data_independent_always_opt_gnmax(
+    ind_gnmax = cond_core.is_data_independent_always_opt_gnmax(
         num_teachers, num_classes, sigma, order
     )
     exact_threshold = threshold_step is not None and threshold_step.threshold_bound == "exact"
@@ -283,7 +279,7 @@ def gnss_release(
     # is the data-dependent one at every order.
     ind_threshold = threshold_step is None or (
         not exact_threshold
-        and ss_core.is_data_independent_always_opt_threshold(
+        and cond_core.is_data_independent_always_opt_threshold(
             num_teachers, threshold_step.threshold, threshold_step.sigma1, order, moves
         )
     )
@@ -327,8 +323,8 @@ def gnss_release(
     warnings: list[str] = []
     conditions: tuple[bool, bool] | None
     try:
-        conditions = ss_core.check_conditions(sigma, num_classes, order, reference=not strict)
-    except ss_core.NumericalRangeError as exc:
+        conditions = cond_core.check_conditions(sigma, num_classes, order, reference=not strict)
+    except NumericalRangeError as exc:
         if not skip_conditions:
             raise ConditionError(
                 f"{exc} (order {order:g}, sigma {sigma:g}); the release bound is not verified "
@@ -393,12 +389,12 @@ def gnss_release(
             f"--beta {beta}: expected 0 < beta < 1/(2 order) = {1 / (2 * order):.6g} (Theorem 23)"
         )
     if beta is None and sigma_ss is None:
-        beta, smooth, sigma_ss = ss_core.optimal_gnss_parameters(ls, rdp_at_order, order)
+        beta, smooth, sigma_ss = smooth_core.optimal_gnss_parameters(ls, rdp_at_order, order)
     else:
         if beta is None:
             assert sigma_ss is not None
             beta = _beta_for_sigma_ss(ls, rdp_at_order, order, sigma_ss)
-        smooth = ss_core.smooth_sensitivity(ls, beta)
+        smooth = smooth_core.smooth_sensitivity(ls, beta)
         if sigma_ss is None:
             # The minimiser of order e^{2 beta} / s^2 + 2 SS s, as the reference.
             sigma_ss = (order * math.exp(2 * beta) / smooth) ** (1 / 3) if smooth > 0 else math.inf
@@ -409,7 +405,7 @@ def gnss_release(
         # release private, so its cost and its sample are infinite.
         gnss_cost, noise_std = math.inf, math.inf
     else:
-        gnss_cost = ss_core.rdp_gnss(beta, sigma_ss, order)
+        gnss_cost = smooth_core.rdp_gnss(beta, sigma_ss, order)
         noise_std = smooth * sigma_ss if smooth > 0 else 0.0
     source = os_entropy() if noise is None else noise
     warnings.extend(source.notes)

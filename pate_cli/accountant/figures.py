@@ -1,0 +1,178 @@
+"""The figures of a run besides the composed RDP: (epsilon, delta) at the best order, the
+guaranteed (non-averaged) RDP of Confident-GNMax, and the exact data-independent epsilon.
+
+Each reads the per-query terms (``terms.py``) or the parameters and counts alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pate_cli import checks
+from pate_cli.accountant.terms import FloatArray, QueryTerms
+from pate_cli.choices import Conversion
+from pate_cli.core import conversion, exact, gnmax, threshold
+from pate_cli.errors import UsageError
+from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism, assert_never
+
+
+def as_conversion(conversion: str | Conversion) -> Conversion:
+    """A conversion from its name ("classic" or "improved")."""
+    return checks.choice(Conversion, conversion, "conversion")
+
+
+def check_delta(delta: float) -> None:
+    """delta must lie strictly between 0 and 1."""
+    if not 0 < delta < 1:
+        raise UsageError(f"--delta {delta}: expected a number strictly between 0 and 1")
+
+
+def delta_warnings(delta: float, num_queries: int) -> list[str]:
+    """A warning when delta is no small probability for this many queries (above 1/Q)."""
+    if num_queries > 0 and delta > 1 / num_queries:
+        return [
+            f"delta {delta:g} is above 1/num_queries = {1 / num_queries:.3g}: an (epsilon, "
+            "delta) guarantee with such a delta allows a query's votes to leak outright; "
+            "choose delta well below 1/num_queries"
+        ]
+    return []
+
+
+def eps_curve(kind: Conversion, orders: FloatArray, rdp: FloatArray, delta: float) -> FloatArray:
+    """Epsilon per order under the chosen conversion."""
+    if kind is Conversion.CLASSIC:
+        return conversion.eps_curve_classic(orders, rdp, delta)
+    if kind is Conversion.IMPROVED:
+        return conversion.eps_curve_improved(orders, rdp, delta)
+    assert_never(kind)
+
+
+@dataclass(frozen=True)
+class EpsilonResult:
+    """An RDP curve and the (epsilon, delta) guarantee at its best order."""
+
+    epsilon: float
+    """Smallest epsilon over the orders."""
+    order: float
+    """The order that attains it (the first, on ties)."""
+    order_index: int
+    """Its index in the order list."""
+    rdp: FloatArray
+    """Total RDP per order, shape (K,)."""
+    eps: FloatArray
+    """Epsilon per order, shape (K,)."""
+    at_grid_edge: bool
+    """True when the best order is the smallest or largest of the grid."""
+
+
+def epsilon_result(
+    orders: FloatArray, rdp: FloatArray, delta: float, kind: Conversion
+) -> EpsilonResult:
+    """Convert an RDP curve to epsilon at the best order."""
+    raw = eps_curve(kind, orders, rdp, delta)
+    index = conversion.best_order(raw)
+    order = float(orders[index])
+    edge = len(orders) > 1 and order in (float(orders.min()), float(orders.max()))
+    # The improved bound can dip below 0; the order is chosen on the raw curve
+    # (as dp_accounting) and epsilon is never reported below 0.
+    eps = np.maximum(raw, 0.0)
+    return EpsilonResult(float(eps[index]), order, index, rdp, eps, bool(edge))
+
+
+def guaranteed_rdp(
+    mechanism: ConfidentGNMax,
+    terms: QueryTerms,
+    orders: FloatArray,
+    *,
+    block: int = 4096,
+) -> FloatArray:
+    """The run's RDP without averaging over the threshold noise: per query, the Renyi
+    divergence of the joint (threshold outcome, label) by the chain rule
+    (``threshold.rdp_threshold_joint`` with the answer step's ``rdp_gnmax``), never above
+    the data-independent cost of both steps (Prop. 8), summed over the queries seen.
+
+    Each distinct (margin, log q) pair is costed once, a block of pairs at a time.
+
+    Shapes: terms (Q,), orders (K,) -> (K,).
+    """
+    assert terms.margins is not None and terms.logq is not None
+    orders = np.asarray(orders, dtype=np.float64)
+    keyed = np.empty(terms.margins.size, dtype=np.complex128)
+    keyed.real, keyed.imag = terms.margins, terms.logq  # (not z + 1j * logq: 0 * inf)
+    pairs, counts = np.unique(keyed, return_counts=True)
+    moves = terms.threshold_sensitivity  # 2 where half to even moves the rounded top by 2
+    ceiling = threshold.rdp_threshold_data_independent(
+        mechanism.sigma1, orders, sensitivity=moves
+    ) + gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders)
+    shift = float(moves)
+    total = np.zeros(orders.size)
+    for start in range(0, pairs.size, block):
+        part = pairs[start : start + block]
+        answer = gnmax.rdp_gnmax(part.imag, mechanism.sigma, orders)
+        joint = threshold.rdp_threshold_joint(
+            part.real, mechanism.sigma1, orders, answer, shift=shift
+        )
+        total += counts[start : start + block] @ np.minimum(joint, ceiling)
+    return total
+
+
+@dataclass(frozen=True)
+class ExactBound:
+    """A run's exact (epsilon, delta) curve, read at delta: no Renyi DP in between
+    (``pate_cli.core.exact``). A function of the parameters and the counts alone."""
+
+    epsilon: float
+    method: str
+    """"gaussian" (GNMax family: mu-Gaussian DP) or "pure-dp-optimal" (LNMax)."""
+    queries: int
+    """Queries whose threshold step (or whole step, without one) is composed."""
+    answered: int
+    """Answer steps composed: every query (worst case) or a realised run's mask count."""
+    mu: float | None = None
+    eps0: float | None = None
+
+    def to_json_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "epsilon": self.epsilon,
+            "method": self.method,
+            "queries": self.queries,
+            "answered": self.answered,
+        }
+        if self.mu is not None:
+            out["mu"] = self.mu
+        if self.eps0 is not None:
+            out["eps0"] = self.eps0
+        return out
+
+
+def exact_bound(
+    mechanism: Mechanism,
+    queries: int,
+    answered: int,
+    delta: float,
+    threshold_sensitivity: int = 1,
+) -> ExactBound:
+    """The exact data-independent epsilon of ``queries`` threshold steps and ``answered``
+    answer steps (the ``exact`` family of figures).
+
+    GNMax family: mu^2 = queries s^2 / sigma1^2 + 2 answered / sigma^2, the composition of
+    Gaussian mechanisms (the rounded top count moves by s = ``threshold_sensitivity``, 1 but
+    2 under half to even at exact halves; a histogram by sqrt(2) in L2; Dong, Roth and Su
+    2022, Corollary 3.3). LNMax: the optimal composition of ``answered`` (2 gamma)-DP steps
+    (Kairouz, Oh and Viswanath 2015, Theorem 3.5).
+    """
+    if isinstance(mechanism, LNMax):
+        eps0 = 2.0 * mechanism.gamma
+        epsilon = exact.pure_composition_epsilon(eps0, answered, delta)
+        return ExactBound(epsilon, "pure-dp-optimal", queries, answered, eps0=eps0)
+    answer_mu = math.sqrt(2.0 * answered) / mechanism.sigma
+    if isinstance(mechanism, ConfidentGNMax):
+        mu = math.hypot(math.sqrt(queries) * threshold_sensitivity / mechanism.sigma1, answer_mu)
+    elif isinstance(mechanism, GNMax):
+        mu = answer_mu
+    else:
+        assert_never(mechanism)
+    return ExactBound(exact.gaussian_epsilon(mu, delta), "gaussian", queries, answered, mu=mu)

@@ -1,0 +1,140 @@
+"""The per-query terms of a run, computed once per call.
+
+A query's data-dependent cost depends on the votes only through a few scalars: log q of
+the answer step (Prop. 7 of 2018 for GNMax, Lemma 4 of 2017 for LNMax), and for the
+threshold step its statistic (the rounded top vote, in noise units) and log Pr[answered].
+``query_terms`` computes them in one pass over the votes, chunk by chunk; every figure,
+the ledger and the release read them from there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pate_cli.core import gnmax, lnmax, threshold
+from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism, assert_never
+
+DEFAULT_CHUNK_SIZE = 1 << 16
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """The per-query scalars that the costs depend on, for the queries seen."""
+
+    log_pr_answered: FloatArray | None
+    """log Pr[answered] of the threshold step (Q,); None without one."""
+    logq_threshold: FloatArray | None
+    """log of the threshold step's less likely outcome (Q,), from its own tail; None without one."""
+    logq: FloatArray | None
+    """log q of the answer step (Q,); None when data-independent bounds are forced."""
+    num_seen: int
+    margins: FloatArray | None = None
+    """The threshold step's statistic in noise units, (h - T) / sigma1 (Q,)."""
+    threshold_sensitivity: int = 1
+    """How far a neighbour moves the rounded statistic h: 1, or 2 under half to even where a
+    value of votes - baseline is an exact half (``threshold.statistic_sensitivity``). Every
+    privacy bound of the threshold step reads it; its probabilities do not."""
+
+    def rows(self, start: int, stop: int) -> QueryTerms:
+        """The terms of queries [start, stop); the threshold sensitivity is the run's."""
+
+        def part(values: FloatArray | None) -> FloatArray | None:
+            return None if values is None else values[start:stop]
+
+        return replace(
+            self,
+            log_pr_answered=part(self.log_pr_answered),
+            logq_threshold=part(self.logq_threshold),
+            logq=part(self.logq),
+            num_seen=stop - start,
+            margins=part(self.margins),
+        )
+
+
+def query_terms(
+    votes: FloatArray,
+    mechanism: Mechanism,
+    *,
+    num_seen: int | None = None,
+    baseline: FloatArray | None = None,
+    half_even: bool = False,
+    need_logq: bool = True,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    progress: Callable[[int], None] | None = None,
+    workers: int | None = None,
+) -> QueryTerms:
+    """One pass over the votes, chunk by chunk: log Pr[answered] and log q per query.
+
+    Chunks run on up to ``workers`` threads (reading a chunk and numpy's loops release
+    the GIL); each writes its own slice, so the result does not depend on the count.
+
+    Shapes: votes (Q, C) -> (Q,) arrays for the first ``num_seen`` queries.
+    """
+    seen = len(votes) if num_seen is None else num_seen
+    is_threshold = isinstance(mechanism, ConfidentGNMax)
+    log_pr = np.empty(seen) if is_threshold else None
+    logq_step1 = np.empty(seen) if is_threshold else None
+    step1_margins = np.empty(seen) if is_threshold else None
+    logq = np.empty(seen) if need_logq else None
+    sensitivities = [1]
+
+    def chunk(start: int) -> int:
+        stop = min(start + chunk_size, seen)
+        counts = np.asarray(votes[start:stop], dtype=np.float64)
+        if isinstance(mechanism, ConfidentGNMax):
+            assert log_pr is not None and logq_step1 is not None and step1_margins is not None
+            step1 = counts if baseline is None else counts - baseline[start:stop]
+            margins = threshold.threshold_margins(
+                step1, mechanism.threshold, mechanism.sigma1, half_even=half_even
+            )
+            step1_margins[start:stop] = margins
+            log_pr[start:stop], logq_step1[start:stop] = threshold.outcomes_from_margins(margins)
+            sensitivities.append(threshold.statistic_sensitivity(step1, half_even=half_even))
+        if logq is not None:
+            logq[start:stop] = _logq(counts, mechanism)
+        return stop - start
+
+    starts = range(0, seen, chunk_size)
+    threads = workers if workers is not None else min(2, os.cpu_count() or 1)
+    with ThreadPoolExecutor(threads) if threads > 1 and len(starts) > 1 else nullcontext() as pool:
+        for done in map(chunk, starts) if pool is None else pool.map(chunk, starts):
+            if progress is not None:
+                progress(done)
+    if is_threshold and half_even and max(sensitivities) == 1:
+        # The worst case covers the file's every query, seen or not (a realised run).
+        for start in range(seen, len(votes), chunk_size):
+            rest = np.asarray(votes[start : start + chunk_size], dtype=np.float64)
+            if baseline is not None:
+                rest = rest - baseline[start : start + chunk_size]
+            sensitivities.append(threshold.statistic_sensitivity(rest, half_even=True))
+    return QueryTerms(log_pr, logq_step1, logq, seen, step1_margins, max(sensitivities))
+
+
+def _logq(counts: FloatArray, mechanism: Mechanism) -> FloatArray:
+    """log q of the answer step: Prop. 7 (GNMax) or Lemma 4 of 2017 (LNMax)."""
+    if isinstance(mechanism, (GNMax, ConfidentGNMax)):
+        return gnmax.logq_gnmax(counts, mechanism.sigma)
+    if isinstance(mechanism, LNMax):
+        return lnmax.logq_lnmax(counts, mechanism.gamma)
+    assert_never(mechanism)
+
+
+def answer_weights(
+    terms: QueryTerms, answered: NDArray[np.bool_] | None = None
+) -> FloatArray | None:
+    """The weight of each query's answer step: the realised mask, Pr[answered] in
+    expectation (the 2018 reference's accounting), or None when every query is answered."""
+    if answered is not None:
+        return answered.astype(np.float64)
+    if terms.log_pr_answered is not None:
+        return np.exp(terms.log_pr_answered)
+    return None
