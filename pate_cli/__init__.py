@@ -42,7 +42,7 @@ _WHERE = {
     "CompareReport": "pate_cli.comparison",
     "InspectReport": "pate_cli.inspection",
     "AggregateResult": "pate_cli.aggregation",
-    "VerifyReport": "pate_cli.records.record",
+    "VerifyReport": "pate_cli.records.verify",
     "PateError": "pate_cli.errors",
     "InputError": "pate_cli.errors",
     "UsageError": "pate_cli.errors",
@@ -109,7 +109,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
     from pate_cli.orders import DEFAULT_ORDERS
     from pate_cli.planning import PlanReport, plan
-    from pate_cli.records.record import VerifyReport
+    from pate_cli.records.verify import VerifyReport
     from pate_cli.release.gnss import ConditionError
     from pate_cli.reports.models import AnalysisReport, SmoothSensitivityReport
     from pate_cli.votes import Votes

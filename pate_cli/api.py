@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pate_cli import checks
-from pate_cli.accountant.compose import Conversion, as_conversion, check_delta, delta_warnings
+from pate_cli.accountant.figures import as_conversion, check_delta, delta_warnings
 from pate_cli.aggregation import AggregateResult, aggregate_votes
 from pate_cli.analysis import (
     Progress,
@@ -32,21 +32,16 @@ from pate_cli.analysis import (
     run_inputs,
     with_release,
 )
-from pate_cli.choices import GateOn
+from pate_cli.choices import Conversion, GateOn
 from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_warning, sort_rows
 from pate_cli.errors import UsageError
 from pate_cli.inspection import InspectReport, inspect_votes
 from pate_cli.mechanisms import LNMax, Mechanism, mechanism_from_dict
 from pate_cli.orders import as_orders
 from pate_cli.outputs import save_npy_atomic
-from pate_cli.records.record import (
-    FILE_ROLES,
-    CommandLine,
-    VerifyReport,
-    as_printed,
-    load_record,
-)
-from pate_cli.records.record import verify as verify_record
+from pate_cli.records.record import FILE_ROLES, as_printed, load_record
+from pate_cli.records.verify import CommandLine, VerifyReport
+from pate_cli.records.verify import verify as verify_record
 from pate_cli.reports.budget import (
     analysis_epsilons,
     apply_gate,
@@ -544,7 +539,7 @@ def verify_file(
     rtol: float | None = None,
     command_line: CommandLine | None = None,
 ) -> VerifyReport:
-    """Read a record and check it (``pate_cli.records.record.verify``, replaying through this API);
+    """Read a record and check it (``pate_cli.records.verify.verify``, replaying through this API);
     ``command_line`` re-parses its command line (``pate verify`` passes pate's parser)."""
     if rtol is not None and not 0 <= rtol < 1:
         raise UsageError(f"--rtol {rtol}: expected a number in [0, 1)")

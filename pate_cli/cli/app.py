@@ -1,9 +1,10 @@
 """The ``pate`` command line: the Typer app, the one error boundary, and ``main``.
 
 Commands live one per module in ``pate_cli.cli.commands`` and share the option
-aliases of ``pate_cli.cli.options``. Each command loads and validates its inputs,
-calls the library, builds a report, emits it as JSON or Rich tables and
-applies the budget gate. Only the command layer decides exit codes; the
+aliases of ``pate_cli.cli.options``. Each command declares its options, describes
+its one library call and renders the report; ``pate_cli.cli.run`` checks the inputs,
+makes the call, writes the files and the record, emits the report as JSON or Rich
+tables and applies the budget gate. Only the command layer decides exit codes; the
 boundary below turns typed errors into one line and their code.
 """
 

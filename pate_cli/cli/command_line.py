@@ -3,15 +3,21 @@
 ``pate verify`` shows a record's command line only when it is the recorded call: the
 library's verification replays the call and reads no command line (it imports no part of
 the command line layer), so this check lives here and is handed to it.
+
+The call and the files that a command line stands for come from the command's own
+``describe``, the function the command runs by (``pate_cli.cli.run``): what verify expects
+of a record is built exactly as the command built the record.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pate_cli.choices import GateOn
+from pate_cli.cli.commands import aggregate, analyze, smooth_sensitivity
+from pate_cli.cli.run import Call, Invocation, Params
 from pate_cli.errors import PateError
 from pate_cli.records.record import PRIVATE, PUBLIC, record_kind
 from pate_cli.reports.models import dumps
@@ -27,32 +33,20 @@ class _Mismatch(Exception):
     """The recorded command line is not the recorded call (the message says where)."""
 
 
-# Where each command's files come from: record role -> the command's parameter.
-_INPUT_PARAMETERS = {
-    "analyze": {
-        "votes": "votes_path",
-        "indices": "indices",
-        "baseline": "baseline_path",
-        "answered": "answered_path",
-    },
-    "smooth-sensitivity": {
-        "votes": "votes_path",
-        "indices": "indices",
-        "baseline": "baseline_path",
-        "answered": "answered_path",
-    },
-    "aggregate": {
-        "votes": "votes_path",
-        "indices": "indices",
-        "student_probs": "student_probs_path",
-        "true_labels": "true_labels_path",
-    },
+# The commands that write a record, each with the ``describe`` it runs by: what it reads,
+# calls and writes, from its parameters.
+_DESCRIBE: dict[str, Callable[[Params], Invocation]] = {
+    "analyze": analyze.describe,
+    "smooth-sensitivity": smooth_sensitivity.describe,
+    "aggregate": aggregate.describe,
 }
-_OUTPUT_PARAMETERS = {"aggregate": {"labels": "output", "answered_mask": "answered_output"}}
+
+
 _ANY = object()
-"""An option the command resolves itself when its flag is not given (smooth-sensitivity's
---gate-on, whose default has changed between versions of pate): any valid choice of it
-matches. The gate that the report shows is recomputed from the call's choice."""
+"""An option the command resolves itself when its flag is not given (``Call.defaulted``:
+smooth-sensitivity's --gate-on, whose default has changed between versions of pate): any
+valid choice of it matches. The gate that the report shows is recomputed from the call's
+choice."""
 
 
 def _parse_argv(root: Any, argv: list[str]) -> dict[str, Any]:
@@ -63,7 +57,7 @@ def _parse_argv(root: Any, argv: list[str]) -> dict[str, Any]:
 
     from pate_cli.cli.options import QUIET
 
-    if not argv or argv[0] not in _INPUT_PARAMETERS:
+    if not argv or argv[0] not in _DESCRIBE:
         raise _Mismatch(f"it runs {argv[:1] or 'nothing'}, not a command that writes a record")
     words = argv[1:]
     if any(word in ("--help", "-h") for word in words):
@@ -82,66 +76,16 @@ def _parse_argv(root: Any, argv: list[str]) -> dict[str, Any]:
     return params
 
 
-def _call_of(command: str, p: dict[str, Any]) -> dict[str, Any]:
-    """The library call the command makes from its parameters ``p`` (as the command builds
-    it for its record)."""
-    from pate_cli.cli.options import votes_call
-    from pate_cli.mechanisms import infer_mechanism
-
-    baseline = p["student_probs_path"] if command == "aggregate" else p["baseline_path"]
+def _expected_call(call: Call) -> dict[str, Any]:
+    """The library call that the command makes (as the command builds it for its record)."""
     try:
-        mechanism = infer_mechanism(
-            p["mechanism"],
-            sigma=p["sigma"],
-            threshold=p["threshold"],
-            sigma1=p["sigma1"],
-            gamma=p.get("gamma"),
-            has_baseline=baseline is not None,
-            threshold_bound=p["threshold_bound"],
-        )
+        mechanism = call.mechanism()
     except PateError as error:
         raise _Mismatch(f"its mechanism flags are refused: {error.message}") from None
-    options: dict[str, Any] = {
-        "delta": p["delta"],
-        "orders": p["orders_text"],
-        "conversion": p["conversion"].value,
-        "half_even": p["half_even"],
-        "max_epsilon": p["max_epsilon"],
-    }
-    if command == "analyze":
-        options |= {
-            "data_independent": p["data_independent"],
-            "release": not p["no_release"],
-            "beta": p["beta"],
-            "sigma_ss": p["sigma_ss"],
-            "reference_local_sensitivity": not p["strict"],
-            "breakdown": p["ledger_path"] is not None
-            or p["plot_path"] is not None
-            or p["breakdown"],
-            "gate_on": p["gate_on"].value,
-        }
-    elif command == "smooth-sensitivity":
-        options |= {
-            "order": p["order"],
-            "beta": p["beta"],
-            "sigma_ss": p["sigma_ss"],
-            "skip_conditions": p["skip_conditions"],
-            "reference_local_sensitivity": not p["strict"],
-            "gate_on": _ANY if p["gate_on"] is None else p["gate_on"].value,
-        }
-    else:
-        options |= {
-            "student_confidence": p["student_confidence"],
-            "max_answered": p["max_answered"],
-            "max_queries": p["max_queries"],
-            "gate_on": p["gate_on"].value,
-        }
-    return {
-        "function": command.replace("-", "_"),
-        "votes": votes_call(p["fmt"], p["num_classes"], p["teachers"], p["queries"]),
-        "mechanism": mechanism.to_json_dict(),
-        "options": options,
-    }
+    expected = call.to_dict(mechanism)
+    options = expected["options"]
+    expected["options"] = {key: _ANY if key in call.defaulted else options[key] for key in options}
+    return expected
 
 
 def _call_differences(expected: Any, recorded: Any, where: str) -> Iterator[str]:
@@ -170,22 +114,19 @@ def mismatches(root: Any, record: dict[str, Any]) -> list[str]:
     argv = record["argv"]
     try:
         params = _parse_argv(root, argv)
-        expected_call = _call_of(argv[0], params)
+        invocation = _DESCRIBE[argv[0]](params)
+        expected_call = _expected_call(invocation.call)
     except _Mismatch as mismatch:
         return [str(mismatch)]
     found = []
     if argv[0] != record["command"]:
         found.append(f"it runs {argv[0]}, the record is of {record['command']}")
     found += _call_differences(expected_call, record["call"], "call")
-    files = {
-        "inputs": _INPUT_PARAMETERS[argv[0]],
-        "outputs": _OUTPUT_PARAMETERS.get(argv[0], {}),
-    }
-    for block, roles in files.items():
-        given = {role: params[name] for role, name in roles.items() if params[name] is not None}
+    files = {"inputs": invocation.recorded_inputs(), "outputs": invocation.recorded_outputs()}
+    for block, given in files.items():
         recorded = {role: entry["path"] for role, entry in record[block].items()}
         found += _call_differences(given, recorded, block)
-    seed, seed_file = params["seed"], params["seed_file"]
+    seed, seed_file = invocation.call.seed, invocation.call.seed_file
     source = "seed" if seed is not None else "seed-file" if seed_file is not None else "os-entropy"
     noise = record.get("noise")
     if noise is not None:
@@ -201,11 +142,11 @@ def mismatches(root: Any, record: dict[str, Any]) -> list[str]:
         found.append("seed: the record has one, the command line none")
     if record.get("seed_commitment") is not None and seed_file is None:
         found.append("seed_commitment: the record has one, the command line no --seed-file")
-    kind = PUBLIC if params["public"] else PRIVATE
+    kind = PUBLIC if invocation.public else PRIVATE
     if record_kind(record) != kind:
         found.append(
             f"kind: the command line writes a {kind} record, this one is {record_kind(record)}"
         )
-    if params["record_path"] is None:
+    if invocation.record is None:
         found.append("it has no --record")
     return found

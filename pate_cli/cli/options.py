@@ -259,34 +259,6 @@ def cli_progress(votes: Votes, as_json: bool) -> Progress:
     return factory
 
 
-def votes_call(
-    fmt: VoteFormat, num_classes: int | None, teachers: int | None, queries: int | None
-) -> dict[str, Any]:
-    """The selection flags as ``load_votes`` options, for a record's call."""
-    return {"fmt": fmt.value, "num_classes": num_classes, "teachers": teachers, "queries": queries}
-
-
-def selection_options(
-    votes_path: str,
-    fmt: VoteFormat,
-    num_classes: int | None,
-    teachers: int | None,
-    queries: int | None,
-    indices: str | None,
-) -> Votes:
-    """Load the votes with the shared format and selection flags."""
-    from pate_cli.votes import load_votes
-
-    return load_votes(
-        votes_path,
-        fmt=fmt,
-        num_classes=num_classes,
-        teachers=teachers,
-        queries=queries,
-        indices=indices,
-    )
-
-
 BetaOpt = Annotated[
     float | None,
     typer.Option(

@@ -1,17 +1,19 @@
 """``pate aggregate``: run an aggregator, write the labels, account the realised run.
 
-The command checks its flags before it reads any file, calls
-:func:`pate_cli.aggregation.aggregate_votes`, writes the labels and the answered mask
-(atomically, only once the run succeeded), prints the report and applies the budget gate.
+The command checks its flags before it reads any file, calls :func:`pate_cli.api.aggregate`,
+writes the labels and the answered mask (atomically, only once the run succeeded and only
+within budget), prints the report and applies the budget gate (``pate_cli.cli.run``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Any
 
 import typer
 
-from pate_cli.choices import Conversion, GateOn, TableGateOn, ThresholdBound, VoteFormat
+from pate_cli.choices import Conversion, TableGateOn, ThresholdBound, VoteFormat
 from pate_cli.cli.options import (
     ConversionOpt,
     DeltaOpt,
@@ -38,16 +40,76 @@ from pate_cli.cli.options import (
     ThresholdBoundOpt,
     ThresholdOpt,
     VotesArg,
-    current_argv,
-    emit,
-    enforce,
-    selection_options,
-    votes_call,
 )
-from pate_cli.mechanisms import infer_mechanism
+from pate_cli.cli.run import Call, File, Invocation, Output, Params, inferred_mechanism, run
+
+
+def _release(flag: str, path: str | None, key: str, array: Callable[[Any], Any]) -> Output:
+    """A release file, ``array(result)`` (the labels or the answered mask) as .npy: like the
+    record, never replaced without --force (a second run is a second use of the votes)."""
+    from pate_cli.votes import check_output_path, save_npy_atomic
+
+    def write(result: Any, to: str) -> None:
+        save_npy_atomic(to, array(result))
+
+    check = partial(check_output_path, flag=flag, suffixes=(".npy",))
+    return Output(flag, path, key, check, write, release=True)
+
+
+def describe(p: Params) -> Invocation:
+    """What ``pate aggregate`` with the parameters ``p`` reads, calls and writes (``pate
+    verify`` asks it of a recorded command line too)."""
+    import numpy as np
+
+    from pate_cli import api
+    from pate_cli.aggregation import check_parameters
+
+    options = {
+        "delta": p["delta"],
+        "orders": p["orders_text"],
+        "conversion": p["conversion"].value,
+        "student_confidence": p["student_confidence"],
+        "max_answered": p["max_answered"],
+        "max_queries": p["max_queries"],
+        "half_even": p["half_even"],
+        "max_epsilon": p["max_epsilon"],
+        "gate_on": p["gate_on"].value,
+    }
+    student = File("--baseline", p["student_probs_path"], "student_probs")
+    true_labels = File("--true-labels", p["true_labels_path"], "true_labels")
+    mechanism = inferred_mechanism(p, student.path)
+    labels = _release(
+        "--output", p["output"], "labels", lambda result: result.labels.astype(np.int64)
+    )
+    mask = _release(
+        "--answered-output",
+        p["answered_output"],
+        "answered_mask",
+        lambda result: result.answered.astype(bool),
+    )
+    return Invocation.of(
+        "aggregate",
+        Call.of(api.aggregate, p, mechanism, options, student, true_labels),
+        p,
+        outputs=(labels, mask),
+        checks=(
+            partial(
+                check_parameters,
+                max_answered=options["max_answered"],
+                max_queries=options["max_queries"],
+            ),
+            labels.check_path,
+            mask.check_path,
+            partial(check_parameters, student_confidence=options["student_confidence"]),
+        ),
+        report=lambda result, written: result.to_report(
+            output=written.get("labels"), answered_mask=written.get("answered_mask")
+        ),
+    )
 
 
 def aggregate(
+    ctx: typer.Context,
     votes_path: VotesArg,
     output: Annotated[
         str, typer.Option("--output", help="Where to write the labels (.npy, int64, -1 = none).")
@@ -126,115 +188,6 @@ def aggregate(
 
         pate aggregate sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5 --output labels.out.npy
     """
-    import numpy as np
-
-    from pate_cli.accountant.compose import check_delta
-    from pate_cli.aggregation import aggregate_votes, check_parameters
     from pate_cli.cli import render
-    from pate_cli.outputs import check_distinct_files, check_not_replaced
-    from pate_cli.records.record import build_record, check_record_path, write_record
-    from pate_cli.reports.budget import check_public_gate
-    from pate_cli.reports.models import AggregateReport
-    from pate_cli.votes import check_output_path, save_npy_atomic
 
-    def show(report: AggregateReport) -> None:
-        if public:
-            emit(report.to_dict(public=True), render.public(report), (), as_json)
-        else:
-            emit(report.to_json_dict(), render.aggregate(report), report.warnings, as_json)
-
-    check_delta(delta)
-    if record_path is not None:
-        check_record_path(record_path)
-    check_distinct_files(
-        {
-            "VOTES": votes_path,
-            "--indices": indices,
-            "--baseline": student_probs_path,
-            "--true-labels": true_labels_path,
-            "--seed-file": seed_file,
-        },
-        {"--output": output, "--answered-output": answered_output, "--record": record_path},
-    )
-    which = GateOn(gate_on.value)
-    check_parameters(max_answered=max_answered, max_queries=max_queries)
-    check_output_path(output, "--output", (".npy",))
-    if answered_output is not None:
-        check_output_path(answered_output, "--answered-output", (".npy",))
-    check_parameters(student_confidence=student_confidence)
-    # The labels, the mask and the record are the release: a second run is a second use of
-    # the votes, so none is replaced without --force (checked before the votes are read).
-    check_not_replaced(
-        {"--output": output, "--answered-output": answered_output, "--record": record_path},
-        force=force,
-    )
-    votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
-    chosen = infer_mechanism(
-        mechanism,
-        sigma=sigma,
-        threshold=threshold,
-        sigma1=sigma1,
-        gamma=gamma,
-        has_baseline=student_probs_path is not None,
-        baseline_flag="--baseline",
-        threshold_bound=threshold_bound,
-    )
-    if public:
-        check_public_gate(which, chosen.to_json_dict(), max_epsilon)
-    options: dict[str, Any] = {
-        "delta": delta,
-        "orders": orders_text,
-        "conversion": conversion.value,
-        "student_confidence": student_confidence,
-        "max_answered": max_answered,
-        "max_queries": max_queries,
-        "half_even": half_even,
-        "max_epsilon": max_epsilon,
-        "gate_on": which.value,
-    }
-    result = aggregate_votes(
-        votes,
-        chosen,
-        seed=seed,
-        seed_file=seed_file,
-        student_probs=student_probs_path,
-        true_labels=true_labels_path,
-        **options,
-    )
-    if result.gate is not None and not result.gate.passed:
-        # Nothing over budget is released: no labels, no mask, no record; the report says so.
-        report = result.to_report(output=None, answered_mask=None)
-        show(report)
-        enforce(result.gate)
-    report = result.to_report(output=output, answered_mask=answered_output)
-    # Outputs are written only now that everything succeeded, each atomically.
-    save_npy_atomic(output, result.labels.astype(np.int64))
-    if answered_output is not None:
-        save_npy_atomic(answered_output, result.answered.astype(bool))
-    payload = report.to_json_dict()
-    show(report)
-    if record_path is not None:
-        write_record(
-            record_path,
-            build_record(
-                "aggregate",
-                current_argv(),
-                report.to_dict(public=True) if public else payload,
-                inputs={
-                    "votes": votes_path,
-                    "indices": indices,
-                    "student_probs": student_probs_path,
-                    "true_labels": true_labels_path,
-                },
-                outputs={"labels": output, "answered_mask": answered_output},
-                noise=result.noise,
-                call={
-                    "function": "aggregate",
-                    "votes": votes_call(fmt, num_classes, teachers, queries),
-                    "mechanism": chosen.to_json_dict(),
-                    "options": options,
-                },
-                public=public,
-            ),
-        )
-    enforce(result.gate)
+    run(describe(ctx.params), render.aggregate)

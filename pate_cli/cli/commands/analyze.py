@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Annotated, Any
+from functools import partial
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -40,17 +40,71 @@ from pate_cli.cli.options import (
     ThresholdBoundOpt,
     ThresholdOpt,
     VotesArg,
-    cli_progress,
-    current_argv,
-    emit,
-    enforce,
-    selection_options,
-    votes_call,
 )
-from pate_cli.mechanisms import infer_mechanism
+from pate_cli.cli.run import Call, File, Invocation, Output, Params, inferred_mechanism, run
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from pate_cli.reports.models import AnalysisReport
+
+
+def describe(p: Params) -> Invocation:
+    """What ``pate analyze`` with the parameters ``p`` reads, calls and writes (``pate
+    verify`` asks it of a recorded command line too)."""
+    from pate_cli import api, plots
+    from pate_cli.orders import parse_orders
+    from pate_cli.reports import ledger
+
+    ledger_file = Output(
+        "--ledger",
+        p["ledger_path"],
+        "ledger",
+        ledger.check_ledger_path,
+        lambda report, path: ledger.write_ledger(report.ledger, path),
+    )
+    plot = Output(
+        "--plot",
+        p["plot_path"],
+        "plot",
+        plots.check_plot_path,
+        lambda report, path: plots.plot_analysis(path, report, report.ledger),
+    )
+    options = {
+        "delta": p["delta"],
+        "orders": p["orders_text"],
+        "conversion": p["conversion"].value,
+        "data_independent": p["data_independent"],
+        "release": not p["no_release"],
+        "beta": p["beta"],
+        "sigma_ss": p["sigma_ss"],
+        "reference_local_sensitivity": not p["strict"],
+        "half_even": p["half_even"],
+        "breakdown": ledger_file.path is not None or plot.path is not None or p["breakdown"],
+        "max_epsilon": p["max_epsilon"],
+        "gate_on": p["gate_on"].value,
+    }
+    baseline = File("--baseline", p["baseline_path"], "baseline")
+    answered = File("--answered", p["answered_path"], "answered")
+    mechanism = inferred_mechanism(p, baseline.path)
+    return Invocation.of(
+        "analyze",
+        Call.of(api.analyze, p, mechanism, options, baseline, answered),
+        p,
+        outputs=(ledger_file, plot),
+        # The ledger and the plot are derived from the report: replaced without --force.
+        spends_budget=False,
+        progress=True,
+        later_checks=(
+            partial(parse_orders, p["orders_text"]),
+            plot.check_path,
+            ledger_file.check_path,
+        ),
+    )
 
 
 def analyze(
+    ctx: typer.Context,
     votes_path: VotesArg,
     delta: DeltaOpt,
     mechanism: MechanismOpt = None,
@@ -130,111 +184,12 @@ def analyze(
     """
     from rich.console import Group
 
-    from pate_cli import api, plots
-    from pate_cli.accountant.compose import check_delta
     from pate_cli.cli import render
-    from pate_cli.orders import parse_orders
-    from pate_cli.outputs import check_distinct_files, check_not_replaced
-    from pate_cli.records.record import build_record, check_record_path, write_record
-    from pate_cli.release.gnss import GnssRelease
-    from pate_cli.reports import ledger
-    from pate_cli.reports.budget import check_public_gate
 
-    check_delta(delta)
-    if record_path is not None:
-        check_record_path(record_path)
-    check_distinct_files(
-        {
-            "VOTES": votes_path,
-            "--indices": indices,
-            "--baseline": baseline_path,
-            "--answered": answered_path,
-            "--seed-file": seed_file,
-        },
-        {"--ledger": ledger_path, "--plot": plot_path, "--record": record_path},
-    )
-    # A record is never replaced without --force (the ledger and plot are derived: replaced).
-    check_not_replaced({"--record": record_path}, force=force, spends_budget=False)
-    votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
-    chosen = infer_mechanism(
-        mechanism,
-        sigma=sigma,
-        threshold=threshold,
-        sigma1=sigma1,
-        gamma=gamma,
-        has_baseline=baseline_path is not None,
-        threshold_bound=threshold_bound,
-    )
-    if public:
-        check_public_gate(gate_on, chosen.to_json_dict(), max_epsilon)
-    parse_orders(orders_text)  # checked before any output path, as every flag
-    if plot_path is not None:
-        plots.check_plot_path(plot_path)
-    if ledger_path is not None:
-        ledger.check_ledger_path(ledger_path)
-    options: dict[str, Any] = {
-        "delta": delta,
-        "orders": orders_text,
-        "conversion": conversion.value,
-        "data_independent": data_independent,
-        "release": not no_release,
-        "beta": beta,
-        "sigma_ss": sigma_ss,
-        "reference_local_sensitivity": not strict,
-        "half_even": half_even,
-        "breakdown": ledger_path is not None or plot_path is not None or breakdown,
-        "max_epsilon": max_epsilon,
-        "gate_on": gate_on.value,
-    }
-    report = api.analyze(
-        votes,
-        chosen,
-        baseline=baseline_path,
-        answered=answered_path,
-        seed=seed,
-        seed_file=seed_file,
-        progress=cli_progress(votes, as_json),
-        **options,
-    )
-    renderable = render.analysis(report, all_orders=all_orders)
-    if report.ledger is not None:
-        if breakdown:
-            renderable = Group(renderable, render.render_ledger(report.ledger))
-        written: list[tuple[str, str]] = []
-        if ledger_path is not None:
-            ledger.write_ledger(report.ledger, ledger_path)
-            written.append(("ledger", ledger_path))
-        if plot_path is not None:
-            plots.plot_analysis(plot_path, report, report.ledger)
-            written.append(("plot", plot_path))
-        report = replace(report, files=tuple(written))
-    payload = report.to_json_dict()
-    if public:
-        emit(report.to_dict(public=True), render.public(report), (), as_json)
-    else:
-        emit(payload, renderable, report.warnings, as_json)
-    if record_path is not None:
-        write_record(
-            record_path,
-            build_record(
-                "analyze",
-                current_argv(),
-                report.to_dict(public=True) if public else payload,
-                inputs={
-                    "votes": votes_path,
-                    "indices": indices,
-                    "baseline": baseline_path,
-                    "answered": answered_path,
-                },
-                outputs={},
-                noise=report.release.noise if isinstance(report.release, GnssRelease) else None,
-                call={
-                    "function": "analyze",
-                    "votes": votes_call(fmt, num_classes, teachers, queries),
-                    "mechanism": chosen.to_json_dict(),
-                    "options": options,
-                },
-                public=public,
-            ),
-        )
-    enforce(report.gate)
+    def view(report: AnalysisReport) -> RenderableType:
+        table = render.analysis(report, all_orders=all_orders)
+        if breakdown and report.ledger is not None:
+            return Group(table, render.render_ledger(report.ledger))
+        return table
+
+    run(describe(ctx.params), view)

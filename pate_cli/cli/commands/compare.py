@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Annotated
+from functools import partial
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,11 +25,13 @@ from pate_cli.cli.options import (
     TeachersOpt,
     ThresholdBoundOpt,
     VotesArg,
-    emit,
-    enforce,
-    selection_options,
 )
+from pate_cli.cli.run import Call, File, Invocation, Output, Params
 from pate_cli.mechanisms import MechanismName
+
+if TYPE_CHECKING:
+    from pate_cli.comparison import CompareReport
+    from pate_cli.mechanisms import Mechanism
 
 # ---------------------------------------------------------------------------
 # The command.
@@ -86,7 +88,49 @@ PlotOpt = Annotated[
 ]
 
 
+def describe(p: Params) -> Invocation:
+    """What ``pate compare`` with the parameters ``p`` reads, calls and writes."""
+    from pate_cli import api, plots
+    from pate_cli.comparison import compare_csv, mechanism_grid, parse_list
+    from pate_cli.votes import check_output_path, write_atomic
+
+    def settings() -> list[Mechanism]:
+        return mechanism_grid(
+            p["mechanism"],
+            sigmas=parse_list("--sigma", p["sigma"]),
+            thresholds=parse_list("--threshold", p["threshold"]),
+            sigma1s=parse_list("--sigma1", p["sigma1"]),
+            gammas=parse_list("--gamma", p["gamma"]),
+            has_baseline=p["baseline_path"] is not None,
+            threshold_bound=p["threshold_bound"],
+        )
+
+    def write_csv(report: CompareReport, path: str) -> None:
+        text = compare_csv(report).encode("utf-8")
+        write_atomic(path, lambda stream: stream.write(text))
+
+    def write_plot(report: CompareReport, path: str) -> None:
+        plots.plot_compare(path, report.to_dict()["rows"])
+
+    check_csv = partial(check_output_path, flag="--csv", suffixes=(".csv",))
+    csv = Output("--csv", p["csv_path"], "csv", check_csv, write_csv)
+    plot = Output("--plot", p["plot_path"], "plot", plots.check_plot_path, write_plot)
+    options = {
+        "delta": p["delta"],
+        "orders": p["orders_text"],
+        "conversion": p["conversion"].value,
+        "sort": p["sort"].value,
+        "half_even": p["half_even"],
+        "max_epsilon": p["max_epsilon"],
+        "gate_on": p["gate_on"].value,
+    }
+    baseline = File("--baseline", p["baseline_path"], "baseline")
+    call = Call.of(api.compare, p, settings, options, baseline)
+    return Invocation.of("compare", call, p, outputs=(csv, plot))
+
+
 def compare(
+    ctx: typer.Context,
     votes_path: VotesArg,
     delta: DeltaOpt,
     sigma: SigmaListOpt = None,
@@ -128,54 +172,18 @@ def compare(
 
         pate compare sample_data/mnist_250_teachers.npy --threshold 150,200 --sigma1 100,150 --sigma 40 --queries 640 --delta 1e-5
     """
-    from pate_cli import api, plots
-    from pate_cli.accountant.compose import check_delta
+    from pate_cli.accountant.figures import check_delta
     from pate_cli.cli import render
-    from pate_cli.comparison import compare_csv, mechanism_grid, parse_list
+    from pate_cli.cli.run import check_files, finish
     from pate_cli.orders import parse_orders
-    from pate_cli.outputs import check_distinct_files
-    from pate_cli.votes import check_output_path, write_atomic
 
-    check_distinct_files(
-        {"VOTES": votes_path, "--indices": indices, "--baseline": baseline_path},
-        {"--csv": csv_path, "--plot": plot_path},
-    )
+    invocation = describe(ctx.params)
+    # compare writes no record, and checks every flag before it reads the votes.
+    check_files(invocation)
     check_delta(delta)
-    mechanisms = mechanism_grid(
-        mechanism,
-        sigmas=parse_list("--sigma", sigma),
-        thresholds=parse_list("--threshold", threshold),
-        sigma1s=parse_list("--sigma1", sigma1),
-        gammas=parse_list("--gamma", gamma),
-        has_baseline=baseline_path is not None,
-        threshold_bound=threshold_bound,
-    )
-    parse_orders(orders_text)  # checked before any output path, as every flag
-    if csv_path is not None:
-        check_output_path(csv_path, "--csv", (".csv",))
-    if plot_path is not None:
-        plots.check_plot_path(plot_path)
-    votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
-    report = api.compare(
-        votes,
-        mechanisms,
-        delta=delta,
-        orders=orders_text,
-        conversion=conversion,
-        baseline=baseline_path,
-        sort=sort,
-        half_even=half_even,
-        max_epsilon=max_epsilon,
-        gate_on=gate_on.value,
-    )
-    written: list[tuple[str, str]] = []
-    if csv_path is not None:
-        text = compare_csv(report).encode("utf-8")
-        write_atomic(csv_path, lambda stream: stream.write(text))
-        written.append(("csv", csv_path))
-    if plot_path is not None:
-        plots.plot_compare(plot_path, report.to_dict()["rows"])
-        written.append(("plot", plot_path))
-    report = replace(report, files=tuple(written))
-    emit(report.to_json_dict(), render.render_compare(report), report.warnings, as_json)
-    enforce(report.gate)
+    mechanisms = invocation.call.mechanism()
+    parse_orders(orders_text)
+    for output in invocation.outputs:
+        output.check_path()
+    votes = invocation.call.selection.load()
+    finish(invocation, mechanisms, invocation.call(votes, mechanisms), render.render_compare)

@@ -18,8 +18,8 @@ from pate_cli.cli.options import (
     TeachersOpt,
     VotesArg,
     emit,
-    selection_options,
 )
+from pate_cli.cli.run import Selection
 
 
 def inspect(
@@ -45,7 +45,7 @@ def inspect(
 
         pate inspect sample_data/mnist_250_teachers.npy
     """
-    votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
+    votes = Selection(votes_path, fmt, num_classes, teachers, queries, indices).load()
     from pate_cli.cli import render
     from pate_cli.inspection import inspect_votes
 

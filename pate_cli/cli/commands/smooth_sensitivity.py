@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from pate_cli.choices import Conversion, ThresholdBound, VoteFormat
+from pate_cli.choices import Conversion, GateOn, ThresholdBound, VoteFormat
 from pate_cli.cli.options import (
     AnsweredOpt,
     BaselineOpt,
@@ -15,7 +15,6 @@ from pate_cli.cli.options import (
     DeltaOpt,
     ForceOpt,
     FormatOpt,
-    GateOn,
     HalfEvenOpt,
     IndicesOpt,
     JsonOpt,
@@ -39,17 +38,43 @@ from pate_cli.cli.options import (
     ThresholdBoundOpt,
     ThresholdOpt,
     VotesArg,
-    cli_progress,
-    current_argv,
-    emit,
-    enforce,
-    selection_options,
-    votes_call,
 )
-from pate_cli.mechanisms import infer_mechanism
+from pate_cli.cli.run import Call, File, Invocation, Params, inferred_mechanism, run
+
+
+def describe(p: Params) -> Invocation:
+    """What ``pate smooth-sensitivity`` with the parameters ``p`` reads and calls (``pate
+    verify`` asks it of a recorded command line too)."""
+    from pate_cli import api
+
+    # Without --gate-on the command gates on the publishable figure; that default has
+    # changed between versions, so verify accepts a record of any.
+    on = p["gate_on"] or GateOn.PUBLISHABLE
+    options = {
+        "delta": p["delta"],
+        "order": p["order"],
+        "orders": p["orders_text"],
+        "conversion": p["conversion"].value,
+        "beta": p["beta"],
+        "sigma_ss": p["sigma_ss"],
+        "skip_conditions": p["skip_conditions"],
+        "reference_local_sensitivity": not p["strict"],
+        "half_even": p["half_even"],
+        "max_epsilon": p["max_epsilon"],
+        "gate_on": on.value,
+    }
+    baseline = File("--baseline", p["baseline_path"], "baseline")
+    answered = File("--answered", p["answered_path"], "answered")
+    mechanism = inferred_mechanism(p, baseline.path)
+    defaulted = frozenset({"gate_on"} if p["gate_on"] is None else ())
+    call = Call.of(
+        api.smooth_sensitivity, p, mechanism, options, baseline, answered, defaulted=defaulted
+    )
+    return Invocation.of("smooth-sensitivity", call, p, progress=True)
 
 
 def smooth_sensitivity(
+    ctx: typer.Context,
     votes_path: VotesArg,
     delta: DeltaOpt,
     mechanism: MechanismOpt = None,
@@ -104,89 +129,6 @@ def smooth_sensitivity(
 
         pate smooth-sensitivity sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5
     """
-    from pate_cli import api
-    from pate_cli.accountant.compose import check_delta
     from pate_cli.cli import render
-    from pate_cli.outputs import check_distinct_files, check_not_replaced
-    from pate_cli.records.record import build_record, check_record_path, write_record
-    from pate_cli.reports.budget import check_public_gate
 
-    check_delta(delta)
-    if record_path is not None:
-        check_record_path(record_path)
-    check_distinct_files(
-        {
-            "VOTES": votes_path,
-            "--indices": indices,
-            "--baseline": baseline_path,
-            "--answered": answered_path,
-            "--seed-file": seed_file,
-        },
-        {"--record": record_path},
-    )
-    check_not_replaced({"--record": record_path}, force=force)
-    votes = selection_options(votes_path, fmt, num_classes, teachers, queries, indices)
-    chosen = infer_mechanism(
-        mechanism,
-        sigma=sigma,
-        threshold=threshold,
-        sigma1=sigma1,
-        has_baseline=baseline_path is not None,
-        threshold_bound=threshold_bound,
-    )
-    on = gate_on or GateOn.PUBLISHABLE
-    if public:
-        check_public_gate(on, chosen.to_json_dict(), max_epsilon)
-    options: dict[str, Any] = {
-        "delta": delta,
-        "order": order,
-        "orders": orders_text,
-        "conversion": conversion.value,
-        "beta": beta,
-        "sigma_ss": sigma_ss,
-        "skip_conditions": skip_conditions,
-        "reference_local_sensitivity": not strict,
-        "half_even": half_even,
-        "max_epsilon": max_epsilon,
-        "gate_on": on.value,
-    }
-    report = api.smooth_sensitivity(
-        votes,
-        chosen,
-        baseline=baseline_path,
-        answered=answered_path,
-        seed=seed,
-        seed_file=seed_file,
-        progress=cli_progress(votes, as_json),
-        **options,
-    )
-    release = report.release
-    if public:
-        emit(report.to_dict(public=True), render.public(report), (), as_json)
-    else:
-        emit(report.to_json_dict(), render.smooth_sensitivity(report), report.warnings, as_json)
-    if record_path is not None:
-        write_record(
-            record_path,
-            build_record(
-                "smooth-sensitivity",
-                current_argv(),
-                report.to_dict(public=True) if public else report.to_json_dict(),
-                inputs={
-                    "votes": votes_path,
-                    "indices": indices,
-                    "baseline": baseline_path,
-                    "answered": answered_path,
-                },
-                outputs={},
-                noise=release.noise,
-                call={
-                    "function": "smooth_sensitivity",
-                    "votes": votes_call(fmt, num_classes, teachers, queries),
-                    "mechanism": chosen.to_json_dict(),
-                    "options": options,
-                },
-                public=public,
-            ),
-        )
-    enforce(report.gate)
+    run(describe(ctx.params), render.smooth_sensitivity)

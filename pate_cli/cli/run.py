@@ -1,0 +1,359 @@
+"""One run of a command, written once: its checks, its library call, its files, its output,
+its record and its exit code.
+
+A command describes its run as data, an ``Invocation``: the files it reads (a ``Selection``
+of the votes and the call's other inputs) and writes (``Output``), the one library call it
+makes (``Call``) and the checks of its own flags. ``run`` carries it out in the order that
+every command writing a record keeps (which of two mistakes is reported first is part of
+the interface), every user error found before any work:
+
+1. ``--delta``; the ``--record`` path; no output is an input or another output;
+2. the command's own ``checks``; no release file replaced without ``--force``;
+3. the votes read; the mechanism built from its flags; ``--public``'s refusal of a gate on
+   a private figure;
+4. the ``later_checks`` (``analyze``: the order grid, then the ``--plot`` and ``--ledger``
+   paths);
+5. the library call;
+6. ``finish``: nothing over budget released (``aggregate``'s labels), the files written, the
+   report printed, the record written, and the budget gate's exit code.
+
+``compare`` writes no record; it keeps its own order (every flag before the votes are read)
+with ``check_files`` and ``finish``.
+
+A command's ``describe(params)`` builds its invocation from its parameters as the parser
+gives them (``ctx.params``). ``pate verify`` re-parses a record's command line with the same
+parser and asks the same ``describe`` for the call and the files (``command_line``), so the
+record's call and what verify expects of it are built by one function and cannot drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from pate_cli.choices import GateOn, VoteFormat
+from pate_cli.cli.options import cli_progress, current_argv, emit, enforce
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from pate_cli.mechanisms import Mechanism
+    from pate_cli.seeds import Noise
+    from pate_cli.votes import Votes
+
+Params = Mapping[str, Any]
+"""A command's parameters by name, as the command line's parser gives them."""
+View = Callable[[Any], "RenderableType"]
+"""The Rich rendering of a report (its JSON is the report's own ``to_json_dict``)."""
+
+
+@dataclass(frozen=True)
+class File:
+    """An input file named on the command line."""
+
+    flag: str
+    """How messages name it: ``VOTES``, ``--indices``, ``--baseline``."""
+    path: str | None
+    """None: not given."""
+    role: str | None = None
+    """Its role among a record's inputs and, for the call's files, the library function's
+    keyword (None: neither, as the seed file, whose commitment is recorded instead)."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """A file the run writes from its result, only once the computation succeeded."""
+
+    flag: str
+    path: str | None
+    key: str
+    """Its name in the report's ``files``, or in the record's outputs for a release file."""
+    check: Callable[[str], object]
+    """Refuses a path the file could not be written to (suffix, folder), before any work."""
+    write: Callable[[Any, str], object]
+    """``write(result, path)``, atomically."""
+    release: bool = False
+    """A release artefact (aggregate's labels): in the record with its sha256, never
+    replaced without ``--force``, and not written at all when the run is over budget."""
+
+    def check_path(self) -> None:
+        """``check`` the path, when one was given."""
+        if self.path is not None:
+            self.check(self.path)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """VOTES and the flags that select from it: ``load_votes``' arguments."""
+
+    path: str
+    fmt: VoteFormat
+    num_classes: int | None
+    teachers: int | None
+    queries: int | None
+    indices: str | None
+
+    @classmethod
+    def of(cls, p: Params) -> Selection:
+        """The selection of a command's parameters (every command names them alike)."""
+        return cls(
+            p["votes_path"], p["fmt"], p["num_classes"], p["teachers"], p["queries"], p["indices"]
+        )
+
+    @property
+    def files(self) -> tuple[File, File]:
+        return (File("VOTES", self.path, "votes"), File("--indices", self.indices, "indices"))
+
+    def load(self) -> Votes:
+        """The votes, read as a record's replay reads them (``pate_cli.api.load_votes``)."""
+        from pate_cli import api
+
+        return api.load_votes(self.path, indices=self.indices, **self.to_call())
+
+    def to_call(self) -> dict[str, Any]:
+        """The flags as a record's call holds them (the files are among its inputs)."""
+        shape = {"num_classes": self.num_classes, "teachers": self.teachers}
+        return {"fmt": self.fmt.value, **shape, "queries": self.queries}
+
+
+@dataclass(frozen=True)
+class Call:
+    """The one library call of a run: what the command makes, and what its record holds
+    (``to_dict``) for ``pate verify`` to replay through ``pate_cli.api``."""
+
+    function: Callable[..., Any]
+    """The ``pate_cli.api`` function; its name is the recorded call's ``function``."""
+    selection: Selection
+    mechanism: Callable[[], Any]
+    """Builds the mechanism (compare: the settings) from its flags when the run gets there;
+    a refused combination raises UsageError."""
+    options: dict[str, Any]
+    """The function's other keyword arguments, as the record's call holds them."""
+    files: tuple[File, ...] = ()
+    """Input files passed by role (``baseline=``, ``student_probs=``...)."""
+    seed: int | None = None
+    seed_file: str | None = None
+    """Where the noise comes from: passed to the function; the record keeps the noise's
+    source apart from the call (and never a private seed)."""
+    defaulted: frozenset[str] = frozenset()
+    """Options the command chose because their flag was not given, whose default has
+    changed between versions: verify accepts any value of them."""
+
+    @classmethod
+    def of(
+        cls,
+        function: Callable[..., Any],
+        p: Params,
+        mechanism: Callable[[], Any],
+        options: dict[str, Any],
+        *files: File,
+        **more: Any,
+    ) -> Call:
+        """The call of a command's parameters ``p``: the selection and the noise's flags
+        are named alike by every command."""
+        selection = Selection.of(p)
+        return cls(
+            function,
+            selection,
+            mechanism,
+            options,
+            files,
+            p.get("seed"),
+            p.get("seed_file"),
+            **more,
+        )
+
+    def __call__(self, votes: Votes, mechanism: Any, **extra: Any) -> Any:
+        """Make the call on the votes read and the mechanism built (``extra``: progress)."""
+        noise = {"seed": self.seed, "seed_file": self.seed_file}
+        given = {key: value for key, value in noise.items() if value is not None}
+        roles = {file.role: file.path for file in self.files if file.role is not None}
+        return self.function(votes, mechanism, **roles, **given, **self.options, **extra)
+
+    def to_dict(self, mechanism: Mechanism) -> dict[str, Any]:
+        """The call as a record holds it."""
+        return {
+            "function": self.function.__name__,
+            "votes": self.selection.to_call(),
+            "mechanism": mechanism.to_json_dict(),
+            "options": self.options,
+        }
+
+
+def inferred_mechanism(p: Params, baseline: str | None) -> Callable[[], Mechanism]:
+    """The mechanism of a recorded command's flags (``--gamma`` where it has one), with
+    ``baseline`` the Interactive-GNMax baseline file given (or None)."""
+    from pate_cli.mechanisms import infer_mechanism
+
+    return partial(
+        infer_mechanism,
+        p["mechanism"],
+        sigma=p["sigma"],
+        threshold=p["threshold"],
+        sigma1=p["sigma1"],
+        gamma=p.get("gamma"),
+        has_baseline=baseline is not None,
+        threshold_bound=p["threshold_bound"],
+    )
+
+
+def with_files(report: Any, written: dict[str, str]) -> Any:
+    """The report naming the files written from it (``files``: ledger, plot, csv)."""
+    return replace(report, files=tuple(written.items())) if written else report
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One run of a command, as data (the module docstring says how it is carried out)."""
+
+    command: str
+    """The command's name, as the record names it."""
+    call: Call
+    outputs: tuple[Output, ...] = ()
+    """In the order they are written (and listed in the report)."""
+    record: str | None = None
+    """``--record``: where the release record goes."""
+    force: bool = False
+    spends_budget: bool = True
+    """Whether a second run spends the privacy budget again (the refusal to replace a
+    release file without --force says so)."""
+    public: bool = False
+    as_json: bool = False
+    progress: bool = False
+    """Whether the call shows a progress bar for its long passes."""
+    checks: tuple[Callable[[], object], ...] = ()
+    """The command's own checks, after the files' (aggregate: its stop conditions, the
+    outputs' paths, the student's confidence)."""
+    later_checks: tuple[Callable[[], object], ...] = ()
+    """Checks after the mechanism is built (analyze: the order grid, --plot, --ledger)."""
+    report: Callable[[Any, dict[str, str]], Any] = with_files
+    """``report(result, written)``: the report of the call's result, naming the outputs
+    written (by key; none when the run is over budget and writes nothing)."""
+
+    @classmethod
+    def of(cls, command: str, call: Call, p: Params, **more: Any) -> Invocation:
+        """The invocation of a command's parameters ``p``: ``--record``, ``--force``,
+        ``--public`` and ``--json`` are named alike by every command that has them."""
+        return cls(
+            command,
+            call,
+            record=p.get("record_path"),
+            force=p.get("force", False),
+            public=p.get("public", False),
+            as_json=p["as_json"],
+            **more,
+        )
+
+    def inputs(self) -> tuple[File, ...]:
+        """Every input file, the seed file included."""
+        seed_file = File("--seed-file", self.call.seed_file)
+        return (*self.call.selection.files, *self.call.files, seed_file)
+
+    def recorded_inputs(self) -> dict[str, str | None]:
+        """The input files given, by their role in a record."""
+        return {f.role: f.path for f in self.inputs() if f.role is not None and f.path is not None}
+
+    def recorded_outputs(self) -> dict[str, str | None]:
+        """The release files given, by their role in a record."""
+        return {o.key: o.path for o in self.outputs if o.release and o.path is not None}
+
+
+def run(invocation: Invocation, view: View) -> None:
+    """Carry out a command's run: see the module docstring for the order."""
+    from pate_cli.accountant.figures import check_delta
+    from pate_cli.outputs import check_not_replaced
+    from pate_cli.reports.budget import check_public_gate
+
+    call = invocation.call
+    check_delta(call.options["delta"])
+    check_files(invocation)
+    for check in invocation.checks:
+        check()
+    releases = {o.flag: o.path for o in invocation.outputs if o.release}
+    check_not_replaced(
+        releases | {"--record": invocation.record},
+        force=invocation.force,
+        spends_budget=invocation.spends_budget,
+    )
+    votes = call.selection.load()
+    mechanism = call.mechanism()
+    if invocation.public:
+        gate_on, limit = GateOn(call.options["gate_on"]), call.options["max_epsilon"]
+        check_public_gate(gate_on, mechanism.to_json_dict(), limit)
+    for check in invocation.later_checks:
+        check()
+    extra = {"progress": cli_progress(votes, invocation.as_json)} if invocation.progress else {}
+    finish(invocation, mechanism, call(votes, mechanism, **extra), view)
+
+
+def check_files(invocation: Invocation) -> None:
+    """Before any work: the record's path, and that no output of the run is one of its
+    inputs or another of its outputs."""
+    from pate_cli.outputs import check_distinct_files
+    from pate_cli.records.record import check_record_path
+
+    if invocation.record is not None:
+        check_record_path(invocation.record)
+    check_distinct_files(
+        {file.flag: file.path for file in invocation.inputs()},
+        {o.flag: o.path for o in invocation.outputs} | {"--record": invocation.record},
+    )
+
+
+def finish(invocation: Invocation, mechanism: Any, result: Any, view: View) -> None:
+    """After the call: the outputs written, the report printed, the record written, and the
+    exit code of the budget gate."""
+    from pate_cli.records.record import build_record, write_record
+
+    gate = result.gate
+    if gate is not None and not gate.passed and any(o.release for o in invocation.outputs):
+        # Nothing over budget is released: no labels, no mask, no record; the report says so.
+        show(invocation, invocation.report(result, {}), view)
+        enforce(gate)
+    written: dict[str, str] = {}
+    for output in invocation.outputs:
+        if output.path is not None:
+            output.write(result, output.path)
+            written[output.key] = output.path
+    report = invocation.report(result, written)
+    printed = show(invocation, report, view)
+    if invocation.record is not None:
+        record = build_record(
+            invocation.command,
+            current_argv(),
+            printed,
+            inputs=invocation.recorded_inputs(),
+            outputs=invocation.recorded_outputs(),
+            noise=_noise(report),
+            call=invocation.call.to_dict(mechanism),
+            public=invocation.public,
+        )
+        write_record(invocation.record, record)
+    enforce(report.gate)
+
+
+def show(invocation: Invocation, report: Any, view: View) -> dict[str, Any]:
+    """The report on stdout (JSON or Rich) and its warnings on stderr; with ``--public``
+    only what may be published. Returns the JSON of what was shown."""
+    from pate_cli.cli import render
+
+    if invocation.public:
+        payload = report.to_dict(public=True)
+        emit(payload, render.public(report), (), invocation.as_json)
+    else:
+        payload = report.to_json_dict()
+        emit(payload, view(report), report.warnings, invocation.as_json)
+    return payload
+
+
+def _noise(report: Any) -> Noise | None:
+    """Where the report's random draws came from (None: it drew none)."""
+    from pate_cli.release.gnss import GnssRelease
+    from pate_cli.reports.models import AggregateReport
+
+    if isinstance(report, AggregateReport):
+        return report.noise
+    release = getattr(report, "release", None)
+    return release.noise if isinstance(release, GnssRelease) else None
