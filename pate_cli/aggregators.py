@@ -236,21 +236,8 @@ def aggregate_gnmax(
 ) -> AggregationResult:
     """GNMax: argmax of the counts plus N(0, sigma^2) noise on every class.
 
-    Args:
-        counts: vote histograms.
-        sigma: standard deviation of the class noise.
-        rng: the only source of randomness; draws ``standard_normal((Q, C))``.
-        max_answered: stop right after this many answers (None: no limit).
-        max_queries: process at most this many queries (None: all).
-
-    Returns:
-        Labels, answered mask (every seen query), seen prefix and branches.
-
-    Raises:
-        ValueError: sigma not positive and finite, bad counts or limits.
-        TypeError: rng is not a numpy Generator.
-
-    Shapes: counts (Q, C) -> result arrays (Q,).
+    Arguments, result and errors as ``aggregate_lnmax``, with ``sigma`` the standard
+    deviation of the class noise in place of ``gamma``; draws ``standard_normal((Q, C))``.
     """
     # GNMax, Papernot et al. 2018, Section 4.1.
     counts = _check_counts(counts)

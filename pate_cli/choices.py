@@ -2,8 +2,8 @@
 
 Typer builds every command's options from these at start-up, so they live apart from the
 numerical modules that use them: ``pate --version`` and ``pate --help`` load neither numpy
-nor scipy. Each is re-exported where it is used (``pate_cli.votes.VoteFormat``,
-``pate_cli.accountant.compose.Conversion``, ``pate_cli.comparison.SortColumn``).
+nor scipy. Each is imported from here by the modules that use it (``VoteFormat``,
+``Conversion``, ``SortColumn``).
 """
 
 from __future__ import annotations

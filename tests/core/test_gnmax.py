@@ -149,9 +149,7 @@ def test_rdp_matrix_equals_each_query_and_order_alone():
     # Rows are evaluated in groups on the orders below their mu1 (Prop. 10), orders in any
     # sequence: every entry must be what that query alone at that order gives.
     rng = np.random.default_rng(7)
-    logq = np.concatenate(
-        [-(10 ** rng.uniform(-4, 3, 60)), [0.0, -np.inf, -1e-300, -700.0, -2.5]]
-    )
+    logq = np.concatenate([-(10 ** rng.uniform(-4, 3, 60)), [0.0, -np.inf, -1e-300, -700.0, -2.5]])
     orders = rng.permutation(np.concatenate([DEFAULT_ORDERS[::7], [1.5, 1000.0, 3.25]]))
     for sigma in (0.5, 3.0, 40.0, 1e9):
         matrix = rdp_gnmax(logq, sigma, orders)
