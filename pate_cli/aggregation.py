@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from pate_cli import checks
 from pate_cli.accountant.figures import as_conversion, check_delta
+from pate_cli.accountant.terms import FloatArray
 from pate_cli.aggregators import (
     AggregationResult,
     aggregate_confident_gnmax,
@@ -48,6 +50,7 @@ from pate_cli.mechanisms import (
     assert_never,
 )
 from pate_cli.orders import as_orders
+from pate_cli.outputs import StrPath as PathLike
 from pate_cli.reports.budget import (
     Gate,
     analysis_epsilons,
@@ -59,9 +62,6 @@ from pate_cli.reports.budget import (
 from pate_cli.reports.models import AggregateReport, AnalysisReport, InputSummary
 from pate_cli.seeds import Noise, noise_source
 from pate_cli.votes import Votes, load_student_probs, load_true_labels
-
-FloatArray = NDArray[np.float64]
-PathLike = str | os.PathLike[str]
 
 #: Rows of student probabilities must sum to 1 within this (as ``--student-probs`` files).
 PROBABILITY_TOLERANCE = 1e-6
@@ -404,32 +404,17 @@ def aggregate_votes(
     seen = run.num_seen
     mask = run.answered[:seen]
     baseline = None if probs is None else probs * votes.num_teachers
-    expected = analysis_report(
-        votes,
-        mechanism,
-        grid,
-        delta,
-        kind,
-        baseline=baseline,
-        half_even=half_even,
-        progress=progress,
+    report_of = partial(
+        analysis_report, votes, mechanism, grid, delta, kind, baseline=baseline, half_even=half_even
     )
+    expected = report_of(progress=progress)
     assert expected.terms is not None
     if seen == 0:
         raise UsageError(
             "the run saw no query (--max-answered or --max-queries stopped it at once)"
         )
-    realised = analysis_report(
-        votes,
-        mechanism,
-        grid,
-        delta,
-        kind,
-        baseline=baseline,
-        answered=mask,
-        half_even=half_even,
-        terms=expected.terms.rows(0, seen),  # the same queries' terms: no second pass
-    )
+    # The realised run reads the same queries' terms: no second pass over the votes.
+    realised = report_of(answered=mask, terms=expected.terms.rows(0, seen))
     realised = replace(
         realised,
         gate=apply_gate(analysis_epsilons(realised), max_epsilon, on),

@@ -10,6 +10,7 @@ makes deduplication and smooth sensitivity tractable.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -227,17 +228,14 @@ def _groups(needed: NDArray[np.intp], count: int = 8) -> list[NDArray[np.intp] |
 _FEW_ORDERS = 16
 
 
+@dataclass(frozen=True)
 class _Theorem6Rows:
     """Theorem 6's bound for rows of (log q, log(1-q), log A, log B) at given orders."""
 
-    def __init__(
-        self,
-        lq: NDArray[np.float64],
-        log1q: NDArray[np.float64],
-        a_inner: NDArray[np.float64],
-        b_inner: NDArray[np.float64],
-    ) -> None:
-        self.lq, self.log1q, self.a_inner, self.b_inner = lq, log1q, a_inner, b_inner
+    lq: NDArray[np.float64]
+    log1q: NDArray[np.float64]
+    a_inner: NDArray[np.float64]
+    b_inner: NDArray[np.float64]
 
     def bound(
         self, orders: NDArray[np.float64], m1: NDArray[np.float64], e1: NDArray[np.float64]
