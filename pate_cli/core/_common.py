@@ -9,7 +9,12 @@ temporaries at a few tens of MB whatever M.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import chain, islice
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -20,6 +25,37 @@ _PAIR_CHUNK = 1 << 18
 # stays bounded whatever the number of teachers M (see ``_blocks``).
 _ENTRY_CHUNK = 1 << 22
 _THRESHOLD_ROW_CHUNK = 256
+# Threads for independent chunks of work (numpy releases the GIL in its loops).
+_THREADS = min(2, os.cpu_count() or 1)
+
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")
+
+
+def _call(thunk: Callable[[], _Result]) -> _Result:
+    """Run a deferred piece of work (for ``_ordered_map``)."""
+    return thunk()
+
+
+def _ordered_map(
+    fn: Callable[[_Item], _Result], items: Iterable[_Item], threads: int = _THREADS
+) -> Iterator[_Result]:
+    """``map(fn, items)`` on up to ``threads`` threads, results in the order of the items,
+    with at most ``threads + 1`` items in flight (memory stays that of a few chunks). A
+    caller that combines the results in this order gets the same numbers for any count."""
+    iterator = iter(items)
+    head = list(islice(iterator, 2))
+    if threads <= 1 or len(head) < 2:  # one item: no thread to start
+        yield from map(fn, chain(head, iterator))
+        return
+    with ThreadPoolExecutor(threads) as pool:
+        pending: deque[Future[_Result]] = deque()
+        for item in chain(head, iterator):
+            pending.append(pool.submit(fn, item))
+            if len(pending) > threads:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def _check_positive(name: str, value: float) -> float:

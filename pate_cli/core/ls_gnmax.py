@@ -22,9 +22,10 @@ Shapes: Q queries, C classes, M teachers (distances d = 0 .. M-1).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from functools import partial
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -33,9 +34,11 @@ from scipy.special import log_ndtr
 from pate_cli.core._common import (
     _PAIR_CHUNK,
     _as_integer_votes,
+    _call,
     _check_num_teachers,
     _check_order,
     _check_positive,
+    _ordered_map,
 )
 from pate_cli.core.ls_tilde import _GnmaxSensitivity
 
@@ -211,8 +214,8 @@ class _WalkEvaluator:
             for start in range(0, size, _PAIR_CHUNK):
                 part = np.minimum(self.log_tail[start : start + _PAIR_CHUNK], self.params.log_cap)
                 right = np.zeros(part.size, dtype=bool)
-                ls[start : start + part.size] = self.params.ls(part, right)
-                cost[start : start + part.size] = self.params.largest_cost(part, right)
+                chunk = slice(start, start + part.size)
+                ls[chunk], cost[chunk] = self.params.ls_and_cost(part, right)
             self._pure_table = (ls, cost)
         return self._pure_table
 
@@ -371,18 +374,39 @@ class _WalkPlan:
     pure: _Segments  # right-walk distances read from the per-gap LS~ table
 
 
+# Rows per block of the walks' planning (each block on its own thread).
+_ROW_BLOCK = 1 << 15
+
+
+def _row_blocks(index: NDArray[np.intp]) -> list[NDArray[np.intp]]:
+    return [index[start : start + _ROW_BLOCK] for start in range(0, index.size, _ROW_BLOCK)]
+
+
+def _joined(parts: Iterator[NDArray[Any]], dtype: type) -> NDArray[Any]:
+    return np.concatenate([np.zeros(0, dtype=dtype), *parts])
+
+
 def _plan_walks(
     sorted_rows: NDArray[np.int64], num_teachers: int, params: _GnmaxSensitivity
 ) -> _WalkPlan:
     evaluator = _WalkEvaluator(sorted_rows, params)
     num_rows = sorted_rows.shape[0]
-    logq = evaluator.state(
-        np.arange(num_rows), np.zeros(num_rows, dtype=np.int64), np.zeros(num_rows, dtype=bool)
-    ).logq
+
+    def start_of(rows: NDArray[np.intp]) -> NDArray[np.float64]:
+        return evaluator.state(
+            rows, np.zeros(rows.size, dtype=np.int64), np.zeros(rows.size, dtype=bool)
+        ).logq
+
+    logq = _joined(_ordered_map(start_of, _row_blocks(np.arange(num_rows))), np.float64)
     # Algorithm 4, case 1: q in [q1, q0] is on the plateau at every distance.
     (walking,) = np.nonzero((logq < params.logq1) | (logq > params.logq0))
     left = logq[walking] > params.logq0
-    last_step = np.minimum(_walk_lengths(evaluator, walking, left), num_teachers - 1)
+
+    def lengths(rows: NDArray[np.intp]) -> NDArray[np.int64]:
+        return _walk_lengths(evaluator, walking[rows], left[rows])
+
+    found = _joined(_ordered_map(lengths, _row_blocks(np.arange(walking.size))), np.int64)
+    last_step = np.minimum(found, num_teachers - 1)
     lo, hi = evaluator.pure_steps(walking, last_step)
     lo = np.where(left, last_step + 1, lo)
     hi = np.where(left, last_step, hi)
@@ -399,28 +423,39 @@ def _plan_walks(
     return _WalkPlan(evaluator, walking, last_step, evaluated, pure)
 
 
-def _walk_chunks(
-    plan: _WalkPlan,
-) -> Iterator[tuple[NDArray[np.intp], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]]:
-    """Yield (canonical row, distance, LS~, largest cost) for every filled distance of
-    every walk; the largest cost bounds the published cost over the ball (Prop. 8's bound
-    where the walk does not give a better one)."""
+WalkChunk = tuple[NDArray[np.intp], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]
+"""(canonical row, distance, LS~, largest cost) of a chunk of (row, distance) pairs."""
+
+
+def _walk_chunks(plan: _WalkPlan) -> Iterator[Callable[[], WalkChunk]]:
+    """For every filled distance of every walk, chunk by chunk, what evaluates (canonical
+    row, distance, LS~, largest cost); the largest cost bounds the published cost over the
+    ball (Prop. 8's bound where the walk does not give a better one). Each chunk is
+    evaluated when called, so that chunks can run on threads."""
     evaluator = plan.evaluator
-    params = evaluator.params
     table, cost_table = evaluator.pure_table()
-    for row, step, left in plan.evaluated.chunks():
+
+    def walked(
+        row: NDArray[np.intp], step: NDArray[np.int64], left: NDArray[np.bool_]
+    ) -> WalkChunk:
+        params = evaluator.params
         state = evaluator.state(row, step, left)
         ls = np.empty(row.size)
         cost = np.empty(row.size)
         pure = state.is_pure
         ls[pure] = table[state.head_gap[pure]]
         cost[pure] = cost_table[state.head_gap[pure]]
-        ls[~pure] = params.ls(state.logq[~pure], left[~pure])
-        cost[~pure] = params.largest_cost(state.logq[~pure], left[~pure])
-        yield row, step, ls, cost
-    for row, step, _ in plan.pure.chunks():
+        ls[~pure], cost[~pure] = params.ls_and_cost(state.logq[~pure], left[~pure])
+        return row, step, ls, cost
+
+    def read(row: NDArray[np.intp], step: NDArray[np.int64]) -> WalkChunk:
         gap = evaluator.leader[row] - evaluator.runner_up[row] - 2 * step
-        yield row, step, table[gap], cost_table[gap]
+        return row, step, table[gap], cost_table[gap]
+
+    for row, step, left in plan.evaluated.chunks():
+        yield partial(walked, row, step, left)
+    for row, step, _ in plan.pure.chunks():
+        yield partial(read, row, step)
 
 
 # Odd 64-bit multipliers of the row hash (fixed: the grouping is the same on every run).
@@ -501,6 +536,6 @@ def local_sensitivity_gnmax(
     unique, inverse = _canonical_rows(votes)
     table = np.full((unique.shape[0], num_teachers), params.plateau)
     plan = _plan_walks(unique, num_teachers, params)
-    for row, step, ls, _ in _walk_chunks(plan):
+    for row, step, ls, _ in _ordered_map(_call, _walk_chunks(plan)):
         table[row, step] = ls
     return table[inverse]

@@ -95,37 +95,33 @@ class _GnmaxSensitivity:
             plateau = max(plateau, increments.largest)
         return cls(sigma, order, num_classes, logq0, logq1, plateau, log_cap, False, increments)
 
-    def largest_cost(
+    def ls_and_cost(
         self, logq: NDArray[np.float64], left: NDArray[np.bool_]
-    ) -> NDArray[np.float64]:
-        """Bound of the published cost over the ball a walk state closes. Shapes: (N,) -> (N,).
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """At walk states of log q (left walk where ``left``): the LS bound, and a bound of
+        the published cost over the ball the state closes. Shapes: (N,) -> (N,), (N,).
 
-        A right-walk state below q1 has the ball's largest q, so phi there (rounded up);
-        elsewhere Prop. 8's bound.
+        The cost bound: a right-walk state below q1 has the ball's largest q, so phi there
+        (rounded up, the same phi as LS~'s); elsewhere Prop. 8's bound.
         """
         logq = np.asarray(logq, dtype=np.float64)
         independent = rdp_gnmax_data_independent(self.sigma, np.array([self.order]))[0]
-        out = np.full(logq.shape, independent)
+        cost = np.full(logq.shape, independent)
+        # The right walk below q1; the left walk above q0.
         right = ~left & (logq < self.logq1)
-        out[right] = _phi(np.minimum(_nudge(logq[right], 1), self.log_cap), self.sigma, self.order)
-        return out
-
-    def ls(self, logq: NDArray[np.float64], left: NDArray[np.bool_]) -> NDArray[np.float64]:
-        """LS bound at walk states of log q (left walk where ``left``). Shapes: (N,) -> (N,)."""
-        logq = np.asarray(logq, dtype=np.float64)
         if self.reference:
-            return _ls_tilde(logq, self)
-        out = np.full(logq.shape, self.plateau)
-        # The right walk below q1; the left walk above q0. A walk's last state, on or past
-        # the plateau, keeps the plateau: the ball it closes spans the plateau.
-        right = ~left & (logq < self.logq1)
-        out[right] = _ls_tilde_sound(logq[right], self)
+            above = np.minimum(_nudge(logq[right], 1), self.log_cap)
+            cost[right] = _phi(above, self.sigma, self.order)
+            return _ls_tilde(logq, self), cost
+        # A walk's last state, on or past the plateau, keeps the plateau: the ball it
+        # closes spans the plateau.
+        ls = np.full(logq.shape, self.plateau)
+        ls[right], cost[right] = _ls_tilde_sound(logq[right], self)
         up = left & (logq > self.logq0)
         if np.any(up):
             low = _nudge(log_bl_gnmax(logq[up], self.sigma, self.num_classes), -1)
-            independent = rdp_gnmax_data_independent(self.sigma, np.array([self.order]))[0]
-            out[up] = _excess(independent, _phi(low, self.sigma, self.order))
-        return out
+            ls[up] = _excess(independent, _phi(low, self.sigma, self.order))
+        return ls, cost
 
 
 def _nudge(logq: NDArray[np.float64], direction: int) -> NDArray[np.float64]:
@@ -189,14 +185,17 @@ class _IncrementBound:
 _INCREMENT_CELLS = 1 << 15
 
 
-def _ls_tilde_sound(logq: NDArray[np.float64], params: _GnmaxSensitivity) -> NDArray[np.float64]:
-    """LS~(q) of the published bound below q1, arguments rounded against the user.
+def _ls_tilde_sound(
+    logq: NDArray[np.float64], params: _GnmaxSensitivity
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """LS~(q) of the published bound below q1, arguments rounded against the user, and
+    phi at q rounded up (the largest cost of the state's ball).
 
     max(phi(B_U(q)) - phi(q), phi(q) - phi(B_L(q))) (Prop. 13), with the cap of Prop. 7
     on B_U; without C6 verified, also the running increment bound. Shapes: (N,) -> (N,).
     """
     if logq.size == 0:
-        return np.zeros(0)
+        return np.zeros(0), np.zeros(0)
     sigma, order, num_classes = params.sigma, params.order, params.num_classes
     up = np.minimum(_nudge(log_bu_gnmax(logq, sigma, num_classes), 1), params.log_cap)
     low = _nudge(log_bl_gnmax(logq, sigma, num_classes), -1)
@@ -208,7 +207,7 @@ def _ls_tilde_sound(logq: NDArray[np.float64], params: _GnmaxSensitivity) -> NDA
     ls = np.maximum(_excess(phi_up, phi_below), _excess(phi_above, phi_low))
     if params.increments is not None:
         ls = np.maximum(ls, params.increments.bound(logq, num_classes))
-    return ls
+    return ls, phi_above
 
 
 def _ls_tilde(logq: NDArray[np.float64], params: _GnmaxSensitivity) -> NDArray[np.float64]:

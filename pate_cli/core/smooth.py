@@ -21,6 +21,7 @@ Shapes: Q queries, C classes, M teachers (distances d = 0 .. M-1).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,9 +34,10 @@ from pate_cli.core._common import (
     _check_num_teachers,
     _check_order,
     _check_positive,
+    _ordered_map,
 )
 from pate_cli.core.gnmax import rdp_gnmax_data_independent
-from pate_cli.core.ls_gnmax import _canonical_rows, _plan_walks, _walk_chunks
+from pate_cli.core.ls_gnmax import WalkChunk, _canonical_rows, _plan_walks, _walk_chunks
 from pate_cli.core.ls_threshold import (
     _ChangeWindow,
     _pr_answered_table,
@@ -112,9 +114,9 @@ def _gnmax_total(
             return pair_weight[pair]
         return pair_weight[pair] * pr[np.minimum(pair_top[pair] + step + answer.ahead, highest)]
 
-    plan = _plan_walks(unique, num_teachers, params)
-    total = np.zeros(num_teachers)
-    for row, step, ls, cost in _walk_chunks(plan):
+    def contribution(evaluate: Callable[[], WalkChunk]) -> tuple[int, NDArray[np.float64]]:
+        """A chunk's terms summed per distance: (first distance, sums from there)."""
+        row, step, ls, cost = evaluate()
         counts = pair_count[row]
         owner = np.repeat(np.arange(row.size), counts)
         pair = (
@@ -126,7 +128,14 @@ def _gnmax_total(
         terms = weight_at(pair, at) * ls[owner]
         if answer.change is not None:
             terms += pair_weight[pair] * answer.change_at(pair_top[pair], at) * cost[owner]
-        total += np.bincount(at, weights=terms, minlength=num_teachers)
+        first = int(at.min()) if at.size else 0
+        return first, np.asarray(np.bincount(at - first, weights=terms), dtype=np.float64)
+
+    plan = _plan_walks(unique, num_teachers, params)
+    total = np.zeros(num_teachers)
+    # Chunks on threads; their sums are added in chunk order, whatever the thread count.
+    for first, sums in _ordered_map(contribution, _walk_chunks(plan)):
+        total[first : first + sums.size] += sums
     # Rows off their walk (or on the plateau throughout) contribute the plateau.
     done_from = np.zeros(num_rows, dtype=np.int64)
     done_from[plan.walking] = plan.last_step + 1
