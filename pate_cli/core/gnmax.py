@@ -254,6 +254,8 @@ class _Theorem6Rows:
         # that of its parts, weighted by the term's share of the sum (at most 1): the bound
         # per row at the smallest order settles most entries without the weights.
         eps = np.finfo(np.float64).eps
+        if candidate.size and self._settled(candidate, om1.min(), m1, e1):
+            return m1[:, None] > orders, candidate
         error_a = eps * (np.abs(log1q) + np.abs(log1q - self.a_inner))
         error_b = eps * (np.abs(e1) + np.abs(lq / (m1 - 1)))
         row_bound = 8 * (eps * (np.abs(log1q) + np.abs(lq)) / om1.min() + error_a + error_b)
@@ -271,3 +273,22 @@ class _Theorem6Rows:
             rounding = 8 * (np.nan_to_num(error) + eps * np.abs(log_s[part])) / om1
             above[part] = candidate[part] >= rounding
         return (m1[:, None] > orders) & above, candidate
+
+    def _settled(
+        self,
+        candidate: NDArray[np.float64],
+        smallest: float,
+        m1: NDArray[np.float64],
+        e1: NDArray[np.float64],
+    ) -> bool:
+        """The rows' bound of the rounding error at once, from its parts' largest values:
+        True when every candidate is above twice it (then every row's test passes)."""
+        eps = np.finfo(np.float64).eps
+        largest_log1q = -self.log1q.min()  # log(1 - q) <= 0, log q <= 0
+        largest_lq = -self.lq.min()
+        largest_a = largest_log1q + max(self.a_inner.max(), -self.a_inner.min())
+        largest_b = e1.max() + largest_lq / (m1 - 1).min()
+        largest_candidate = max(candidate.max(), -candidate.min())
+        with np.errstate(invalid="ignore", over="ignore"):  # inf or NaN parts: not settled
+            parts = (largest_log1q + largest_lq) / smallest + largest_a + largest_b
+            return bool(candidate.min() >= 16 * eps * (parts + largest_candidate))

@@ -18,8 +18,12 @@ def log1mexp(x: ArrayLike) -> NDArray[np.float64]:
     x = np.asarray(x, dtype=np.float64)
     if not np.all(x <= 0):
         raise ValueError("log1mexp needs non-positive arguments")
-    # Both branches everywhere and a choice per element: cheaper than gathering each side.
+    near = x >= -1
+    taken = np.count_nonzero(near)
     with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf at x = 0: intended
-        far = np.log1p(-np.exp(x))
-        near = np.log(-np.expm1(x))
-    return np.where(x < -1, far, near)
+        out = np.log1p(-np.exp(x), out=np.empty_like(x))
+        if 4 * taken > near.size:  # both branches everywhere beat gathering a large part
+            out = np.where(near, np.log(-np.expm1(x)), out)
+        elif taken:
+            out[near] = np.log(-np.expm1(x[near]))
+    return out
