@@ -169,7 +169,12 @@ def release_of(
     if order is not None and not (np.isfinite(order) and order > 1):
         raise UsageError(f"--order {order}: expected a finite Renyi order greater than 1")
     terms = report.terms if report.terms is not None and report.terms.logq is not None else None
-    steps = None if order is not None or report.account is None else report.account.steps
+    # The analysis composed every order of its grid: an order given there is read, not redone.
+    index: int | None = report.data_dependent.order_index
+    if order is not None:
+        (found,) = np.nonzero(report.orders == order)
+        index = int(found[0]) if found.size else None
+    steps = None if index is None or report.account is None else report.account.steps
     with (progress or _no_progress)("smooth sensitivity", votes.num_queries) as advance:
         return gnss_release(
             votes.counts,
@@ -191,7 +196,7 @@ def release_of(
             half_even=half_even,
             terms=terms,
             steps=steps,
-            order_index=report.data_dependent.order_index,
+            order_index=index,
             progress=advance,
         )
 
