@@ -19,12 +19,14 @@ from scipy import special
 
 from pate_cli.core._common import (
     _PAIR_CHUNK,
+    _THREADS,
     _as_counts,
     _blocks,
     _check_num_teachers,
     _check_order,
     _check_positive,
     _excess,
+    _ordered_map,
 )
 from pate_cli.core.threshold import (
     logq_threshold,
@@ -254,6 +256,10 @@ def local_sensitivity_threshold(
     return rows[:, reach:][inverse.reshape(-1)]
 
 
+# Teachers up to which blocks of tops each hold an array over every distance on a thread.
+_THREADED_TEACHERS = 1 << 20
+
+
 def _threshold_total(
     tops: NDArray[np.int64], table: NDArray[np.float64], strict: bool, reach: int = 0
 ) -> NDArray[np.float64]:
@@ -262,16 +268,28 @@ def _threshold_total(
     histogram d teachers away is within d + 1 of h). Shapes: (Q,), (M+1,) -> (M,)."""
     unique, multiplicity = np.unique(tops, return_counts=True)
     num_teachers = table.size - 1
-    total = np.zeros(num_teachers)
-    carry = np.zeros(0)
+    spans: dict[tuple[int, int], list[slice]] = {}
     for block, span in _blocks(unique.size, num_teachers):
-        if span.start == 0:
-            carry = np.full(block.stop - block.start, -np.inf)
-            if reach and strict:  # the running maximum starts at distance 0
-                near = _threshold_ls_rows(unique[block], table, strict, np.arange(reach))
-                carry = near[:, -1]
-        distance = np.arange(span.start, span.stop) + reach
-        ls = _threshold_ls_rows(unique[block], table, strict, distance, carry)
-        carry = ls[:, -1]
-        total[span] += multiplicity[block].astype(np.float64) @ ls
+        spans.setdefault((block.start, block.stop), []).append(span)
+
+    def rows_total(rows: tuple[int, int]) -> NDArray[np.float64]:
+        """One block of tops over every distance, the running maximum carried along."""
+        block = slice(*rows)
+        partial = np.zeros(num_teachers)
+        carry = np.full(block.stop - block.start, -np.inf)
+        if reach and strict:  # the running maximum starts at distance 0
+            carry = _threshold_ls_rows(unique[block], table, strict, np.arange(reach))[:, -1]
+        for span in spans[rows]:
+            distance = np.arange(span.start, span.stop) + reach
+            ls = _threshold_ls_rows(unique[block], table, strict, distance, carry)
+            carry = ls[:, -1]
+            partial[span] = multiplicity[block].astype(np.float64) @ ls
+        return partial
+
+    # Blocks of tops on threads (an array of M distances each, so not for the largest M),
+    # added in block order: the same sums for any thread count.
+    threads = _THREADS if num_teachers <= _THREADED_TEACHERS else 1
+    total = np.zeros(num_teachers)
+    for partial in _ordered_map(rows_total, spans, threads):
+        total += partial
     return total

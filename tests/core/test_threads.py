@@ -40,3 +40,18 @@ def test_ordered_map_keeps_the_order_and_few_items_in_flight():
     assert next(results) == 0
     assert len(started) <= 4  # the first result waits for at most threads + 1 submitted
     assert list(results) == [i * i for i in range(1, 50)]
+
+
+@pytest.mark.parametrize("reach", [0, 1])
+def test_the_threshold_total_is_the_same_on_one_thread_and_on_three(monkeypatch, reach):
+    from pate_cli.core import ls_threshold
+
+    rng = np.random.default_rng(5)
+    tops = rng.integers(0, 2001, size=5000)  # more distinct tops than a block holds
+    table = ls_threshold._threshold_ls_table(2000, 1200.0, 300.0, 20.0, rounded_up=True)
+    totals = []
+    for threads in (1, 3):
+        monkeypatch.setattr(ls_threshold, "_THREADS", threads)
+        totals.append(ls_threshold._threshold_total(tops, table, True, reach))
+    np.testing.assert_array_equal(totals[0], totals[1])
+    assert totals[0][-1] > 0
