@@ -80,3 +80,14 @@ def test_interactive_with_abstentions_below_the_baseline(write_npy):
     release = out["release"]
     assert release["released"] is True
     assert 0 < release["smooth_sensitivity"] < math.inf
+
+
+def test_the_joint_threshold_bound_takes_an_answer_cost_past_the_float_range():
+    # plan's search with pilot votes reached answer costs near 1e306: (lambda - 1) times it
+    # overflowed inside the joint bound (a warning, an error under -W error) instead of inf.
+    from pate_cli.core.threshold import rdp_threshold_joint
+
+    out = rdp_threshold_joint(
+        np.array([0.3]), 5.0, np.array([2.0, 50.0]), np.array([[1e307, 1e307]])
+    )
+    assert out[0, 1] == np.inf and out[0, 0] >= 1e307

@@ -173,7 +173,8 @@ def rdp_threshold_joint(
     orders = np.asarray(orders, dtype=np.float64)
     lam = orders[None, :]
     log_p, log_q = (t[:, None] for t in _log_tails(margins))
-    gain = 0.0 if answer_rdp is None else (lam - 1) * np.asarray(answer_rdp, dtype=np.float64)
+    with np.errstate(over="ignore"):  # a gain past the float range is +inf: no bound lost
+        gain = 0.0 if answer_rdp is None else (lam - 1) * np.asarray(answer_rdp, dtype=np.float64)
     best = np.full((margins.size, orders.size), -np.inf)
     with np.errstate(invalid="ignore"):
         for step in (-shift / sigma1, shift / sigma1):
