@@ -59,9 +59,12 @@ from pate_cli.reports.budget import (
     check_gate_choice,
     gate_warnings,
 )
+from pate_cli.reports.encoding import plain
 from pate_cli.reports.models import AggregateReport, AnalysisReport, InputSummary
+from pate_cli.reports.reprs import cost_fields, short_repr
 from pate_cli.seeds import Noise, noise_source
 from pate_cli.votes import Votes, load_student_probs, load_true_labels
+from pate_cli.votes.memory import memory_array
 
 #: Rows of student probabilities must sum to 1 within this (as ``--student-probs`` files).
 PROBABILITY_TOLERANCE = 1e-6
@@ -171,7 +174,17 @@ class AggregateResult:
         ``output`` and ``answered_mask`` are the paths the labels and the mask were written
         to; they stay None (JSON null) for a run whose arrays were not written.
         """
-        return self.to_report(output=output, answered_mask=answered_mask).to_json_dict()
+        return plain(self.to_report(output=output, answered_mask=answered_mask).to_json_dict())
+
+    def __repr__(self) -> str:
+        name, privacy = self.mechanism.to_json_dict()["name"], self.privacy
+        return short_repr(
+            "AggregateResult",
+            **cost_fields(name, self.num_queries, privacy.publishable, privacy.data_dependent),
+            seen=self.num_seen,
+            answered=self.num_answered,
+            accuracy=self.accuracy,
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -206,7 +219,7 @@ def _per_query(value: ArrayLike, votes: Votes, name: str, ndim: int) -> np.ndarr
     Accepts the file's queries (the selection is applied) or the selected ones, as the
     command line does for files.
     """
-    array = np.asarray(value)
+    array = memory_array(value, name).data  # ragged lists, objects: the reader's errors
     lengths = (votes.num_queries, votes.num_file_queries)
     width = () if ndim == 1 else (votes.num_classes,)
     if (

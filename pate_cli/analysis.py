@@ -8,7 +8,6 @@ and the aggregation build on these; nothing here prints, exits or imports a term
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
@@ -37,12 +36,11 @@ from pate_cli.release.gnss import (
 )
 from pate_cli.reports.models import AnalysisReport, InputSummary
 from pate_cli.seeds import Noise
-from pate_cli.votes import Votes, load_answered_mask, load_baseline
+from pate_cli.votes import Input, Votes, load_answered_mask, load_baseline
 
 FloatArray = NDArray[np.float64]
 Progress = Callable[[str, int], AbstractContextManager[Callable[[int], None] | None]]
 """progress(description, total) -> a context manager yielding advance(done), or None."""
-PathLike = str | os.PathLike[str]
 
 
 def _no_progress(description: str, total: int) -> AbstractContextManager[None]:
@@ -50,12 +48,13 @@ def _no_progress(description: str, total: int) -> AbstractContextManager[None]:
 
 
 def run_inputs(
-    votes: Votes, baseline: PathLike | None, answered: PathLike | None
+    votes: Votes, baseline: Input | None, answered: Input | None
 ) -> tuple[FloatArray | None, NDArray[np.bool_] | None]:
-    """A baseline and an answered mask, read and checked against the selected votes."""
+    """A baseline and an answered mask (files or arrays), read and checked against the
+    selected votes."""
     return (
-        None if baseline is None else load_baseline(os.fspath(baseline), votes),
-        None if answered is None else load_answered_mask(os.fspath(answered), votes.num_queries),
+        None if baseline is None else load_baseline(baseline, votes),
+        None if answered is None else load_answered_mask(answered, votes.num_queries),
     )
 
 

@@ -53,8 +53,9 @@ from pate_cli.reports.budget import (
 from pate_cli.reports.ledger import build_ledger
 from pate_cli.reports.models import AnalysisReport, InputSummary, SmoothSensitivityReport
 from pate_cli.seeds import noise_source
-from pate_cli.votes import VoteFormat, Votes
+from pate_cli.votes import Input, VoteFormat, Votes, as_vote_format
 from pate_cli.votes import load_votes as _load_votes
+from pate_cli.votes.memory import file_path
 
 FloatArray = NDArray[np.float64]
 PathLike = str | os.PathLike[str]
@@ -65,57 +66,57 @@ PathLike = str | os.PathLike[str]
 
 
 def load_votes(
-    path: PathLike,
+    path: Input,
     *,
-    fmt: str | VoteFormat = "auto",
+    fmt: str | VoteFormat | None = None,
+    format: str | VoteFormat | None = None,
     num_classes: int | None = None,
     teachers: int | None = None,
     queries: int | None = None,
-    indices: PathLike | None = None,
+    indices: Input | None = None,
 ) -> Votes:
-    """Read teacher votes as the command line's VOTES argument does.
+    """Read teacher votes as the command line's VOTES argument does, from a file or an array.
 
     Args:
-        path: a .npy (or an .npz holding one array) of counts (queries x classes), labels
-            (teachers x queries) or probs (teachers x queries x classes).
-        fmt: "auto" (detect, and say so in the report), "counts", "labels" or "probs".
+        path: a .npy (or an .npz holding one array), or the array itself (a numpy array or
+            nested lists), of counts (queries x classes), labels (teachers x queries) or
+            probs (teachers x queries x classes); an array is read exactly as its file.
+        fmt: "auto" (the default: detect, and say so in the report), "counts", "labels" or
+            "probs".
+        format: the same as ``fmt`` (``--format``); both given must agree.
         num_classes: the class count of labels.
         teachers: the number of teachers M (default: from the data).
         queries: keep the first N queries (after ``indices``).
-        indices: a .npy of query indices to keep, in order.
+        indices: a .npy, or an array, of query indices to keep, in order.
 
     Raises:
-        InputError: the file cannot be read one way only, or is invalid.
+        InputError: the votes cannot be read one way only, or are invalid.
         UsageError: a parameter outside its domain.
     """
-    try:
-        vote_format = VoteFormat(fmt)
-    except ValueError:
-        choices = ", ".join(f.value for f in VoteFormat)
-        raise UsageError(f"fmt {fmt!r}: expected one of {choices}") from None
+    vote_format = as_vote_format(fmt, format)
     return _load_votes(
-        os.fspath(path),
+        path,
         fmt=vote_format,
         num_classes=num_classes,
         teachers=teachers,
         queries=queries,
-        indices=None if indices is None else os.fspath(indices),
+        indices=indices,
     )
 
 
-def _votes(votes: Votes | PathLike) -> Votes:
+def _votes(votes: Votes | Input) -> Votes:
     return votes if isinstance(votes, Votes) else load_votes(votes)
 
 
 def _analysis(
-    votes: Votes | PathLike,
+    votes: Votes | Input,
     mechanism: Mechanism,
     *,
     delta: float,
     orders: str | ArrayLike | None,
     conversion: str | Conversion,
-    baseline: PathLike | None,
-    answered: PathLike | None,
+    baseline: Input | None,
+    answered: Input | None,
     data_independent: bool,
     half_even: bool,
     progress: Progress | None,
@@ -145,14 +146,14 @@ def _analysis(
 
 
 def analyze(
-    votes: Votes | PathLike,
+    votes: Votes | Input,
     mechanism: Mechanism,
     *,
     delta: float,
     orders: str | ArrayLike | None = None,
     conversion: str | Conversion = "classic",
-    baseline: PathLike | None = None,
-    answered: PathLike | None = None,
+    baseline: Input | None = None,
+    answered: Input | None = None,
     data_independent: bool = False,
     release: bool = True,
     seed: int | np.random.Generator | None = None,
@@ -169,14 +170,14 @@ def analyze(
     """What ``pate analyze`` computes: the cost per order, at the best order, and the release.
 
     Args:
-        votes: votes from ``load_votes``, or a path read with its defaults.
+        votes: votes from ``load_votes``, or a path or an array read with its defaults.
         mechanism: ``GNMax``, ``ConfidentGNMax``, ``InteractiveGNMax`` or ``LNMax``.
         delta: target delta, in (0, 1).
         orders: Renyi orders (an array, or the command line's text); default the 298 of
             the 2018 reference.
         conversion: "classic" (the 2018 paper) or "improved".
-        baseline: Interactive-GNMax's baseline file (queries x classes).
-        answered: an answered mask written by ``pate aggregate``: account the realised run.
+        baseline: Interactive-GNMax's baseline (queries x classes): a file or an array.
+        answered: ``pate aggregate``'s answered mask (file or array): account the realised run.
         data_independent: force data-independent bounds.
         release: add the GNSS release of the data-dependent epsilon (GNMax family).
         seed: a public seed of the release's noise, for experiments (the report then says
@@ -257,15 +258,15 @@ def _gated(report: Any, epsilons: Any, max_epsilon: float | None, on: GateOn) ->
 
 
 def smooth_sensitivity(
-    votes: Votes | PathLike,
+    votes: Votes | Input,
     mechanism: Mechanism,
     *,
     delta: float,
     order: float | None = None,
     orders: str | ArrayLike | None = None,
     conversion: str | Conversion = "classic",
-    baseline: PathLike | None = None,
-    answered: PathLike | None = None,
+    baseline: Input | None = None,
+    answered: Input | None = None,
     beta: float | None = None,
     sigma_ss: float | None = None,
     seed: int | np.random.Generator | None = None,
@@ -336,13 +337,13 @@ def smooth_sensitivity(
 
 
 def compare(
-    votes: Votes | PathLike,
+    votes: Votes | Input,
     mechanisms: Sequence[Mechanism],
     *,
     delta: float,
     orders: str | ArrayLike | None = None,
     conversion: str | Conversion = "classic",
-    baseline: PathLike | None = None,
+    baseline: Input | None = None,
     sort: str | SortColumn = "epsilon",
     half_even: bool = False,
     max_epsilon: float | None = None,
@@ -401,13 +402,13 @@ def _one_name(mechanisms: Sequence[Mechanism]) -> str:
     return names.pop() if len(names) == 1 else "mixed"
 
 
-def inspect(votes: Votes | PathLike) -> InspectReport:
+def inspect(votes: Votes | Input) -> InspectReport:
     """What ``pate inspect`` computes: what a vote file is and how strongly teachers agree."""
     return inspect_votes(_votes(votes))
 
 
 def aggregate(
-    votes: Votes | PathLike,
+    votes: Votes | Input,
     mechanism: Mechanism,
     *,
     delta: float,
@@ -415,9 +416,9 @@ def aggregate(
     seed_file: PathLike | None = None,
     orders: str | ArrayLike | None = None,
     conversion: str | Conversion = "classic",
-    student_probs: ArrayLike | PathLike | None = None,
+    student_probs: Input | None = None,
     student_confidence: float = 1.0,
-    true_labels: ArrayLike | PathLike | None = None,
+    true_labels: Input | None = None,
     max_answered: int | None = None,
     max_queries: int | None = None,
     half_even: bool = False,
@@ -571,9 +572,9 @@ def verify(
     is the run's seed file, which replays its random outputs (labels, answered mask,
     released epsilon): a file that is not the run's fails the check.
     """
-    overrides = {role: os.fspath(path) for role, path in (inputs or {}).items()}
+    overrides = {role: file_path(path, role) for role, path in (inputs or {}).items()}
     if votes is not None:
-        overrides["votes"] = os.fspath(votes)
+        overrides["votes"] = file_path(votes, "votes")
     return verify_file(
         os.fspath(record),
         overrides=overrides,

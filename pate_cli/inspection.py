@@ -32,7 +32,9 @@ from numpy.typing import NDArray
 
 from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE
 from pate_cli.reports.breakdown import BUCKET_EDGES, agreement_bucket, bucket_labels, top_two
+from pate_cli.reports.encoding import plain
 from pate_cli.reports.models import InputSummary
+from pate_cli.reports.reprs import short_repr
 from pate_cli.votes import Votes, load_array
 
 FloatArray = NDArray[np.float64]
@@ -138,16 +140,31 @@ class InspectReport:
     def to_dict(self) -> dict[str, Any]:
         """Exactly what ``pate inspect --json`` prints."""
         profile, total = self.profile, self.profile.num_queries
-        return {
-            "command": "inspect",
-            "input": {**self.input.to_json_dict(), "dtype": self.dtype},
-            "top_share": profile.top_share.to_dict(total),
-            "top2_gap": profile.gap.to_dict(total),
-            "unanimous": profile.unanimous,
-            "tied": profile.tied,
-            "plurality_counts": list(profile.plurality_counts),
-            "warnings": list(self.warnings),
-        }
+        return plain(
+            {
+                "command": "inspect",
+                "input": {**self.input.to_json_dict(), "dtype": self.dtype},
+                "top_share": profile.top_share.to_dict(total),
+                "top2_gap": profile.gap.to_dict(total),
+                "unanimous": profile.unanimous,
+                "tied": profile.tied,
+                "plurality_counts": list(profile.plurality_counts),
+                "warnings": list(self.warnings),
+            }
+        )
+
+    def __repr__(self) -> str:
+        summary = self.input
+        return short_repr(
+            "InspectReport",
+            format=summary.format,
+            queries=summary.num_queries,
+            teachers=summary.num_teachers,
+            classes=summary.num_classes,
+            median_top_share=self.profile.top_share.quantiles.get("p50"),
+            unanimous=self.profile.unanimous,
+            tied=self.profile.tied,
+        )
 
     # The name the other reports of ``pate_cli.reports.models`` use.
     to_json_dict = to_dict
@@ -231,7 +248,10 @@ def stored_dtype(votes: Votes) -> str:
     """The dtype of the array as stored in the votes file (already validated by ``load_votes``).
 
     A .npy is memory-mapped, so only its header is read; an .npz member is read whole.
+    Votes given as an array have no file: the array's dtype, as ``load_votes`` saw it.
     """
+    if votes.source == "memory":
+        return votes.stored_dtype
     if zipfile.is_zipfile(votes.path):
         return str(load_array(votes.path, "votes").dtype)
     return str(np.load(votes.path, mmap_mode="r", allow_pickle=False).dtype)

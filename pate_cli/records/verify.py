@@ -28,6 +28,8 @@ from pate_cli.records.compare import (
     without_sampled_figures,
 )
 from pate_cli.records.record import PUBLIC, current_versions, record_digest, record_kind
+from pate_cli.reports.encoding import plain
+from pate_cli.reports.reprs import short_repr
 from pate_cli.seeds import from_seed_file
 from pate_cli.votes import file_sha256
 
@@ -432,11 +434,23 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly what ``pate verify --json`` prints."""
-        return {
-            "command": "verify",
-            "record": self.record_path,
-            "record_command": self.record["command"],
-            "record_kind": record_kind(self.record),
-            "ok": self.ok,
-            "checks": [check.to_json_dict() for check in self.checks],
-        }
+        return plain(
+            {
+                "command": "verify",
+                "record": self.record_path,
+                "record_command": self.record["command"],
+                "record_kind": record_kind(self.record),
+                "ok": self.ok,
+                "checks": [check.to_json_dict() for check in self.checks],
+            }
+        )
+
+    def __repr__(self) -> str:
+        return short_repr(
+            "VerifyReport",
+            record=os.path.basename(self.record_path),
+            record_command=self.record.get("command"),
+            ok=self.ok,
+            checks=len(self.checks),
+            failed=sum(not check.ok for check in self.checks),
+        )

@@ -8,6 +8,7 @@ work is split by job:
 - ``formats``: format detection, the rules each format's values obey (written once, for a
   block of queries) and conversion to counts;
 - ``stream``: large files read a block of queries at a time;
+- ``memory``: votes and side inputs given as arrays in memory, read as files are;
 - ``inputs``: what goes with the votes: ``--indices``, baselines, the answered mask,
   true labels and student probabilities;
 - :mod:`pate_cli.outputs` (re-exported here): atomic writes and output-path checks.
@@ -51,15 +52,17 @@ from pate_cli.votes.conversion import check_shape, teachers_of_counts, teachers_
 from pate_cli.votes.detection import detect_format
 from pate_cli.votes.formats import QUERY_AXIS, BlockScan, scan_blocks
 from pate_cli.votes.inputs import (
+    Input,
     load_answered_mask,
     load_baseline,
     load_student_probs,
     load_true_labels,
     query_selection,
 )
+from pate_cli.votes.memory import MemoryArray, is_path, memory_array, sha256_now
 from pate_cli.votes.model import Votes
 from pate_cli.votes.reader import (
-    StrPath,
+    ArrayFile,
     file_sha256,
     hash_in_background,
     load_array,
@@ -71,10 +74,12 @@ __all__ = [
     "STREAM_MIN_ROWS",
     "ChunkedCounts",
     "ChunkedLabels",
+    "Input",
     "InputError",
     "UsageError",
     "VoteFormat",
     "Votes",
+    "as_vote_format",
     "check_distinct_files",
     "check_output_path",
     "file_sha256",
@@ -110,25 +115,50 @@ def _check_flags(num_classes: int | None, teachers: int | None, queries: int | N
             raise UsageError(f"{flag} {value}: expected a positive number of {noun}")
 
 
+def as_vote_format(fmt: VoteFormat | str | None, format: VoteFormat | str | None) -> VoteFormat:
+    """The library's ``fmt=`` or its synonym ``format=`` (``--format``); neither is auto.
+
+    Raises:
+        UsageError: Not a format, or both given and different.
+    """
+    if fmt is not None and format is not None and str(fmt) != str(format):
+        raise UsageError(
+            f"fmt={str(fmt)!r} and format={str(format)!r}: expected one of the two "
+            "(format= is a synonym of fmt=)"
+        )
+    chosen = fmt if fmt is not None else format
+    try:
+        return VoteFormat(VoteFormat.AUTO if chosen is None else chosen)
+    except ValueError:
+        choices = ", ".join(f.value for f in VoteFormat)
+        name = "fmt" if fmt is not None else "format"
+        raise UsageError(f"{name} {chosen!r}: expected one of {choices}") from None
+
+
 def load_votes(
-    path: StrPath,
+    path: Input,
     *,
     fmt: VoteFormat | str = VoteFormat.AUTO,
     num_classes: int | None = None,
     teachers: int | None = None,
     queries: int | None = None,
-    indices: StrPath | None = None,
+    indices: Input | None = None,
 ) -> Votes:
     """Read, validate and select a votes file, returning ``(Q, C)`` counts.
 
+    Votes given as an array (``pate_cli.votes.memory``) take the same path, but for the
+    reading: no streaming, no hashing thread, ``"<array>"`` where the path would stand.
+
     Args:
-        path: The votes file (.npy, or .npz holding one array).
+        path: The votes file (.npy, or .npz holding one array), or the votes as an array
+            (or nested lists) in memory.
         fmt: ``--format``; ``auto`` detects it (see ``pate_cli.votes.detection``).
         num_classes: ``--num-classes``: C for labels; must match the file otherwise.
         teachers: ``--teachers``: overrides M. Counts rows may then sum to less than M (a
             warning), never to more; labels and scores must not have more teachers than M.
         queries: ``--queries``: keep the first N queries (after ``indices``).
-        indices: ``--indices``: an .npy of file query indices to keep, in its order.
+        indices: ``--indices``: an .npy (or an array) of file query indices to keep, in
+            its order.
 
     Returns:
         The validated :class:`Votes`.
@@ -137,14 +167,19 @@ def load_votes(
         InputError: Any problem with the votes or indices file.
         UsageError: A flag value outside its domain (``--queries 0``, ``--format x``).
     """
-    where = os.fspath(path)
     try:
         fmt = VoteFormat(fmt)
     except ValueError:
         raise UsageError(f"--format {fmt}: expected auto, counts, labels or probs") from None
     _check_flags(num_classes, teachers, queries)
-    file = open_array(path, "votes")  # checked; nothing read or inflated yet
-    digest = hash_in_background(path)
+    file: ArrayFile | MemoryArray
+    if is_path(path):
+        where = os.fspath(path)
+        file = open_array(path, "votes")  # checked; nothing read or inflated yet
+        digest = hash_in_background(path)
+    else:
+        file = memory_array(path, "votes")
+        where, digest = file.where, sha256_now(file.data)
     if file.dtype.kind == "b":
         raise InputError(
             f"{where}: votes array has dtype bool; expected numeric counts, integer "
@@ -167,7 +202,7 @@ def load_votes(
     # Only a prefix (--queries) can be selected when streaming: indices disable it, and so
     # does a transposed reading (it is read in memory).
     rows, columns = (None, None)
-    if indices is None and not transposed:
+    if indices is None and not transposed and isinstance(file, ArrayFile):
         block = BlockSize(rows=_BLOCK_ROWS, cells=_BLOCK_CELLS)
         rows, columns = open_streams(file, fmt, STREAM_MIN_ROWS, block)
     in_memory: list[np.ndarray] = []
@@ -253,6 +288,7 @@ def load_votes(
         file_shape=file_shape,
         stored_dtype=str(file.dtype),
         transposed=transposed,
+        source="file" if isinstance(file, ArrayFile) else "memory",
     )
 
 

@@ -1,6 +1,7 @@
 """Side inputs that go with a votes file: query indices, baselines, masks, labels, scores.
 
-Each is read with the safe reader (:func:`~pate_cli.votes.reader.load_array`) and checked
+Each is read with the safe reader (:func:`~pate_cli.votes.reader.load_array`), or taken as
+an array in memory (:func:`~pate_cli.votes.memory.read_input`), and checked
 against the votes it goes with: its shape (that of the file, or of the selected queries, to
 which the votes' selection is then applied), its dtype and its values. ``--indices`` is
 read before the votes are converted, because it chooses the queries
@@ -12,24 +13,26 @@ that helps.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from pate_cli.errors import InputError
 from pate_cli.votes.formats import first_index, is_whole, show_value, sum_rows
-from pate_cli.votes.reader import StrPath, load_array
+from pate_cli.votes.memory import read_input, where_of
+from pate_cli.votes.reader import StrPath
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pate_cli.votes.model import Votes
 
+#: A side input: a path to its file, or the array itself (``pate_cli.votes.memory``).
+Input = StrPath | ArrayLike
 
-def _load_indices(path: StrPath, votes_where: str, num_file_queries: int) -> NDArray[np.int64]:
+
+def _load_indices(path: Input, votes_where: str, num_file_queries: int) -> NDArray[np.int64]:
     """Read ``--indices``: distinct integer query indices of the votes file, in their order."""
-    where = os.fspath(path)
-    a = load_array(path, "indices")
+    a, where = read_input(path, "indices")
     if a.ndim != 1 or a.size == 0:
         raise InputError(
             f"{where}: indices array has shape {a.shape}; expected a non-empty 1-D "
@@ -56,7 +59,7 @@ def _load_indices(path: StrPath, votes_where: str, num_file_queries: int) -> NDA
 
 
 def query_selection(
-    where: str, num_file_queries: int, queries: int | None, indices: StrPath | None
+    where: str, num_file_queries: int, queries: int | None, indices: Input | None
 ) -> NDArray[np.int64] | None:
     """The file queries to keep: ``--indices`` first, then the first ``--queries`` of them.
 
@@ -64,7 +67,7 @@ def query_selection(
         where: The votes file, as the user gave it.
         num_file_queries: Queries in the votes file.
         queries: ``--queries``.
-        indices: ``--indices``, a file of query indices.
+        indices: ``--indices``, a file (or an array) of query indices.
 
     Returns:
         File query indices, in order; None means all, in file order.
@@ -84,20 +87,19 @@ def query_selection(
     if queries is not None:
         if queries > selection.size:
             raise InputError(
-                f"{os.fspath(indices)}: has only {selection.size} queries, "
+                f"{where_of(indices, 'indices')}: has only {selection.size} queries, "
                 f"--queries asks for {queries}"
             )
         selection = selection[:queries]
     return selection
 
 
-def _load_per_query(path: StrPath, votes: Votes, what: str, expected: str) -> NDArray[np.float64]:
+def _load_per_query(path: Input, votes: Votes, what: str, expected: str) -> NDArray[np.float64]:
     """A (queries, classes) array that goes with the votes, selected like them.
 
     Accepts the file's shape (the selection is applied) or the selected shape.
     """
-    where = os.fspath(path)
-    a = load_array(path, what)
+    a, where = read_input(path, what)
     file_shape = (votes.num_file_queries, votes.num_classes)
     selected_shape = (votes.num_queries, votes.num_classes)
     if a.dtype.kind == "b" or a.shape not in (file_shape, selected_shape):
@@ -119,14 +121,14 @@ def _load_per_query(path: StrPath, votes: Votes, what: str, expected: str) -> ND
     return values
 
 
-def load_baseline(path: StrPath, votes: Votes) -> NDArray[np.float64]:
+def load_baseline(path: Input, votes: Votes) -> NDArray[np.float64]:
     """Read an Interactive-GNMax baseline on the votes' scale, selected like the votes.
 
     A baseline whose rows each sum to 1 (within 1e-6) is probabilities and is
     scaled by M; otherwise it is taken as counts on the votes' scale.
 
     Args:
-        path: The baseline file.
+        path: The baseline file, or the baseline as an array.
         votes: The votes it goes with (for C, M and the selection).
 
     Returns:
@@ -143,7 +145,7 @@ def load_baseline(path: StrPath, votes: Votes) -> NDArray[np.float64]:
     return baseline
 
 
-def load_student_probs(path: StrPath, votes: Votes) -> NDArray[np.float64]:
+def load_student_probs(path: Input, votes: Votes) -> NDArray[np.float64]:
     """Read the student's class probabilities: rows summing to 1 within 1e-6, or M times
     them (a baseline on the votes' scale, as ``load_baseline`` reads it).
 
@@ -162,14 +164,14 @@ def load_student_probs(path: StrPath, votes: Votes) -> NDArray[np.float64]:
     if off.any():
         (q,) = first_index(off)
         raise InputError(
-            f"{os.fspath(path)}: student probabilities of query {q} sum to "
+            f"{where_of(path, 'student probabilities')}: student probabilities of query {q} sum to "
             f"{show_value(sum_rows(probs)[q])}; expected every row to sum to 1 (or to the "
             f"number of teachers, {votes.num_teachers})"
         )
     return probs
 
 
-def load_true_labels(path: StrPath, votes: Votes) -> NDArray[np.int64]:
+def load_true_labels(path: Input, votes: Votes) -> NDArray[np.int64]:
     """Read true class labels, one per query of the file or of the selection.
 
     Returns:
@@ -178,8 +180,7 @@ def load_true_labels(path: StrPath, votes: Votes) -> NDArray[np.int64]:
     Raises:
         InputError: Wrong shape, non-integer values, labels outside [0, C).
     """
-    where = os.fspath(path)
-    a = load_array(path, "true labels")
+    a, where = read_input(path, "true labels")
     lengths = (votes.num_file_queries, votes.num_queries)
     if a.ndim != 1 or a.shape[0] not in lengths or a.dtype.kind not in "iuf":
         raise InputError(
@@ -198,7 +199,7 @@ def load_true_labels(path: StrPath, votes: Votes) -> NDArray[np.int64]:
     return a.astype(np.int64)
 
 
-def load_answered_mask(path: StrPath, num_queries: int) -> NDArray[np.bool_]:
+def load_answered_mask(path: Input, num_queries: int) -> NDArray[np.bool_]:
     """Read the answered mask written by ``aggregate``: bool, or integers 0/1.
 
     A mask shorter than the queries comes from a run that stopped early
@@ -210,8 +211,7 @@ def load_answered_mask(path: StrPath, num_queries: int) -> NDArray[np.bool_]:
     Raises:
         InputError: Wrong shape, a dtype other than bool/integer, a value other than 0/1.
     """
-    where = os.fspath(path)
-    a = load_array(path, "answered mask")
+    a, where = read_input(path, "answered mask")
     if a.ndim != 1 or not 1 <= a.shape[0] <= num_queries:
         raise InputError(
             f"{where}: answered mask has shape {a.shape}; expected ({num_queries},), "

@@ -18,9 +18,10 @@ class Votes:
 
     Attributes:
         counts: Per-query vote histogram after the selection; read-only, C-contiguous.
-        path: The path as the user gave it.
+        path: The path as the user gave it; ``"<array>"`` for votes given as an array.
         digest: Hex SHA-256 of the file's bytes, computed on a thread while the votes are
-            analysed (hashlib releases the GIL); read it as ``sha256``.
+            analysed (hashlib releases the GIL); of an array in memory, that of its dtype,
+            shape and bytes (``pate_cli.votes.memory``). Read it as ``sha256``.
         format: The format used; never ``AUTO``.
         detected: True when ``format`` came from auto-detection.
         num_teachers: M.
@@ -31,6 +32,8 @@ class Votes:
         file_shape: The shape of the array in the file.
         stored_dtype: Its dtype in the file.
         transposed: Labels read as saved queries x teachers (``--teachers`` picked the axis).
+        source: ``"file"``, or ``"memory"`` for votes given as an array (``file_shape`` and
+            ``stored_dtype`` are then the array's).
     """
 
     counts: NDArray[np.float64]
@@ -46,6 +49,16 @@ class Votes:
     file_shape: tuple[int, ...] = ()
     stored_dtype: str = ""
     transposed: bool = False
+    source: str = "file"
+
+    def __repr__(self) -> str:
+        """Short: the format, the shape read, the sizes and the digest's first characters
+        (waiting for the hashing thread), never the votes."""
+        return (
+            f"Votes(format={self.format.value}, shape={self.file_shape}, "
+            f"queries={self.num_queries}, classes={self.num_classes}, "
+            f"teachers={self.num_teachers}, path={self.path!r}, sha256={self.sha256[:12]}...)"
+        )
 
     @property
     def layout(self) -> str:

@@ -144,12 +144,18 @@ def _read_header(f: IO[bytes], where: str, what: str) -> NpyHeader:
         or not isinstance(fortran_order, bool)
     ):
         raise InputError(corrupt)
+    check_dtype(dtype, where, what)
+    return NpyHeader(shape, dtype, fortran_order, 8 + size_bytes + length)
+
+
+def check_dtype(dtype: np.dtype, where: str, what: str) -> None:
+    """Refuse a dtype that is not bool, integer or float (objects, strings, structured,
+    complex, datetimes): the one check of a file's header and of an array in memory."""
     if dtype.kind not in _NUMERIC_KINDS or dtype.names is not None or dtype.subdtype is not None:
         raise InputError(
             f"{where}: {what} array has unsupported dtype {dtype!s}; expected a numeric "
             "(bool, integer or float) array, never Python objects (pickles are not loaded)"
         )
-    return NpyHeader(shape, dtype, fortran_order, 8 + size_bytes + length)
 
 
 def _truncated(where: str, what: str, header: NpyHeader, available: int) -> InputError:
