@@ -53,7 +53,9 @@ from pate_cli.mechanisms import (
     assert_never,
 )
 from pate_cli.reports.budget import Gate, apply_gate, figures
+from pate_cli.reports.encoding import plain
 from pate_cli.reports.models import InputSummary
+from pate_cli.reports.reprs import epsilon_at, short_repr
 
 FloatArray = NDArray[np.float64]
 
@@ -433,7 +435,20 @@ class CompareReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly what ``pate compare --json`` prints (without --csv and --plot)."""
-        return self.to_json_dict()
+        return plain(self.to_json_dict())
+
+    def __repr__(self) -> str:
+        best = self.rows[0] if self.rows else None
+        return short_repr(
+            "CompareReport",
+            queries=self.input.num_queries,
+            rows=len(self.rows),
+            sort=self.sort.value,
+            first=None if best is None else best.mechanism.to_json_dict()["name"],
+            data_dependent=None
+            if best is None
+            else epsilon_at(best.data_dependent.epsilon, best.data_dependent.order),
+        )
 
     def to_json_dict(self) -> dict[str, Any]:
         rows = []

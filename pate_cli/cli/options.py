@@ -212,9 +212,11 @@ QuietOpt = Annotated[
 def emit(
     payload: dict[str, Any], renderable: Any, warnings: tuple[str, ...], as_json: bool
 ) -> None:
+    """The report on stdout, and its warnings on stderr. ``--json`` goes through the one
+    encoder, ``encoding.dumps``, so it is byte for byte ``json.dumps(report.to_dict())``."""
     from rich.console import Console
 
-    from pate_cli.reports.models import dumps
+    from pate_cli.reports.encoding import dumps
 
     if QUIET.get():
         return

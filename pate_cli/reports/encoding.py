@@ -38,6 +38,16 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 
 
+def plain(payload: dict[str, Any]) -> dict[str, Any]:
+    """A report dictionary with JSON-native values only: what every ``to_dict`` returns.
+
+    ``json.dumps(plain(payload))`` is byte for byte what ``dumps(payload)`` (and so the CLI's
+    ``--json``) writes: the conversion is the same one, and it leaves plain values as they are.
+    """
+    converted: dict[str, Any] = _plain(payload)
+    return converted
+
+
 def dumps(payload: dict[str, Any]) -> str:
     """Serialise a report dictionary; ``allow_nan=False`` is a tripwire behind ``_plain``."""
-    return json.dumps(_plain(payload), allow_nan=False)
+    return json.dumps(plain(payload), allow_nan=False)

@@ -26,6 +26,25 @@ def number(value: float | None) -> str:
     return f"{value:.4f}"
 
 
+def answered_count(value: float, realized: bool) -> str:
+    """How many queries were answered: a realised run's count is a whole number ("284"), an
+    expected one keeps its decimal ("282.7")."""
+    return f"{value:.0f}" if realized else f"{value:.1f}"
+
+
+def noise_words(noise: Report | None) -> str:
+    """Where a sample's noise came from, in a few words, from a report's ``noise`` block
+    (the seed shown only when public): the label the command line's tables print too."""
+    if noise is None:
+        return "no noise"
+    if noise.get("seed") is not None:
+        return f"public seed {noise['seed']}, not private"
+    return {
+        "os-entropy": "private noise from OS entropy",
+        "seed-file": "private noise from the seed file",
+    }.get(noise["source"], f"{noise['source']}, not private")
+
+
 def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
@@ -83,14 +102,23 @@ def analysis(report: Report) -> str:
                 f"{release['order']:g}",
             )
         )
-    answered = "answered" if report["accounting"] == "realized" else "expected answered"
+        rows.append(
+            (
+                f"GNSS-released, sampled ({noise_words(release['noise'])})",
+                number(release["epsilon_released"]),
+                f"{release['order']:g}",
+            )
+        )
+    realized = report["accounting"] == "realized"
+    answered = "answered" if realized else "expected answered"
     publishable = report["publishable"]
     return _join(
         f"### pate analyze: epsilon {number(publishable[0]['epsilon'])} publishable "
         f"at delta {report['delta']:g}",
         _input(report["input"]),
         _mechanism(report["mechanism"])
-        + f"; {answered} {report['expected_answered']:.1f} of {report['num_queries_seen']}",
+        + f"; {answered} {answered_count(report['expected_answered'], realized)} "
+        f"of {report['num_queries_seen']}",
         _table(("epsilon", "value", "order"), rows),
         _publishable(publishable),
         _warnings(report["warnings"]),
@@ -112,7 +140,10 @@ def smooth_sensitivity(report: Report) -> str:
             ("GNSS cost (RDP)", number(report["gnss_cost"])),
             ("expected released epsilon (private)", number(report["epsilon_expected_release"])),
             ("noise std", number(report["noise_std"])),
-            ("sampled released epsilon", number(report["epsilon_released"])),
+            (
+                f"sampled released epsilon ({noise_words(report['noise'])})",
+                number(report["epsilon_released"]),
+            ),
         ]
     else:
         rows.append(("nothing to release", report["reason"] or ""))
@@ -129,7 +160,11 @@ def smooth_sensitivity(report: Report) -> str:
 def aggregate(report: Report) -> str:
     """``pate aggregate`` (``AggregateReport.to_json_dict()``)."""
     rows = [
-        (name, f"{block['expected_answered']:.1f}", number(block["data_dependent"]["epsilon"]))
+        (
+            name,
+            answered_count(block["expected_answered"], block["accounting"] == "realized"),
+            number(block["data_dependent"]["epsilon"]),
+        )
         for name, block in (
             ("realised run", report["privacy"]),
             ("expected", report["expected_privacy"]),

@@ -26,12 +26,26 @@ from pate_cli.choices import GateOn
 from pate_cli.release.gnss import gated_epsilon
 from pate_cli.reports.budget import Figure, Gate, figures, gate_figure
 from pate_cli.reports.encoding import dumps as dumps
+from pate_cli.reports.encoding import plain
+from pate_cli.reports.reprs import cost_fields, epsilon_at, short_repr
 
 if TYPE_CHECKING:
     from pate_cli.release.gnss import GnssRelease, Release
     from pate_cli.reports.breakdown import Ledger
     from pate_cli.seeds import Noise
     from pate_cli.votes import Votes
+
+
+def report_dict(
+    command: str,
+    report: AnalysisReport | SmoothSensitivityReport | AggregateReport,
+    public: bool,
+) -> dict[str, Any]:
+    """A report's ``to_dict``: what ``--json`` prints (``--public --json`` when ``public``),
+    JSON-native values only, so ``json.dumps`` of it is the CLI's output byte for byte."""
+    if public:
+        return plain(public_json(command, report, report.publishable, report.gate))
+    return plain(report.to_json_dict())
 
 
 def public_json(
@@ -63,7 +77,13 @@ def public_json(
 
 @dataclass(frozen=True)
 class InputSummary:
-    """What was read and how it was interpreted."""
+    """What was read and how it was interpreted.
+
+    Votes given as an array (``source`` "memory") add to the JSON ``"source": "memory"``,
+    the array's ``shape`` and ``dtype``; ``path`` is then ``"<array>"`` and ``sha256`` the
+    digest of the array's dtype, shape and bytes. The block of a file is unchanged (no
+    ``source`` key): the command line's JSON stays as it was.
+    """
 
     path: str
     sha256: str
@@ -75,6 +95,8 @@ class InputSummary:
     num_file_queries: int
     layout: str = ""
     file_shape: tuple[int, ...] = ()
+    source: str = "file"
+    dtype: str = ""
 
     @classmethod
     def from_votes(cls, votes: Votes) -> InputSummary:
@@ -90,12 +112,20 @@ class InputSummary:
             num_file_queries=votes.num_file_queries,
             layout=votes.layout,
             file_shape=votes.file_shape,
+            source=votes.source,
+            dtype=votes.stored_dtype,
         )
 
     def to_json_dict(self) -> dict[str, Any]:
+        memory = (
+            {"source": "memory", "shape": list(self.file_shape), "dtype": self.dtype}
+            if self.source == "memory"
+            else {}
+        )
         return {
             "path": self.path,
             "sha256": self.sha256,
+            **memory,
             "format": self.format,
             "format_detected": self.detected,
             "layout": self.layout,
@@ -194,9 +224,18 @@ class AnalysisReport:
 
     def to_dict(self, *, public: bool = False) -> dict[str, Any]:
         """Exactly what ``pate analyze --json`` prints (with ``--public`` when ``public``)."""
-        if public:
-            return public_json("analyze", self, self.publishable, self.gate)
-        return self.to_json_dict()
+        return report_dict("analyze", self, public)
+
+    def __repr__(self) -> str:
+        return short_repr(
+            "AnalysisReport",
+            **cost_fields(
+                self.mechanism["name"], self.num_queries, self.publishable, self.data_dependent
+            ),
+            expected_answered=self.expected_answered,
+            accounting="realized" if self.realized else "expected",
+            warnings=len(self.warnings),
+        )
 
     def to_json_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -281,9 +320,16 @@ class AggregateReport:
 
     def to_dict(self, *, public: bool = False) -> dict[str, Any]:
         """Exactly what ``pate aggregate --json`` prints (with ``--public`` when ``public``)."""
-        if public:
-            return public_json("aggregate", self, self.publishable, self.gate)
-        return self.to_json_dict()
+        return report_dict("aggregate", self, public)
+
+    def __repr__(self) -> str:
+        realised = self.privacy.data_dependent
+        return short_repr(
+            "AggregateReport",
+            **cost_fields(self.mechanism["name"], self.num_queries, self.publishable, realised),
+            answered=self.answered,
+            output=self.output,
+        )
 
     def to_json_dict(self) -> dict[str, Any]:
         def privacy(report: AnalysisReport) -> dict[str, Any]:
@@ -363,9 +409,18 @@ class SmoothSensitivityReport:
 
     def to_dict(self, *, public: bool = False) -> dict[str, Any]:
         """Exactly what ``pate smooth-sensitivity --json`` prints (``--public``: ``public``)."""
-        if public:
-            return public_json("smooth-sensitivity", self, self.publishable, self.gate)
-        return self.to_json_dict()
+        return report_dict("smooth-sensitivity", self, public)
+
+    def __repr__(self) -> str:
+        release = self.release
+        return short_repr(
+            "SmoothSensitivityReport",
+            mechanism=self.mechanism["name"],
+            queries=self.input.num_queries,
+            data_dependent=epsilon_at(release.epsilon_data_dependent, release.order),
+            released=release.epsilon_expected_release if release.released else release.reason,
+            sampled=release.epsilon_released,
+        )
 
     def to_json_dict(self) -> dict[str, Any]:
         return {

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from pate_cli.cli.render.common import fmt, fmt_order, input_line, mechanism_line, noise_words
 from pate_cli.cli.render.publishable import headline, publishable_line
+from pate_cli.reports.markdown import answered_count
 from pate_cli.reports.models import AggregateReport
 
 
@@ -39,7 +40,7 @@ def aggregate(report: AggregateReport) -> RenderableType:
     for name, block in (("realised run", report.privacy), ("expected", report.expected_privacy)):
         cost.add_row(
             name,
-            f"{block.expected_answered:.1f}",
+            answered_count(block.expected_answered, block.realized),
             fmt(block.data_dependent.epsilon),
             fmt_order(block.data_dependent.order),
             fmt(block.data_independent.epsilon),

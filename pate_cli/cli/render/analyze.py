@@ -23,6 +23,7 @@ from pate_cli.cli.render.common import (
 from pate_cli.cli.render.publishable import dependent_name, headline, publishable_line
 from pate_cli.release.gnss import NotReleased, Release
 from pate_cli.reports.ledger import Ledger, buckets, most_expensive
+from pate_cli.reports.markdown import answered_count
 from pate_cli.reports.models import AnalysisReport
 
 
@@ -142,9 +143,8 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
             style=PUBLISHABLE,
         )
     if report.realized:
-        closing.append(
-            f"answered {report.expected_answered:.0f} of {report.num_queries_seen} queries seen"
-        )
+        answered = answered_count(report.expected_answered, True)
+        closing.append(f"answered {answered} of {report.num_queries_seen} queries seen")
     else:
         closing.append(
             f"expected answered {report.expected_answered:.1f} of {report.num_queries_seen}"
@@ -206,14 +206,14 @@ def render_ledger(ledger: Ledger) -> RenderableType:
         by_agreement.add_row(
             Text(bucket.label),
             str(bucket.queries),
-            f"{bucket.expected_answered:.1f}",
+            answered_count(bucket.expected_answered, ledger.realized),
             fmt(bucket.rdp),
             f"{100 * bucket.share:.1f}%",
         )
     by_agreement.add_row(
         "all",
         str(ledger.num_queries),
-        f"{ledger.pr_answered.sum():.1f}",
+        answered_count(ledger.pr_answered.sum(), ledger.realized),
         fmt(ledger.total_rdp),
         "100.0%" if ledger.total_rdp > 0 else "0.0%",
         style="bold",

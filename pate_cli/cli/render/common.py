@@ -10,6 +10,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from pate_cli.reports import markdown
 from pate_cli.reports.models import InputSummary
 from pate_cli.seeds import Noise
 
@@ -60,15 +61,9 @@ def mechanism_line(mechanism: dict[str, object]) -> Text:
 
 
 def noise_words(noise: Noise | None) -> str:
-    """Where a sample's noise came from, in a few words (the seed only when public)."""
-    if noise is None:
-        return "no noise"
-    if noise.public_seed is not None:
-        return f"public seed {noise.public_seed}, not private"
-    return {
-        "os-entropy": "private noise from OS entropy",
-        "seed-file": "private noise from the seed file",
-    }.get(noise.source, f"{noise.source}, not private")
+    """Where a sample's noise came from, in a few words (the seed only when public): the
+    label the Markdown view prints too."""
+    return markdown.noise_words(None if noise is None else noise.to_dict())
 
 
 class Fit:

@@ -9,6 +9,7 @@ from rich.text import Text
 from pate_cli.cli.render.common import fmt, fmt_order, input_line, mechanism_line, noise_words
 from pate_cli.cli.render.publishable import dependent_name, headline, publishable_line
 from pate_cli.reports.budget import release_withheld
+from pate_cli.reports.markdown import answered_count
 from pate_cli.reports.models import SmoothSensitivityReport
 
 
@@ -34,7 +35,10 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
     table = Table(title="Smooth-sensitivity release", title_justify="left", header_style="bold")
     table.add_column("quantity")
     table.add_column("value", justify="right")
-    table.add_row("expected answered", f"{release.expected_answered:.1f}")
+    table.add_row(
+        "answered" if report.realized else "expected answered",
+        answered_count(release.expected_answered, report.realized),
+    )
     has_threshold = report.mechanism["name"] != "gnmax"  # plain GNMax has no threshold step
     table.add_row(
         "data-independent steps",
