@@ -10,7 +10,8 @@ report that the matching command prints::
     report.data_dependent.epsilon, report.data_dependent.order   # 1.9988..., 14.0
 
 Names are imported on first use (PEP 562), so that ``pate --version`` and ``pate --help``
-do not pay for numpy and scipy. Nothing here imports typer, rich or matplotlib.
+do not pay for numpy and scipy. Nothing here imports typer, rich or matplotlib, except
+``plot_analysis`` and ``plot_compare`` (the ``plot`` extra), which import matplotlib when called.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ _WHERE = {
     "verify": "pate_cli.api",
     "plan": "pate_cli.planning",
     "PlanReport": "pate_cli.planning",
+    "plot_analysis": "pate_cli.plots",
+    "plot_compare": "pate_cli.plots",
     "GNMax": "pate_cli.mechanisms",
     "ConfidentGNMax": "pate_cli.mechanisms",
     "InteractiveGNMax": "pate_cli.mechanisms",
@@ -59,6 +62,8 @@ __all__ = [
     "aggregate",
     "verify",
     "plan",
+    "plot_analysis",
+    "plot_compare",
     "GNMax",
     "ConfidentGNMax",
     "InteractiveGNMax",
@@ -109,6 +114,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
     from pate_cli.orders import DEFAULT_ORDERS
     from pate_cli.planning import PlanReport, plan
+    from pate_cli.plots import plot_analysis, plot_compare
     from pate_cli.records.verify import VerifyReport
     from pate_cli.release.gnss import ConditionError
     from pate_cli.reports.models import AnalysisReport, SmoothSensitivityReport

@@ -18,6 +18,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Context, Decimal
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,8 @@ from pate_cli.mechanisms import (
     infer_mechanism,
 )
 from pate_cli.orders import as_orders
+from pate_cli.reports.encoding import plain
+from pate_cli.reports.reprs import short_repr
 from pate_cli.votes import Votes, load_votes
 
 UNKNOWNS = ("sigma", "queries", "sigma1", "gamma")
@@ -72,7 +75,7 @@ class PlanReport:
             "solve_for": self.solve_for,
             "value": int(self.value) if self.solve_for == "queries" else self.value,
             "epsilon": self.epsilon,
-            "target_epsilon": self.target,
+            "target_epsilon": float(self.target),  # as the CLI parses it, whatever was given
             "delta": self.delta,
             "accountant": self.accountant,
             "mechanism": self.mechanism,
@@ -82,9 +85,16 @@ class PlanReport:
         }
         if self.conversion is not None:
             out["conversion"] = self.conversion
-        return out
+        return plain(out)
 
     to_json_dict = to_dict
+
+    def __repr__(self) -> str:
+        # The value solved for under its own name: "sigma=71.33" (it may be the queries).
+        fields = {"queries": self.queries, self.solve_for: self.value, "epsilon": self.epsilon}
+        return short_repr(
+            "PlanReport", mechanism=self.mechanism.get("name"), **fields, target=self.target
+        )
 
     def _repr_markdown_(self) -> str:
         return (
@@ -181,7 +191,9 @@ def plan(
             data-dependent cost on them instead (rdp accountant); they are looked at.
 
     Raises:
-        UsageError: no unknown or more than one, a target no value reaches, bad values.
+        UsageError: no unknown or more than one, bad values, or a target no value reaches
+            (the message gives what the other steps alone cost and the smallest reachable
+            epsilon, rounded up).
     """
     check_delta(delta)
     if not (math.isfinite(epsilon) and epsilon > 0):
@@ -233,10 +245,10 @@ def plan(
         return epsilon_result(grid, rdp, delta, kind).epsilon
 
     if unknown == "queries":
-        value = float(_largest_count(cost, epsilon))
+        value = float(_largest_count(cost, epsilon, delta))
     else:
         rising = unknown == "gamma"  # the cost grows with gamma, falls with sigma and sigma1
-        value = _boundary(cost, epsilon, rising=rising, name=unknown)
+        value = _boundary(cost, epsilon, delta, rising=rising, name=unknown)
     final = cost(value)
     solved = dict(given, **{unknown: value})
     chosen = _mechanism(name, solved["sigma"], threshold, solved["sigma1"], solved["gamma"])
@@ -256,10 +268,34 @@ def plan(
     )
 
 
-def _largest_count(cost: Callable[[float], float], target: float) -> int:
+def _up(epsilon: float) -> str:
+    """Three significant digits, rounded up: a cost is never printed below its value."""
+    if not math.isfinite(epsilon):
+        return f"{epsilon:g}"
+    rounded = Context(prec=3, rounding=ROUND_CEILING).plus(Decimal(repr(epsilon)))
+    return f"{float(rounded):g}"
+
+
+def _unreachable(target: float, delta: float, name: str, floor: float, limit: str) -> UsageError:
+    """No value of ``name`` meets the target: say what the rest costs and what is reachable.
+
+    ``floor`` is the cost at the limit ``limit`` of the solved parameter, where its own step
+    costs nothing (or one query): the other steps alone, by the plan's own accountant. It is
+    the cost of a real setting, so never below the smallest reachable epsilon, and printed
+    rounded up.
+    """
+    alone = "even one query costs" if name == "queries" else "the other steps alone cost"
+    subject = "number of queries" if name == "queries" else name
+    return UsageError(
+        f"--epsilon {target:g}: no {subject} reaches it: {alone} epsilon {_up(floor)} at delta "
+        f"{delta:g}; the smallest reachable is {_up(floor)} ({limit})"
+    )
+
+
+def _largest_count(cost: Callable[[float], float], target: float, delta: float) -> int:
     """The largest number of queries whose cost is within the target."""
     if not cost(1.0) <= target:
-        raise UsageError(f"--epsilon {target:g}: even one query costs {cost(1.0):.6g}")
+        raise _unreachable(target, delta, "queries", cost(1.0), "queries = 1")
     low, high = 1, 2
     while cost(float(high)) <= target:
         low, high = high, high * 2
@@ -274,7 +310,9 @@ def _largest_count(cost: Callable[[float], float], target: float) -> int:
     return low
 
 
-def _boundary(cost: Callable[[float], float], target: float, *, rising: bool, name: str) -> float:
+def _boundary(
+    cost: Callable[[float], float], target: float, delta: float, *, rising: bool, name: str
+) -> float:
     """The value where the monotone cost meets the target, from the feasible side."""
 
     def fits(value: float) -> bool:
@@ -284,6 +322,7 @@ def _boundary(cost: Callable[[float], float], target: float, *, rising: bool, na
     good, bad = (None, None)
     value = 1.0
     for _ in range(2100):
+        extreme = value  # the last value tried: the cheapest when none fits
         if fits(value):
             good = value
             if bad is not None:
@@ -297,9 +336,8 @@ def _boundary(cost: Callable[[float], float], target: float, *, rising: bool, na
         if not (1e-300 < value < 1e300):
             break
     if good is None:
-        raise UsageError(
-            f"--epsilon {target:g}: no {name} reaches it (the other steps alone cost more)"
-        )
+        limit = f"{name} -> 0" if rising else f"{name} -> infinity"
+        raise _unreachable(target, delta, name, cost(extreme), limit)
     if bad is None:
         return good  # every value fits: the cost does not depend on it here
     low, high = sorted((good, bad))

@@ -1,14 +1,17 @@
-"""Figures for ``analyze --plot`` and ``compare --plot``, drawn only when asked.
+"""Figures of an analysis and of a comparison: ``pate.plot_analysis`` and ``pate.plot_compare``
+return them, ``analyze --plot`` and ``compare --plot`` save them (:func:`save`).
 
 matplotlib is an optional extra (``pip install 'pate-cli[plot]'``). It is imported
 inside the functions, never when this module is imported, so ``pate`` starts
 as fast without it and works without it until a figure is requested; then
 :func:`check_plot_path`, called before any work, turns its absence into a
-one-line ``UsageError`` (exit 2). Figures are built on the object-oriented
-API with the Agg canvas (no ``pyplot``, so no global figure state and no GUI
-backend), rendered to memory in the format the file's suffix names, and
-written atomically: a failed run never leaves a partial image. SVG and PDF
-are written without a creation date, so the same inputs give the same bytes.
+one-line ``UsageError`` (exit 2). Figures are ``matplotlib.figure.Figure`` objects
+with an Agg canvas of their own (no ``pyplot``: no global figure state, no GUI
+backend, and no ``matplotlib.use`` forced on a notebook), so one function draws each
+figure for the library and the command line alike. :func:`save` renders one to memory
+in the format the file's suffix names and writes it atomically: a failed run never
+leaves a partial image. SVG and PDF are written without a creation date, so the same
+inputs give the same bytes.
 
 The figures are views of data the commands already computed: the analysis
 report and its per-query ledger, or the rows of a comparison as they appear
@@ -32,6 +35,8 @@ from pate_cli.votes import check_output_path, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib stays optional
     from matplotlib.figure import Figure
+
+    from pate_cli.comparison import CompareReport
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 MISSING = "matplotlib is not installed; pip install 'pate-cli[plot]'"
@@ -74,7 +79,13 @@ def _figure(width: float, height: float) -> Figure:
     return figure
 
 
-def _save(figure: Figure, path: str) -> None:
+def save(figure: Figure, path: str) -> None:
+    """Write a figure to ``path`` (.png, .svg or .pdf), atomically and reproducibly.
+
+    Raises:
+        UsageError: Bad suffix or matplotlib missing.
+        InputError: The file cannot be written.
+    """
     suffix = check_output_path(path, "--plot", PLOT_SUFFIXES)
     buffer = io.BytesIO()
     # A fixed salt makes the SVG element ids, hence the file, the same from run to run.
@@ -89,19 +100,37 @@ def _setting(mechanism: Mapping[str, Any]) -> str:
     return " ".join(f"{short[k]}={mechanism[k]:g}" for k in short if k in mechanism)
 
 
-def plot_analysis(path: str, report: AnalysisReport, per_query: Ledger) -> None:
+def _ledger(report: AnalysisReport) -> Ledger:
+    """The report's per-query ledger. It cannot be rebuilt from the report alone: its
+    agreement buckets need the votes' top counts, which the report does not keep."""
+    if report.ledger is None:
+        raise UsageError(
+            "plot_analysis needs the per-query ledger: analyze with breakdown=True "
+            "(the command line's --breakdown)"
+        )
+    return report.ledger
+
+
+def plot_analysis(report: AnalysisReport) -> Figure:
     """Epsilon against the number of queries, and the cost by teacher agreement.
 
     Left: for every k, the epsilon of the first k queries analysed alone (the
     best order for each k), data-dependent and data-independent; the curves
     start at the one-query epsilon and end at the report's epsilons. Right: for
     each agreement bucket (top vote share n_max / M), its share of the queries
-    and of the privacy cost.
+    and of the privacy cost. ``analyze --plot`` saves this figure.
+
+    Args:
+        report: An analysis with its ledger (``pate.analyze(..., breakdown=True)``).
+
+    Returns:
+        A ``matplotlib.figure.Figure`` (no pyplot state): ``figure.savefig(...)`` or
+        display it in a notebook.
 
     Raises:
-        UsageError: Bad suffix or matplotlib missing.
-        InputError: The file cannot be written.
+        UsageError: The report has no ledger, or matplotlib is missing.
     """
+    per_query = _ledger(report)
     figure = _figure(11.0, 4.2)
     left, right = figure.subplots(1, 2)
     seen = np.arange(1, per_query.num_queries + 1)
@@ -138,7 +167,7 @@ def plot_analysis(path: str, report: AnalysisReport, per_query: Ledger) -> None:
     right.set_ylabel("% of total")
     right.set_title(f"cost by teacher agreement (RDP at order {per_query.order:g})")
     right.legend(loc="upper left")
-    _save(figure, path)
+    return figure
 
 
 def _finite(value: Any) -> float | None:
@@ -182,18 +211,24 @@ def _labelled(
     return chosen
 
 
-def plot_compare(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
+def plot_compare(report: CompareReport | Sequence[Mapping[str, Any]]) -> Figure:
     """Epsilon against expected answered queries, one point per setting.
 
-    ``rows`` are the rows of the ``compare`` JSON (before encoding). Filled
-    markers are data-dependent epsilons, hollow ones data-independent, one
+    Filled markers are data-dependent epsilons, hollow ones data-independent, one
     colour per mechanism; infinite values are left out. A line joins the
     settings on the trade-off front (:func:`pareto_front`), which are labelled.
+    ``compare --plot`` saves this figure.
+
+    Args:
+        report: A comparison (``pate.compare``), or the rows of its JSON (before encoding).
+
+    Returns:
+        A ``matplotlib.figure.Figure`` (no pyplot state).
 
     Raises:
-        UsageError: Bad suffix or matplotlib missing.
-        InputError: The file cannot be written.
+        UsageError: matplotlib is missing.
     """
+    rows = report if isinstance(report, Sequence) else report.to_dict()["rows"]
     figure = _figure(7.5, 5.0)
     axes = figure.subplots()
     names = list(dict.fromkeys(str(row["mechanism"]["name"]) for row in rows))
@@ -234,4 +269,4 @@ def plot_compare(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
     axes.set_title(f"{len(rows)} settings: epsilon against expected answered")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
-    _save(figure, path)
+    return figure

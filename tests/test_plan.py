@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -149,3 +150,105 @@ def test_votes_plans_on_the_guaranteed_figure_not_the_average(write_npy):
     )
     assert after.guaranteed.epsilon == pytest.approx(plan.epsilon, rel=1e-12)
     assert 2.2 * (1 - 1e-4) <= after.guaranteed.epsilon <= 2.2
+
+
+# A target no value reaches: the message says what the rest costs and the smallest reachable
+# epsilon, both the plan's own accountant's figures, rounded up (never below the truth).
+
+UNREACHABLE = re.compile(
+    r"^pate: error: --epsilon (\S+): no (sigma|sigma1|gamma|number of queries) reaches it: "
+    r"(?:the other steps alone|even one query) costs? epsilon (\S+) at delta 1e-05; "
+    r"the smallest reachable is (\S+) \((.+)\)$"
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "solved", "limit", "setting", "accountant"),
+    [
+        # Confident-GNMax without sigma1: the answer step alone, GNMax(40) on 640 queries.
+        (
+            ["--queries", 640, "--threshold", 200, "--sigma", 40],
+            "sigma1",
+            "sigma1 -> infinity",
+            ["--queries", 640, "--sigma", 40],
+            "exact",
+        ),
+        # ... without sigma: the threshold step alone (sigma at the limit).
+        (
+            ["--epsilon", 0.5, "--queries", 640, "--threshold", 200, "--sigma1", 40],
+            "sigma",
+            "sigma -> infinity",
+            ["--queries", 640, "--threshold", 200, "--sigma1", 40, "--sigma", "1e300"],
+            "exact",
+        ),
+        # GNMax and LNMax under rdp: the conversion alone costs log(1/delta) / (alpha - 1).
+        (
+            ["--epsilon", 1e-3, "--queries", 100, "--accountant", "rdp"],
+            "sigma",
+            "sigma -> infinity",
+            ["--queries", 100, "--sigma", "1e300"],
+            "rdp",
+        ),
+        (
+            ["--epsilon", 1e-3, "--queries", 100, "--mechanism", "lnmax", "--accountant", "rdp"],
+            "gamma",
+            "gamma -> 0",
+            ["--queries", 100, "--gamma", "1e-300"],
+            "rdp",
+        ),
+        # Without the number of queries: one query is the cheapest run.
+        (
+            ["--sigma", 1e-3],
+            "number of queries",
+            "queries = 1",
+            ["--queries", 1, "--sigma", 1e-3],
+            "exact",
+        ),
+    ],
+    ids=["sigma1", "sigma-confident", "sigma-rdp", "gamma-rdp", "queries"],
+)
+def test_an_unreachable_target_says_what_the_rest_costs(args, solved, limit, setting, accountant):
+    if "--epsilon" in args:
+        args = ["plan", "--delta", 1e-5, *args]
+    else:
+        args = [*PLAN, *args]
+    result = run_cli([*args, "--accountant", accountant], expect=ExitCode.BAD_INPUT)
+    (line,) = result.stderr.splitlines()
+    match = UNREACHABLE.match(line)
+    assert match, line
+    target, name, rest, smallest, said = match.groups()
+    assert (name, said) == (solved, limit) and rest == smallest
+    truth = _analysed(setting, accountant)  # the limiting setting, by the same accountant
+    assert truth <= float(smallest) <= truth * 1.01  # three digits, rounded up
+    assert float(target) < truth
+    _assert_reachable_at(args, accountant, float(smallest), name)
+
+
+def _assert_reachable_at(args: list, accountant: str, smallest: float, name: str) -> None:
+    """The printed smallest epsilon is reachable as a target (it lies above the infimum)."""
+    at = args.index("--epsilon") + 1 if "--epsilon" in args else None
+    args = list(args)
+    if at is None:
+        args += ["--epsilon", smallest]
+    else:
+        args[at] = smallest
+    out = run_cli([*args, "--accountant", accountant, "--json"]).json
+    assert out["epsilon"] <= smallest
+    assert out["solve_for"] == ("queries" if name == "number of queries" else name)
+
+
+def test_an_unreachable_target_on_pilot_votes_says_what_the_rest_costs(write_npy):
+    votes = write_npy(np.tile([[3.0, 1.0]], (100, 1)))
+    threshold, sigma1 = 34.8171, 9.50428
+    with pytest.raises(pate.UsageError) as caught:
+        pate.plan(delta=1e-5, epsilon=0.05, threshold=threshold, sigma1=sigma1, votes=votes)
+    match = UNREACHABLE.match(f"pate: error: {caught.value}")
+    assert match and match[2] == "sigma" and match[3] == match[4], caught.value
+    # The threshold step alone: the guaranteed cost with sigma at the limit.
+    at_limit = pate.ConfidentGNMax(threshold, sigma1, 1e300)
+    limit = pate.analyze(votes, at_limit, delta=1e-5, release=False)
+    truth = limit.guaranteed.epsilon
+    assert truth <= float(match[4]) <= truth * 1.01
+    smallest = float(match[4])
+    again = pate.plan(delta=1e-5, epsilon=smallest, threshold=threshold, sigma1=sigma1, votes=votes)
+    assert again.epsilon <= smallest

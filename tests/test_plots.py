@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 import pytest
 
@@ -56,14 +58,14 @@ def analysed():
     votes = load_votes(MNIST, queries=640)
     mechanism = ConfidentGNMax(200.0, 150.0, 40.0)
     report = analysis_report(votes, mechanism, parse_orders(None), 1e-5, Conversion.CLASSIC)
-    return report, ledger.build_ledger(votes, mechanism, report)
+    return replace(report, ledger=ledger.build_ledger(votes, mechanism, report))
 
 
 @pytest.mark.parametrize("kind", ["png", "svg", "pdf"])
 def test_plot_analysis_writes_a_valid_image(analysed, tmp_path, kind):
     pytest.importorskip("matplotlib")
     path = tmp_path / f"analysis.{kind}"
-    plots.plot_analysis(str(path), *analysed)
+    plots.save(plots.plot_analysis(analysed), str(path))
     _assert_image(path, kind)
     assert os.listdir(tmp_path) == [path.name]
 
@@ -84,8 +86,8 @@ def test_svg_and_pdf_are_reproducible(analysed, tmp_path):
     pytest.importorskip("matplotlib")
     for kind in ("svg", "pdf"):
         first, second = tmp_path / f"1.{kind}", tmp_path / f"2.{kind}"
-        plots.plot_analysis(str(first), *analysed)
-        plots.plot_analysis(str(second), *analysed)
+        plots.save(plots.plot_analysis(analysed), str(first))
+        plots.save(plots.plot_analysis(analysed), str(second))
         assert first.read_bytes() == second.read_bytes()
 
 
@@ -101,7 +103,7 @@ def test_compare_plot_skips_infinite_points(tmp_path):
         }
     ]
     path = tmp_path / "c.png"
-    plots.plot_compare(str(path), rows)
+    plots.save(plots.plot_compare(rows), str(path))
     _assert_image(path, "png")
 
 
@@ -171,5 +173,147 @@ def test_a_failed_plot_leaves_no_file(analysed, tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", refuse)
     with pytest.raises(InputError, match="Permission denied"):
-        plots.plot_analysis(str(tmp_path / "fig.png"), *analysed)
+        plots.save(plots.plot_analysis(analysed), str(tmp_path / "fig.png"))
     assert os.listdir(tmp_path) == []
+
+
+# The library's figures: `pate.plot_analysis` and `pate.plot_compare` return the Figure that
+# `--plot` saves.
+
+
+@pytest.fixture(scope="module")
+def library_reports():
+    import pate_cli as pate
+
+    votes = pate.load_votes(MNIST, queries=640)
+    analysis = pate.analyze(
+        votes, pate.ConfidentGNMax(200, 150, 40), delta=1e-5, release=False, breakdown=True
+    )
+    comparison = pate.compare(votes, [pate.GNMax(20), pate.GNMax(40), pate.LNMax(0.05)], delta=1e-5)
+    return analysis, comparison
+
+
+def test_plot_analysis_returns_the_figure(library_reports):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    import pate_cli as pate
+
+    report = library_reports[0]
+    figure = pate.plot_analysis(report)
+    assert isinstance(figure, Figure)
+    left, right = figure.axes
+    assert (left.get_xlabel(), right.get_xlabel()) == ("queries", "top vote share n_max / M")
+    assert left.get_ylabel() == "epsilon (delta = 1e-05, classic)"
+    assert left.get_title() == "confident-gnmax T=200 s1=150 s=40"
+    dependent, independent = left.get_lines()
+    assert list(dependent.get_xdata()) == list(range(1, 641))
+    assert list(dependent.get_ydata()) == list(report.ledger.running_epsilon)
+    assert dependent.get_ydata()[-1] == pytest.approx(report.data_dependent.epsilon, rel=1e-9)
+    assert list(independent.get_ydata()) == list(report.ledger.running_epsilon_data_independent)
+    groups = ledger.buckets(report.ledger)
+    assert len(right.patches) == 2 * len(groups)  # a bar of queries and one of cost per bucket
+    assert [label.get_text() for label in right.get_xticklabels()] == [b.label for b in groups]
+    assert [t.get_text() for t in right.get_legend().get_texts()] == ["queries", "privacy cost"]
+
+
+def test_plot_analysis_without_the_ledger_says_to_ask_for_it(library_reports):
+    import pate_cli as pate
+
+    with pytest.raises(UsageError, match=r"analyze with breakdown=True"):
+        pate.plot_analysis(replace(library_reports[0], ledger=None))
+
+
+def test_plot_compare_returns_the_figure(library_reports):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    import pate_cli as pate
+
+    report = library_reports[1]
+    figure = pate.plot_compare(report)
+    assert isinstance(figure, Figure)
+    (axes,) = figure.axes
+    assert (axes.get_xlabel(), axes.get_ylabel()) == ("expected answered queries", "epsilon")
+    assert axes.get_title() == "3 settings: epsilon against expected answered"
+    # One scatter per mechanism and block (filled: data-dependent), one line for the front.
+    labels = [t.get_text() for t in axes.get_legend().get_texts()]
+    assert labels == [
+        "gnmax, data-dependent",
+        "gnmax, data-independent",
+        "lnmax, data-dependent",
+        "lnmax, data-independent",
+        "best trade-off",
+    ]
+    (front,) = axes.get_lines()
+    rows = report.to_dict()["rows"]
+    assert len(front.get_xdata()) == len(plots.pareto_front(rows))
+    # The rows of the JSON draw the same figure.
+    assert plots.plot_compare(rows).axes[0].get_legend_handles_labels()[1] == labels
+
+
+@pytest.mark.parametrize("command", ["analyze", "compare"])
+def test_the_cli_saves_the_library_figure(library_reports, tmp_path, command):
+    """`--plot` writes exactly the figure the library returns, saved (same SVG bytes)."""
+    pytest.importorskip("matplotlib")
+    import pate_cli as pate
+
+    cli_file, library_file = tmp_path / "cli.svg", tmp_path / "library.svg"
+    if command == "analyze":
+        run_cli([*ANALYZE, "--queries", 640, "--no-release", "--plot", cli_file])
+        figure = pate.plot_analysis(library_reports[0])
+    else:
+        run_cli([*COMPARE, "--plot", cli_file])
+        figure = pate.plot_compare(library_reports[1])
+    plots.save(figure, str(library_file))
+    assert cli_file.read_bytes() == library_file.read_bytes()
+    _assert_image(cli_file, "svg")
+
+
+def test_the_figures_leave_no_pyplot_state():
+    """Drawing never imports pyplot or picks a backend; pyplot, imported after, holds no
+    figure. Importing the names does not import matplotlib."""
+    pytest.importorskip("matplotlib")
+    code = f"""
+import sys
+import pate_cli as pate
+pate.plot_analysis, pate.plot_compare
+assert not any(m.split('.')[0] == 'matplotlib' for m in sys.modules)
+votes = pate.load_votes({str(MNIST)!r}, queries=100)
+report = pate.analyze(votes, pate.GNMax(40), delta=1e-5, release=False, breakdown=True)
+pate.plot_analysis(report)
+pate.plot_compare(pate.compare(votes, [pate.GNMax(20), pate.GNMax(40)], delta=1e-5))
+import matplotlib
+assert 'matplotlib.pyplot' not in sys.modules
+assert matplotlib.rcParams._get_backend_or_none() is None  # no backend was forced
+import matplotlib.pyplot as plt
+print(plt.get_fignums())
+"""
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_missing_matplotlib_names_the_extra(library_reports, monkeypatch):
+    import pate_cli as pate
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    for draw, report in zip((pate.plot_analysis, pate.plot_compare), library_reports, strict=True):
+        with pytest.raises(UsageError, match=r"pip install 'pate-cli\[plot\]'"):
+            draw(report)
+
+
+def test_the_figures_are_documented_with_their_arguments():
+    import inspect
+
+    import pate_cli as pate
+    from tests.conftest import ROOT
+
+    text = (ROOT / "docs" / "api.md").read_text().split("## Figures", 1)[1].split("\n## ")[0]
+    rows = re.findall(r"^\| `(\w+)\(([^)]*)\) -> Figure` \| ", text, flags=re.M)
+    assert [name for name, _ in rows] == ["plot_analysis", "plot_compare"]
+    for name, arguments in rows:
+        assert name in pate.__all__
+        assert list(inspect.signature(getattr(pate, name)).parameters) == arguments.split(", ")

@@ -68,7 +68,7 @@ def describe(p: Params) -> Invocation:
         p["plot_path"],
         "plot",
         plots.check_plot_path,
-        lambda report, path: plots.plot_analysis(path, report, report.ledger),
+        lambda report, path: plots.save(plots.plot_analysis(report), path),
     )
     options = {
         "delta": p["delta"],

@@ -110,7 +110,7 @@ def describe(p: Params) -> Invocation:
         write_atomic(path, lambda stream: stream.write(text))
 
     def write_plot(report: CompareReport, path: str) -> None:
-        plots.plot_compare(path, report.to_dict()["rows"])
+        plots.save(plots.plot_compare(report), path)
 
     check_csv = partial(check_output_path, flag="--csv", suffixes=(".csv",))
     csv = Output("--csv", p["csv_path"], "csv", check_csv, write_csv)
