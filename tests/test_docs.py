@@ -70,3 +70,19 @@ def test_readme_python_api_example_runs(monkeypatch, capsys):
     assert float(order) == 14.0
     assert f"# {second}" in code.splitlines()  # printed exactly as the comment says
     assert float(third) > float(epsilon)  # the released epsilon adds the GNSS cost
+
+
+def test_readme_notebook_example_runs(monkeypatch, capsys):
+    """The "In a notebook" section's example: votes made in memory, analyze, aggregate, plan,
+    a figure and the Markdown view."""
+    section = README.split("## In a notebook", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    monkeypatch.chdir(ROOT)
+    exec(compile(code, "README.md", "exec"), {})
+    summary, source, run, plan, shown = capsys.readouterr().out.splitlines()
+    assert summary.startswith("AnalysisReport(mechanism=confident-gnmax, queries=200,")
+    assert len(summary) < 300
+    assert source == "memory True" and run == "True"
+    assert plan == "queries 194"  # as the comment in the example says
+    assert "# queries 194" in code
+    assert shown.startswith("Figure ### pate analyze: epsilon ")
