@@ -1,0 +1,252 @@
+"""LNMax's local sensitivity at every distance d: the bound that releases its epsilon.
+
+The published per-query bound of LNMax (2017) at order lambda is f(n) = F(q(n)): q is
+Lemma 4's q = min(1 - 1/C, sum_{j != top} h(gamma g_j)), h(x) = (2 + x) / (4 e^x), g_j the
+gaps to the top count, and F is Theorem 3 of 2017 as RDP, capped by the data-independent
+bound (``core.lnmax.rdp_lnmax``). Smooth sensitivity (2018, Definition 12 / Theorem 24)
+needs, per query and distance d, a bound of A_d(n) = max |f(n'') - f(n')| over n' within
+d teacher changes of n and n'' one change from n'. Three facts give one, none of them a
+walk that could miss a neighbour:
+
+1. F is non-decreasing in q. On q <= 1/(e^eps + 1) the moment is A(q) = (1 - q) r^l +
+   q e^(eps l), r = (1 - q) / (1 - e^eps q) in [1, e^eps], and
+   A'(q) = r^l (l (e^eps - 1) / (1 - e^eps q) - 1) + e^(eps l) > 0, since r^l <= e^(eps l);
+   the cap is a constant and meets Theorem 3 where its condition ends.
+2. One change moves q by a factor of at most e^(2 gamma) either way. A change removes at
+   most one vote and adds at most one, so every gap to the top shrinks by at most 2, and
+   h(max(0, x - 2 gamma)) <= e^(2 gamma) h(x); the neighbour relation is symmetric.
+3. Over the ball of radius d, q lies in [q_lo(d), q_hi(d)]. Up: gaps are at least
+   max(0, g - d - a_j) with sum_j a_j <= d (the top loses at most d votes, d votes are
+   added); h is convex and decreasing, so the largest sum spends the d votes on the
+   smallest gaps first. Down: no class gains or loses more than d votes, so every gap to
+   the new top is at most g_j + 2d (the old top's g is 0); if the top changes, the old
+   top's term h(2 gamma d) replaces the new top's, which is no larger, so q is at least
+   sum_{j != top} h(gamma (g_j + 2d)) either way.
+
+So A_d(n) <= max over q in [q_lo(d), q_hi(d)] of max(F(min(cap, e^(2 gamma) q)) - F(q),
+F(q) - F(e^(-2 gamma) q)). That maximum is read from a table over cells of log q, each
+cell bounded by F at its far ends (F is monotone), made unimodal by taking running maxima
+towards its peak (an upper envelope), so a range maximum is one lookup. Every cell carries
+a rounding allowance above the float error of F.
+
+Shapes: Q queries, C classes, M teachers (distances d = 0 .. M-1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from pate_cli.core._common import (
+    _ENTRY_CHUNK,
+    _as_integer_votes,
+    _check_num_teachers,
+    _check_order,
+    _check_positive,
+)
+from pate_cli.core.lnmax import rdp_lnmax, rdp_lnmax_data_independent
+from pate_cli.core.ls_gnmax import _canonical_rows
+
+# Per teacher change, log q moves by at most this many gammas (fact 2 above).
+_STEP_GAMMAS = 2.0
+# Cells of log q per step of a teacher change: the table's bound exceeds the supremum by
+# about one cell's worth of F, 1/_CELLS_PER_STEP of a step.
+_CELLS_PER_STEP = 256
+# At most this many cells: a tiny gamma gets wider cells (a looser, still sound, bound).
+_MAX_CELLS = 1 << 18
+# The lowest cell is [0, e^low], bounded like the others: low sits this far below the q of
+# the most confident histogram (runner-up gap M, q >= h(gamma M)), and not below e^-120.
+_BELOW_CONFIDENT = 20.0
+_LOWEST_LOG_Q = -120.0
+# F is computed to about 1e-13 (1 + eps) absolutely (log-space terms of magnitude up to
+# eps times the moment, divided by it); the allowance is ten times that, per value of F.
+_ROUNDING = 1e-12
+
+
+@dataclass(frozen=True)
+class _SensitivityTable:
+    """A unimodal upper envelope of the one-change increment of F over cells of log q."""
+
+    low: float  # log q at the top of the lowest cell (cell 0 is [0, e^low])
+    width: float  # log-width of cells 1 .. K
+    envelope: NDArray[np.float64]  # (K + 1,)
+    peak: int
+
+    def cell(self, log_q: NDArray[np.float64]) -> NDArray[np.int64]:
+        """The cell holding each log q (-inf in cell 0), not yet widened."""
+        with np.errstate(invalid="ignore"):
+            position = np.floor((log_q - self.low) / self.width) + 1
+        position = np.where(log_q < self.low, 0.0, position)
+        return np.clip(position, 0, self.envelope.size - 1).astype(np.int64)
+
+
+def _sensitivity_table(
+    num_classes: int, gamma: float, order: float, num_teachers: int
+) -> _SensitivityTable:
+    """The increment table of one (C, gamma, order, M).
+
+    Cells are c = 0 .. K: cell 0 is [0, e^E_0], cell c is [E_(c-1), E_c] with E_j = low +
+    j width (capped at log(1 - 1/C)). A step of 2 gamma is at most m cells, so over a cell
+    [a, b]: F(min(cap, e^(2 gamma) b)) - F(a) <= F(E_(c+m)) - F(E_(c-1)) and F(b) -
+    F(e^(-2 gamma) a) <= F(E_c) - F(E_(c-1-m)), F non-decreasing: F on one grid gives both.
+    """
+    log_cap = math.log1p(-1 / num_classes)
+    step = _STEP_GAMMAS * gamma
+    confident = math.log((2 + gamma * num_teachers) / 4) - gamma * num_teachers
+    low = min(max(_LOWEST_LOG_Q, confident - _BELOW_CONFIDENT), log_cap - step)
+    width = max(step / _CELLS_PER_STEP, (log_cap - low) / _MAX_CELLS)
+    shift = math.ceil(step / width)
+    if shift * width < step:  # the division rounded down
+        shift += 1
+    num_cells = math.ceil((log_cap - low) / width)
+    # F at E_j for j = -shift .. num_cells + shift.
+    grid = low + width * np.arange(-shift, num_cells + shift + 1)
+    at = rdp_lnmax(np.minimum(grid, log_cap), gamma, np.array([order]))[:, 0]
+    cells = np.arange(1, num_cells + 1) + shift  # index of E_c in ``at`` for c = 1 .. K
+    up = np.concatenate(([at[2 * shift]], at[cells + shift] - at[cells - 1]))
+    down = np.concatenate(([at[shift]], at[cells] - at[cells - 1 - shift]))
+    independent = float(rdp_lnmax_data_independent(gamma, np.array([order]))[0])
+    increment = np.maximum(np.maximum(up, down), 0.0) + 2 * _ROUNDING * (1 + independent)
+    peak = int(np.argmax(increment))
+    envelope = increment.copy()
+    envelope[: peak + 1] = np.maximum.accumulate(increment[: peak + 1])
+    envelope[peak:] = np.maximum.accumulate(increment[peak:][::-1])[::-1]
+    return _SensitivityTable(low=low, width=width, envelope=envelope, peak=peak)
+
+
+# Lemma 4's terms come from a table over whole gaps, in linear space shifted by e^_SHIFT:
+# a term below e^-1300 underflows, far below the lowest cell's top (at least e^-120).
+_SHIFT = 600.0
+# Distances are bounded in blocks; a row leaves once its bound has reached the table's peak.
+_DISTANCE_BLOCK = 32
+
+
+def _term_table(gamma: float, largest_gap: int) -> NDArray[np.float64]:
+    """h(gamma k) e^_SHIFT for k = 0 .. largest_gap: Lemma 4's term, h(x) = (2 + x) / (4 e^x)."""
+    scaled = gamma * np.arange(largest_gap + 1)
+    return np.exp(np.log(2 + scaled) - math.log(4) - scaled + _SHIFT)
+
+
+def _log_q_hi(
+    gaps: NDArray[np.int64], distances: NDArray[np.int64], terms: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """log of fact 3's q_hi before the cap: the top loses d votes, d votes go to the smallest
+    gaps first. Shapes: gaps (R, C-1) ascending, distances (D,) -> (R, D)."""
+    d = distances[None, :, None]
+    shifted = np.maximum(gaps[:, None, :] - d, 0)  # (R, D, C-1), ascending
+    # y_i = clip(sum_{j<=i} x_j - d, 0, x_i): the votes spent from the smallest gap on.
+    spent = np.clip(np.cumsum(shifted, axis=2) - d, 0, shifted)
+    with np.errstate(divide="ignore"):  # an all-underflowed sum is below every cell: -inf
+        return np.log(terms[spent].sum(axis=2)) - _SHIFT
+
+
+def _log_q_lo(
+    gaps: NDArray[np.int64], distances: NDArray[np.int64], terms: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """log of fact 3's q_lo: every gap at most g + 2d. Shapes as ``_log_q_hi``."""
+    widened = gaps[:, None, :] + 2 * distances[None, :, None]
+    with np.errstate(divide="ignore"):  # an all-underflowed sum is below every cell: -inf
+        return np.log(terms[widened].sum(axis=2)) - _SHIFT
+
+
+def _row_bounds(
+    rows: NDArray[np.int64], num_teachers: int, gamma: float, table: _SensitivityTable
+) -> NDArray[np.float64]:
+    """A_d bounds of sorted rows (R, C) at d = 0 .. M-1 -> (R, M).
+
+    A row's interval [q_lo(d), q_hi(d)] starts at its own q and widens with d. Below the
+    table's peak only its upper end matters (the envelope rises to the peak), above it only
+    its lower end; once the interval holds the peak the bound is the table's maximum.
+    """
+    num_rows, num_classes = rows.shape
+    gaps = rows[:, :1] - rows[:, 1:]  # (R, C-1), ascending
+    terms = _term_table(gamma, int(gaps.max(initial=0)) + 2 * num_teachers)
+    highest = table.envelope[table.peak]
+    out = np.full((num_rows, num_teachers), highest)
+    own = _log_q_hi(gaps, np.zeros(1, dtype=np.int64), terms)[:, 0]
+    rising = table.cell(own) - 1 <= table.peak  # the lower end never passes the peak
+    for side, bound in ((np.flatnonzero(rising), _log_q_hi), (np.flatnonzero(~rising), _log_q_lo)):
+        active = side
+        block = max(
+            1, min(_DISTANCE_BLOCK, _ENTRY_CHUNK // max(1, active.size * (num_classes - 1)))
+        )
+        for start in range(0, num_teachers, block):
+            if active.size == 0:
+                break
+            distances = np.arange(start, min(start + block, num_teachers))
+            log_q = bound(gaps[active], distances, terms)
+            cells = table.cell(log_q)
+            if bound is _log_q_hi:
+                reach = np.minimum(cells + 1, table.peak)
+            else:
+                reach = np.maximum(cells - 1, table.peak)
+            out[active[:, None], distances[None, :]] = table.envelope[reach]
+            active = active[reach[:, -1] != table.peak]
+    # Beyond the last distance the ball keeps growing: the table's maximum bounds it all.
+    out[:, -1] = highest
+    return out
+
+
+def _prepare(
+    votes: ArrayLike, num_teachers: int, gamma: float, order: float
+) -> tuple[NDArray[np.int64], int, float, float]:
+    counts = _as_integer_votes(votes)
+    return (
+        counts,
+        _check_num_teachers(num_teachers),
+        _check_positive("gamma", gamma),
+        _check_order(order),
+    )
+
+
+def local_sensitivity_lnmax(
+    votes: ArrayLike, num_teachers: int, gamma: float, order: float
+) -> NDArray[np.float64]:
+    """Per query and distance d, an upper bound of LNMax's local sensitivity A_d at ``order``.
+
+    Column d bounds max |f(n'') - f(n')| over n' within d teacher changes of the query's
+    histogram and n'' one change from n' (a change moves, adds or removes one vote); the
+    last column bounds every larger d too.
+
+    Shapes: votes (Q, C) whole counts -> (Q, M).
+    """
+    counts, num_teachers, gamma, order = _prepare(votes, num_teachers, gamma, order)
+    num_queries, num_classes = counts.shape
+    if num_classes < 2:
+        return np.zeros((num_queries, num_teachers))
+    table = _sensitivity_table(num_classes, gamma, order, num_teachers)
+    unique, inverse = _canonical_rows(counts)
+    return _row_bounds(unique, num_teachers, gamma, table)[inverse]
+
+
+def local_sensitivity_total_lnmax(
+    votes: ArrayLike,
+    num_teachers: int,
+    gamma: float,
+    order: float,
+    weights: ArrayLike | None = None,
+) -> NDArray[np.float64]:
+    """sum_q w_q A_d(q) for d = 0 .. M-1 (Theorem 24: the total's bound is the sum).
+
+    ``weights`` (Q,) default to 1 (every query answered). Equal sorted rows are bounded once.
+
+    Shapes: votes (Q, C) whole counts -> (M,).
+    """
+    counts, num_teachers, gamma, order = _prepare(votes, num_teachers, gamma, order)
+    num_queries, num_classes = counts.shape
+    w = np.ones(num_queries) if weights is None else np.asarray(weights, dtype=np.float64)
+    if num_classes < 2 or num_queries == 0 or not np.any(w):
+        return np.zeros(num_teachers)
+    table = _sensitivity_table(num_classes, gamma, order, num_teachers)
+    unique, inverse = _canonical_rows(counts)
+    row_weight = np.bincount(inverse, weights=w, minlength=unique.shape[0])
+    live = np.flatnonzero(row_weight)
+    total = np.zeros(num_teachers)
+    rows_per_block = max(1, _ENTRY_CHUNK // (num_teachers * (num_classes - 1)))
+    for start in range(0, live.size, rows_per_block):
+        block = live[start : start + rows_per_block]
+        total += row_weight[block] @ _row_bounds(unique[block], num_teachers, gamma, table)
+    return total
