@@ -26,7 +26,7 @@ from pate_cli.accountant.figures import (
 from pate_cli.accountant.terms import QueryTerms, query_terms
 from pate_cli.choices import Conversion
 from pate_cli.errors import UsageError
-from pate_cli.mechanisms import ConfidentGNMax, LNMax, Mechanism
+from pate_cli.mechanisms import ConfidentGNMax, Mechanism
 from pate_cli.release.gnss import (
     ConditionError,
     GnssRelease,
@@ -218,12 +218,7 @@ def with_release(
     """The analysis with its ``release`` block: the GNSS release, or why there is none."""
     notes: tuple[str, ...] = ()
     outcome: Release
-    if isinstance(mechanism, LNMax):
-        outcome = NotReleased(
-            "LNMax has no smooth-sensitivity release (2018 covers the GNMax family); its "
-            "data-independent epsilon is the one to publish"
-        )
-    elif data_independent:
+    if data_independent:
         outcome = NotReleased(
             "data-independent bounds were forced; the publishable figure is listed below"
         )

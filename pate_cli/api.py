@@ -36,7 +36,7 @@ from pate_cli.choices import Conversion, GateOn
 from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_warning, sort_rows
 from pate_cli.errors import UsageError
 from pate_cli.inspection import InspectReport, inspect_votes
-from pate_cli.mechanisms import LNMax, Mechanism, mechanism_from_dict
+from pate_cli.mechanisms import Mechanism, mechanism_from_dict
 from pate_cli.orders import as_orders
 from pate_cli.outputs import save_npy_atomic
 from pate_cli.records.record import FILE_ROLES, as_printed, load_record
@@ -206,8 +206,8 @@ def analyze(
     on = as_gate_on(gate_on)
     check_gate_choice(
         on,
-        releases=release and not data_independent and not isinstance(mechanism, LNMax),
-        what="this analysis (LNMax, --no-release or --data-independent)",
+        releases=release and not data_independent,
+        what="this analysis (--no-release or --data-independent)",
     )
     noise = noise_source(seed, seed_file)
     votes, report, baseline_array, answered_mask = _analysis(
@@ -285,12 +285,12 @@ def smooth_sensitivity(
     the smallest publishable figure by default, as ``analyze``'s.
 
     Raises:
-        UsageError: LNMax, or a release parameter outside its domain.
+        UsageError: a release parameter outside its domain, or LNMax with
+            ``reference_local_sensitivity`` (the reference's bounds are GNMax's).
         ConditionError: C5 (or, with ``reference_local_sensitivity``, C6) fails or cannot
-            be checked at the order, without ``skip_conditions``.
+            be checked at the order, without ``skip_conditions`` (GNMax family; LNMax's
+            bound needs no condition).
     """
-    if isinstance(mechanism, LNMax):
-        raise UsageError("smooth-sensitivity covers gnmax, confident-gnmax and interactive-gnmax")
     checks.sigma_ss(sigma_ss)
     checks.max_epsilon(max_epsilon)
     on = as_gate_on(gate_on)

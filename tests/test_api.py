@@ -187,8 +187,10 @@ def test_library_calls_write_nothing(tmp_path: Path, monkeypatch):
         ),
         (lambda: pate.compare(MNIST, [], delta=1e-5), "expected at least one mechanism"),
         (
-            lambda: pate.smooth_sensitivity(MNIST, pate.LNMax(0.1), delta=1e-5),
-            "smooth-sensitivity covers gnmax",
+            lambda: pate.smooth_sensitivity(
+                MNIST, pate.LNMax(0.1), delta=1e-5, reference_local_sensitivity=True
+            ),
+            "--reference-local-sensitivity reproduces the 2018 reference's GNMax bounds",
         ),
         (lambda: pate.GNMax(sigma="forty"), "--sigma 'forty': expected a number"),
     ],

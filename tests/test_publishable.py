@@ -132,8 +132,11 @@ def test_smooth_sensitivity_gates_on_the_publishable_figure_by_default():
 
 @pytest.mark.parametrize(
     "flags",
-    [["--threshold", 200, "--sigma1", 150, "--sigma", 40, "--no-release"], ["--gamma", 0.1]],
-    ids=["no-release", "lnmax"],
+    [
+        ["--threshold", 200, "--sigma1", 150, "--sigma", 40, "--no-release"],
+        ["--gamma", 0.1, "--data-independent"],
+    ],
+    ids=["no-release", "lnmax-data-independent"],
 )
 def test_a_gate_on_a_release_that_is_not_made_is_exit_2_before_any_work(flags):
     args = ["analyze", MNIST, "--queries", 640, "--delta", 1e-5, *flags]

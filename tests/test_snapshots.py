@@ -31,6 +31,8 @@ CASES = {
         *DELTA,
         "--orders",
         "2:10:1",
+        "--seed",
+        "0",
     ],
     "analyze-breakdown": ["analyze", VOTES, *TABLE2, *DELTA, "--no-release", "--breakdown"],
     "analyze-public": ["analyze", VOTES, *TABLE2, *DELTA, "--seed", "0", "--public"],

@@ -167,7 +167,7 @@ def test_sample_record_verifies():
     [
         ["analyze", "missing.npy", "--sigma", 40, "--delta", 1e-5],
         ["analyze", MNIST, "--sigma", 40, "--delta", 2],
-        ["smooth-sensitivity", MNIST, "--gamma", 0.1, "--delta", 1e-5],
+        ["smooth-sensitivity", MNIST, "--gamma", 0.1, "--delta", 1e-5, "--beta", 1],
         ["aggregate", MNIST, "--sigma", 40, "--delta", 1e-5, "--output", "/nonexistent/x.npy"],
     ],
 )

@@ -33,6 +33,7 @@ from pate_cli.accountant.figures import eps_curve
 from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE, QueryTerms, answer_weights, query_terms
 from pate_cli.choices import Conversion
 from pate_cli.core import conditions as cond_core
+from pate_cli.core import ls_lnmax
 from pate_cli.core import smooth as smooth_core
 from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.errors import PateError, UsageError
@@ -85,6 +86,8 @@ class GnssRelease:
     order_chosen_on_data: bool = True
     """The order is the best data-dependent one of several (not fixed in advance)."""
     strict_local_sensitivity: bool = False
+    conditions_apply: bool = True
+    """False for LNMax: its bound is non-decreasing in q by proof, C5/C6 are GNMax's."""
     local_sensitivity: FloatArray | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
@@ -103,7 +106,7 @@ class GnssRelease:
         }
         if self.conditions is not None:
             out["conditions"] = {"c5": self.conditions[0], "c6": self.conditions[1]}
-        elif self.released:  # released under --skip-conditions where they cannot be checked
+        elif self.released and self.conditions_apply:  # under --skip-conditions, unchecked
             out["conditions"] = {"c5": None, "c6": None}
         if not self.released:
             out["reason"] = self.reason
@@ -241,11 +244,6 @@ def gnss_release(
         UsageError: LNMax, or beta outside (0, 1/(2 order)).
         ConditionError: C5 or C6 fails at ``order`` and ``skip_conditions`` is off.
     """
-    if isinstance(mechanism, LNMax):
-        raise UsageError(
-            "smooth sensitivity is defined for GNMax, Confident- and Interactive-GNMax, not lnmax"
-        )
-    assert isinstance(mechanism, (GNMax, ConfidentGNMax))
     num_seen = len(counts) if answered is None else answered.shape[0]
     num_classes = counts.shape[1]
     if num_classes < 2:
@@ -253,6 +251,31 @@ def gnss_release(
             "the votes have a single class: every answer is that class, so the answer step "
             "costs nothing and there is no smooth sensitivity to release"
         )
+    if isinstance(mechanism, LNMax):
+        if not strict:
+            raise UsageError(
+                "--reference-local-sensitivity reproduces the 2018 reference's GNMax bounds; "
+                "LNMax has only its sound bound (drop the flag)"
+            )
+        return _lnmax_release(
+            counts[:num_seen],
+            num_teachers,
+            mechanism,
+            order,
+            delta,
+            conversion,
+            answered=answered,
+            beta=beta,
+            sigma_ss=sigma_ss,
+            noise=noise,
+            order_chosen_on_data=order_chosen_on_data,
+            terms=terms,
+            steps=steps,
+            order_index=order_index,
+            chunk_size=chunk_size,
+            progress=progress,
+        )
+    assert isinstance(mechanism, (GNMax, ConfidentGNMax))
     orders = np.array([order])
     sigma = mechanism.sigma
     threshold_step = mechanism if isinstance(mechanism, ConfidentGNMax) else None
@@ -290,18 +313,10 @@ def gnss_release(
         at_order = steps.at(order_index, data_independent=forced)
     else:
         at_order = compose(mechanism, terms, orders, weights=weights, data_independent=forced)
-    rdp_at_order = float(at_order.data_dependent[0])
     expected_answered = float(num_seen if weights is None else weights.sum())
-    common: dict[str, Any] = {
-        "order": order,
-        "data_independent_steps": (ind_threshold, ind_gnmax),
-        "expected_answered": expected_answered,
-        "rdp_at_order": rdp_at_order,
-        "epsilon_data_dependent": _epsilon_at(conversion, order, rdp_at_order, delta),
-        "epsilon_data_independent_at_order": _epsilon_at(
-            conversion, order, float(at_order.data_independent[0]), delta
-        ),
-    }
+    common = _fields(
+        order, (ind_threshold, ind_gnmax), expected_answered, at_order, delta, conversion
+    )
     if ind_threshold and ind_gnmax:
         return GnssRelease(
             conditions=None,
@@ -383,6 +398,109 @@ def gnss_release(
         )
         if progress is not None:
             progress(stop - start)
+    common.update(
+        conditions=conditions,
+        order_chosen_on_data=order_chosen_on_data,
+        strict_local_sensitivity=strict,
+    )
+    return _sampled(ls, common, warnings, delta, conversion, beta, sigma_ss, noise)
+
+
+def _lnmax_release(
+    counts: FloatArray,
+    num_teachers: int,
+    mechanism: LNMax,
+    order: float,
+    delta: float,
+    conversion: Conversion,
+    *,
+    answered: NDArray[np.bool_] | None,
+    beta: float | None,
+    sigma_ss: float | None,
+    noise: Noise | None,
+    order_chosen_on_data: bool,
+    terms: QueryTerms | None,
+    steps: StepCosts | None,
+    order_index: int | None,
+    chunk_size: int,
+    progress: Callable[[int], None] | None,
+) -> GnssRelease:
+    """LNMax's release: every query answered (or those of ``answered``), its bound F(q)
+    non-decreasing in q (proven in ``core.ls_lnmax``, so no condition to check), the local
+    sensitivity of ``ls_lnmax``."""
+    orders = np.array([order])
+    weights = None if answered is None else answered.astype(np.float64)
+    if terms is None:
+        terms = query_terms(counts, mechanism, num_seen=len(counts), chunk_size=chunk_size)
+    if steps is not None and order_index is not None:
+        at_order = steps.at(order_index, data_independent=(True, False))
+    else:
+        at_order = compose(mechanism, terms, orders, weights=weights)
+    answered_count = float(len(counts) if weights is None else weights.sum())
+    common = _fields(order, (True, False), answered_count, at_order, delta, conversion)
+    ls = np.zeros(num_teachers)
+    for start in range(0, len(counts), chunk_size):
+        block = np.asarray(counts[start : start + chunk_size], dtype=np.float64)
+        if np.any(block != np.round(block)):
+            raise ConditionError(
+                "the smooth sensitivity needs whole vote counts (a teacher change moves one "
+                "vote); these votes are fractional"
+            )
+        ls += ls_lnmax.local_sensitivity_total_lnmax(
+            block,
+            num_teachers,
+            mechanism.gamma,
+            order,
+            None if weights is None else weights[start : start + chunk_size],
+        )
+        if progress is not None:
+            progress(len(block))
+    common.update(
+        conditions=None,
+        conditions_apply=False,
+        order_chosen_on_data=order_chosen_on_data,
+        strict_local_sensitivity=True,
+    )
+    return _sampled(ls, common, [], delta, conversion, beta, sigma_ss, noise)
+
+
+def _fields(
+    order: float,
+    steps: tuple[bool, bool],
+    expected_answered: float,
+    at_order: StepCosts,
+    delta: float,
+    conversion: Conversion,
+) -> dict[str, Any]:
+    """The release's fields known before its sensitivity: the costs at ``order``."""
+    rdp_at_order = float(at_order.data_dependent[0])
+    return {
+        "order": order,
+        "data_independent_steps": steps,
+        "expected_answered": expected_answered,
+        "rdp_at_order": rdp_at_order,
+        "epsilon_data_dependent": _epsilon_at(conversion, order, rdp_at_order, delta),
+        "epsilon_data_independent_at_order": _epsilon_at(
+            conversion, order, float(at_order.data_independent[0]), delta
+        ),
+    }
+
+
+def _sampled(
+    ls: FloatArray,
+    fields: dict[str, Any],
+    warnings: list[str],
+    delta: float,
+    conversion: Conversion,
+    beta: float | None,
+    sigma_ss: float | None,
+    noise: Noise | None,
+) -> GnssRelease:
+    """beta and sigma_ss (given, or chosen by the reference's rule), the GNSS cost (Theorem
+    23) and one sampled release of the total's local sensitivities ``ls``; ``fields`` are
+    the release's other fields (``_fields`` and how its sensitivity was bounded)."""
+    order = float(fields["order"])
+    rdp_at_order = float(fields["rdp_at_order"])
     chosen_on_data = beta is None or sigma_ss is None
     if beta is not None and not 0 < beta < 1 / (2 * order):
         raise UsageError(
@@ -412,7 +530,6 @@ def gnss_release(
     drawn = 0 < noise_std < math.inf
     sample = float(source.generator().normal(0.0, noise_std)) if drawn else noise_std
     return GnssRelease(
-        conditions=conditions,
         released=True,
         beta=beta,
         smooth_sensitivity=smooth,
@@ -423,9 +540,7 @@ def gnss_release(
         epsilon_released=_epsilon_at(conversion, order, rdp_at_order + gnss_cost + sample, delta),
         noise=source,
         parameters_chosen_on_data=chosen_on_data,
-        order_chosen_on_data=order_chosen_on_data,
-        strict_local_sensitivity=strict,
         local_sensitivity=ls,
         warnings=tuple(warnings),
-        **common,
+        **fields,
     )

@@ -15,6 +15,7 @@ from pate_cli.cli.options import (
     DeltaOpt,
     ForceOpt,
     FormatOpt,
+    GammaOpt,
     HalfEvenOpt,
     IndicesOpt,
     JsonOpt,
@@ -81,6 +82,7 @@ def smooth_sensitivity(
     sigma: SigmaOpt = None,
     threshold: ThresholdOpt = None,
     sigma1: Sigma1Opt = None,
+    gamma: GammaOpt = None,
     baseline_path: BaselineOpt = None,
     order: Annotated[
         float | None,
@@ -118,8 +120,9 @@ def smooth_sensitivity(
     Computes the local-sensitivity bounds of every query at every teacher
     distance, the beta-smooth sensitivity, the RDP cost of the Gaussian
     release (Theorem 23) and one sampled released epsilon, after checking
-    conditions C5/C6 at the order used. Exits 2 when they fail, unless
-    --skip-conditions. --max-epsilon gates on the smallest publishable figure
+    conditions C5/C6 at the order used (GNMax family). Exits 2 when they fail,
+    unless --skip-conditions. LNMax (--gamma) is released too: its bound is
+    increasing in q, so it needs no condition. --max-epsilon gates on the smallest publishable figure
     (--gate-on released: the expected released epsilon, which depends on the
     votes, with a warning). The sample is publishable
     when its order, beta and sigma_ss were fixed in advance (--order, --beta,

@@ -45,7 +45,9 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
         ", ".join(k for k, v in steps.items() if v and (has_threshold or k != "threshold"))
         or "none",
     )
-    if release.conditions is not None or release.released:
+    if not release.conditions_apply:
+        table.add_row("conditions C5 / C6", "not needed (LNMax: its bound rises with q)")
+    elif release.conditions is not None or release.released:
         conditions = release.conditions or (None, None)
         verdicts = ["unverified" if c is None else "holds" if c else "FAILS" for c in conditions]
         table.add_row("conditions C5 / C6", " / ".join(verdicts))

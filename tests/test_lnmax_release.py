@@ -1,0 +1,109 @@
+"""LNMax's data-dependent epsilon released through GNSS: the 2017 MNIST setting end to end.
+
+The bound itself is proven against brute force in tests/oracle/test_lnmax_sensitivity_oracle.py;
+here: the figures of the 2017 setting, the record and its verification, the API, the order and
+parameters fixed in advance, and realised runs.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import pate_cli as pate
+from pate_cli.errors import ExitCode
+from tests.conftest import SAMPLE, run_cli
+
+LABELS = str(SAMPLE / "mnist_250_teachers_labels.npy")
+STUDENT = str(SAMPLE / "mnist_250_teachers_100_indices_used_by_student.npy")
+SETTING = [LABELS, "--indices", STUDENT, "--gamma", 0.05, "--delta", 1e-5]
+FIXED = ["--order", 27, "--beta", 0.018, "--sigma-ss", 5.5]
+
+
+def test_the_2017_setting_releases_its_data_dependent_epsilon():
+    out = run_cli(["smooth-sensitivity", *SETTING, *FIXED, "--seed", 0, "--json"]).json
+    assert out["released"] is True and "conditions" not in out
+    assert out["epsilon_data_dependent"] == pytest.approx(1.43709, abs=1e-5)
+    assert out["smooth_sensitivity"] == pytest.approx(0.16702, abs=1e-5)
+    assert out["gnss_cost"] == pytest.approx(1.01273, abs=1e-5)
+    assert out["epsilon_expected_release"] == pytest.approx(2.44982, abs=1e-5)
+    assert out["noise_std"] == pytest.approx(out["smooth_sensitivity"] * 5.5, rel=1e-12)
+    # Released in expectation below the data-independent figures the user could publish.
+    exact = {f["basis"]: f["epsilon"] for f in out["publishable"]}
+    assert exact["data-independent-exact"] == pytest.approx(4.30679, abs=1e-5)
+    assert out["epsilon_expected_release"] < exact["data-independent-exact"]
+
+
+def test_a_release_fixed_in_advance_with_private_noise_is_publishable():
+    out = run_cli(["smooth-sensitivity", *SETTING, *FIXED, "--json"]).json
+    bases = {figure["basis"]: figure for figure in out["publishable"]}
+    assert bases["gnss-release"]["epsilon"] == out["epsilon_released"]
+    table = run_cli(["smooth-sensitivity", *SETTING, *FIXED]).stdout
+    assert "not needed (LNMax" in table
+
+
+def test_the_record_verifies_and_its_sample_replays_with_the_seed_file(tmp_path):
+    record, seed_file = tmp_path / "lnmax.record.json", tmp_path / "noise.seed"
+    args = ["smooth-sensitivity", *SETTING, *FIXED, "--seed-file", seed_file, "--json"]
+    out = run_cli([*args, "--record", record]).json
+    saved = json.loads(record.read_text())
+    assert saved["report"]["epsilon_released"] == out["epsilon_released"]
+    assert run_cli(["verify", record, "--json"]).json["ok"] is True
+    replayed = run_cli(["verify", record, "--seed-file", seed_file, "--json"]).json
+    assert replayed["ok"] is True
+    edited = json.loads(record.read_text())
+    edited["report"]["smooth_sensitivity"] *= 0.5
+    record.write_text(json.dumps(edited))
+    assert (
+        run_cli(["verify", record, "--json"], expect=ExitCode.BUDGET_EXCEEDED).json["ok"] is False
+    )
+
+
+def test_analyze_carries_the_lnmax_release_and_the_api_matches_the_cli():
+    cli = run_cli(["analyze", *SETTING, "--seed", 0, "--json"]).json
+    labels = np.load(LABELS, allow_pickle=False)
+    indices = np.load(STUDENT, allow_pickle=False)
+    votes = pate.load_votes(labels, format="labels", indices=indices)
+    report = pate.analyze(votes, pate.LNMax(0.05), delta=1e-5, seed=0)
+    assert report.release.released and report.release.conditions_apply is False
+    assert report.to_dict()["release"]["epsilon_released"] == cli["release"]["epsilon_released"]
+    assert cli["release"]["order"] == cli["data_dependent"]["order"]
+
+
+def test_a_realised_run_is_released_over_the_queries_it_saw(tmp_path):
+    mask = tmp_path / "mask.npy"
+    np.save(mask, np.arange(100) < 60)
+    args = ["smooth-sensitivity", *SETTING, *FIXED, "--seed", 0, "--json"]
+    seen = run_cli([*args, "--answered", mask]).json
+    assert seen["expected_answered"] == 60
+    full = run_cli(args).json
+    assert 0 < seen["smooth_sensitivity"] < full["smooth_sensitivity"]
+    assert seen["epsilon_data_dependent"] < full["epsilon_data_dependent"]
+
+
+def test_fractional_votes_are_refused_for_the_release():
+    counts = np.tile([1.5, 0.5, 1.0], (5, 1))
+    with pytest.raises(pate.ConditionError, match="whole vote counts"):
+        pate.smooth_sensitivity(pate.load_votes(counts), pate.LNMax(0.1), delta=1e-5)
+
+
+def test_the_readme_table_is_what_the_commands_print():
+    readme = (SAMPLE.parent / "README.md").read_text()
+    chosen = run_cli(["smooth-sensitivity", *SETTING, "--json"]).json
+    fixed = run_cli(["smooth-sensitivity", *SETTING, *FIXED, "--json"]).json
+    bases = {figure["basis"]: figure["epsilon"] for figure in fixed["publishable"]}
+    rows = {
+        f"| data-dependent (order 27) | {chosen['epsilon_data_dependent']:.3f} |": chosen["order"]
+        == 27,
+        "| released, beta and sigma_ss chosen on the votes | "
+        f"{chosen['epsilon_expected_release']:.3f} +/- {chosen['noise_std']:.3f} |": True,
+        "| released, order 27, beta 0.018 and sigma_ss 5.5 fixed in advance | "
+        f"{fixed['epsilon_expected_release']:.3f} +/- {fixed['noise_std']:.3f} |": True,
+        "| data-independent exact (optimal composition of 100 (0.1)-DP steps) | "
+        f"{bases['data-independent-exact']:.3f} |": True,
+        f"| data-independent (RDP, order 6) | {bases['data-independent']:.3f} |": True,
+    }
+    for row, holds in rows.items():
+        assert row in readme and holds, row
