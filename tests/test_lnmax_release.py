@@ -107,3 +107,19 @@ def test_the_readme_table_is_what_the_commands_print():
     }
     for row, holds in rows.items():
         assert row in readme and holds, row
+
+
+def test_an_aggregated_lnmax_run_is_released_through_its_answered_mask(tmp_path):
+    """aggregate writes the run's mask; smooth-sensitivity --answered releases that run."""
+    labels, mask = tmp_path / "labels.npy", tmp_path / "mask.npy"
+    run_cli(
+        ["aggregate", *SETTING, "--max-queries", 40, "--output", labels]
+        + ["--answered-output", mask]
+    )
+    assert np.load(mask, allow_pickle=False).tolist() == [True] * 40
+    args = ["smooth-sensitivity", *SETTING, *FIXED, "--seed", 0, "--json"]
+    run = run_cli([*args, "--answered", mask]).json
+    first = run_cli([*args, "--queries", 40]).json
+    assert run["expected_answered"] == 40
+    assert run["smooth_sensitivity"] == first["smooth_sensitivity"]
+    assert run["epsilon_expected_release"] == first["epsilon_expected_release"]
