@@ -23,6 +23,7 @@ import numpy as np
 CASES = {
     "GNMax": ["--sigma", "40"],
     "Confident-GNMax": ["--threshold", "{t}", "--sigma1", "{s1}", "--sigma", "40"],
+    "LNMax": ["--gamma", "0.001"],
 }
 
 

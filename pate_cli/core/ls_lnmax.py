@@ -120,14 +120,24 @@ def _sensitivity_table(
 # Lemma 4's terms come from a table over whole gaps, in linear space shifted by e^_SHIFT:
 # a term below e^-1300 underflows, far below the lowest cell's top (at least e^-120).
 _SHIFT = 600.0
-# Distances are bounded in blocks; a row leaves once its bound has reached the table's peak.
-_DISTANCE_BLOCK = 32
+# Beyond this scaled gap a term is exactly 0 in the table (e^(-1400 + _SHIFT) underflows).
+_ZERO_SCALED_GAP = 1400.0
+# Distances are bounded in blocks, the first of this many, each next a quarter longer (a
+# row leaves once its bound has reached the table's peak).
+_FIRST_DISTANCE_BLOCK = 32
 
 
 def _term_table(gamma: float, largest_gap: int) -> NDArray[np.float64]:
-    """h(gamma k) e^_SHIFT for k = 0 .. largest_gap: Lemma 4's term, h(x) = (2 + x) / (4 e^x)."""
-    scaled = gamma * np.arange(largest_gap + 1)
+    """h(gamma k) e^_SHIFT for k = 0 .. largest_gap (Lemma 4's term, h(x) = (2 + x) / (4
+    e^x)), cut where the terms underflow to 0: read it through ``_terms_at``."""
+    size = min(largest_gap, math.ceil(_ZERO_SCALED_GAP / gamma)) + 1
+    scaled = gamma * np.arange(size)
     return np.exp(np.log(2 + scaled) - math.log(4) - scaled + _SHIFT)
+
+
+def _terms_at(terms: NDArray[np.float64], gaps: NDArray[np.int64]) -> NDArray[np.float64]:
+    """The table's terms at whole gaps; a gap past a cut table reads its last entry, 0."""
+    return np.take(terms, gaps, mode="clip")
 
 
 def _log_q_hi(
@@ -140,7 +150,7 @@ def _log_q_hi(
     # y_i = clip(sum_{j<=i} x_j - d, 0, x_i): the votes spent from the smallest gap on.
     spent = np.clip(np.cumsum(shifted, axis=2) - d, 0, shifted)
     with np.errstate(divide="ignore"):  # an all-underflowed sum is below every cell: -inf
-        return np.log(terms[spent].sum(axis=2)) - _SHIFT
+        return np.log(_terms_at(terms, spent).sum(axis=2)) - _SHIFT
 
 
 def _log_q_lo(
@@ -149,11 +159,14 @@ def _log_q_lo(
     """log of fact 3's q_lo: every gap at most g + 2d. Shapes as ``_log_q_hi``."""
     widened = gaps[:, None, :] + 2 * distances[None, :, None]
     with np.errstate(divide="ignore"):  # an all-underflowed sum is below every cell: -inf
-        return np.log(terms[widened].sum(axis=2)) - _SHIFT
+        return np.log(_terms_at(terms, widened).sum(axis=2)) - _SHIFT
 
 
 def _row_bounds(
-    rows: NDArray[np.int64], num_teachers: int, gamma: float, table: _SensitivityTable
+    rows: NDArray[np.int64],
+    num_teachers: int,
+    terms: NDArray[np.float64],
+    table: _SensitivityTable,
 ) -> NDArray[np.float64]:
     """A_d bounds of sorted rows (R, C) at d = 0 .. M-1 -> (R, M).
 
@@ -163,20 +176,16 @@ def _row_bounds(
     """
     num_rows, num_classes = rows.shape
     gaps = rows[:, :1] - rows[:, 1:]  # (R, C-1), ascending
-    terms = _term_table(gamma, int(gaps.max(initial=0)) + 2 * num_teachers)
     highest = table.envelope[table.peak]
     out = np.full((num_rows, num_teachers), highest)
     own = _log_q_hi(gaps, np.zeros(1, dtype=np.int64), terms)[:, 0]
     rising = table.cell(own) - 1 <= table.peak  # the lower end never passes the peak
     for side, bound in ((np.flatnonzero(rising), _log_q_hi), (np.flatnonzero(~rising), _log_q_lo)):
-        active = side
-        block = max(
-            1, min(_DISTANCE_BLOCK, _ENTRY_CHUNK // max(1, active.size * (num_classes - 1)))
-        )
-        for start in range(0, num_teachers, block):
-            if active.size == 0:
-                break
-            distances = np.arange(start, min(start + block, num_teachers))
+        active, start, block = side, 0, _FIRST_DISTANCE_BLOCK
+        while active.size and start < num_teachers:
+            size = max(1, min(block, _ENTRY_CHUNK // (active.size * (num_classes - 1))))
+            distances = np.arange(start, min(start + size, num_teachers))
+            start, block = start + size, block + block // 4
             log_q = bound(gaps[active], distances, terms)
             cells = table.cell(log_q)
             if bound is _log_q_hi:
@@ -219,7 +228,8 @@ def local_sensitivity_lnmax(
         return np.zeros((num_queries, num_teachers))
     table = _sensitivity_table(num_classes, gamma, order, num_teachers)
     unique, inverse = _canonical_rows(counts)
-    return _row_bounds(unique, num_teachers, gamma, table)[inverse]
+    terms = _term_table(gamma, int(unique.max(initial=0)) + 2 * num_teachers)
+    return _row_bounds(unique, num_teachers, terms, table)[inverse]
 
 
 def local_sensitivity_total_lnmax(
@@ -244,9 +254,10 @@ def local_sensitivity_total_lnmax(
     unique, inverse = _canonical_rows(counts)
     row_weight = np.bincount(inverse, weights=w, minlength=unique.shape[0])
     live = np.flatnonzero(row_weight)
+    terms = _term_table(gamma, int(unique.max(initial=0)) + 2 * num_teachers)
     total = np.zeros(num_teachers)
     rows_per_block = max(1, _ENTRY_CHUNK // (num_teachers * (num_classes - 1)))
     for start in range(0, live.size, rows_per_block):
         block = live[start : start + rows_per_block]
-        total += row_weight[block] @ _row_bounds(unique[block], num_teachers, gamma, table)
+        total += row_weight[block] @ _row_bounds(unique[block], num_teachers, terms, table)
     return total
