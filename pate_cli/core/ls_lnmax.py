@@ -131,8 +131,13 @@ def _term_table(gamma: float, largest_gap: int) -> NDArray[np.float64]:
     """h(gamma k) e^_SHIFT for k = 0 .. largest_gap (Lemma 4's term, h(x) = (2 + x) / (4
     e^x)), cut where the terms underflow to 0: read it through ``_terms_at``."""
     size = min(largest_gap, math.ceil(_ZERO_SCALED_GAP / gamma)) + 1
-    scaled = gamma * np.arange(size)
-    return np.exp(np.log(2 + scaled) - math.log(4) - scaled + _SHIFT)
+    terms = np.empty(size)
+    for start in range(0, size, _ENTRY_CHUNK):  # with many teachers the table is large
+        scaled = gamma * np.arange(start, min(start + _ENTRY_CHUNK, size), dtype=np.float64)
+        terms[start : start + scaled.size] = np.exp(
+            np.log(2 + scaled) - scaled + (_SHIFT - math.log(4))
+        )
+    return terms
 
 
 def _terms_at(terms: NDArray[np.float64], gaps: NDArray[np.int64]) -> NDArray[np.float64]:
