@@ -3,9 +3,8 @@
 A data-dependent epsilon is a function of the private votes. The 2018 paper
 (Appendix B) releases it by adding Gaussian noise scaled to its beta-smooth
 sensitivity (GNSS, Theorem 23), at one Renyi order, and pays the extra cost of
-that release. This module composes the core functions of
-``pate_cli.core.smooth_sensitivity`` the way the reference's
-``smooth_sensitivity_table.py`` does:
+that release. This module composes the core functions of ``pate_cli.core.smooth``
+the way the reference's ``smooth_sensitivity_table.py`` does:
 
 1. the order is the best data-dependent order of the analysis (or ``order``);
 2. a step whose data-dependent bound can never beat the data-independent one
@@ -16,6 +15,9 @@ that release. This module composes the core functions of
    (threshold step always, answer step weighted by Pr[answered], or by the
    answered mask for a realised run), beta and sigma_ss are chosen by the
    reference's rule unless given, and one noisy release is sampled.
+
+LNMax (2017) is released the same way from ``pate_cli.core.ls_lnmax``: one step, every query
+answered, and no condition to check (its per-query bound rises with q, proven there).
 """
 
 from __future__ import annotations
@@ -136,7 +138,7 @@ def _epsilon_at(kind: Conversion, order: float, rdp: float, delta: float) -> flo
 
 
 def _local_sensitivity_total(*args: Any, **kwargs: Any) -> FloatArray:
-    """``core.smooth_sensitivity.local_sensitivity_total``, where a setting past double
+    """``core.smooth.local_sensitivity_total``, where a setting past double
     precision (with --skip-conditions) is the user's error, not a crash."""
     try:
         return smooth_core.local_sensitivity_total(*args, **kwargs)
@@ -216,7 +218,7 @@ def gnss_release(
     Args:
         counts: vote counts (Q, C), integers.
         num_teachers: M, the number of distances d = 0 .. M-1.
-        mechanism: GNMax, Confident- or Interactive-GNMax.
+        mechanism: GNMax, Confident-, Interactive-GNMax or LNMax.
         order: the Renyi order of the release.
         delta: target delta.
         conversion: how RDP becomes epsilon.
@@ -230,7 +232,7 @@ def gnss_release(
         order_chosen_on_data: ``order`` is the best data-dependent order of several, so the
             sample is not publishable as it is.
         strict: the sound local sensitivity (the default); False reproduces the reference's
-            bounds, which can be below the truth (see ``core.smooth_sensitivity``).
+            bounds, which can be below the truth (see ``core.ls_gnmax``).
         skip_conditions: compute even where C5/C6 fail (with a warning).
         half_even: round the threshold statistic as the reference does.
         terms: the analysis's per-query terms (with log q), so they are not computed again.
@@ -241,7 +243,7 @@ def gnss_release(
         progress: called with the number of queries done after each sensitivity chunk.
 
     Raises:
-        UsageError: LNMax, or beta outside (0, 1/(2 order)).
+        UsageError: beta outside (0, 1/(2 order)), or LNMax with ``strict`` off.
         ConditionError: C5 or C6 fails at ``order`` and ``skip_conditions`` is off.
     """
     num_seen = len(counts) if answered is None else answered.shape[0]
