@@ -123,3 +123,6 @@ def test_an_aggregated_lnmax_run_is_released_through_its_answered_mask(tmp_path)
     assert run["expected_answered"] == 40
     assert run["smooth_sensitivity"] == first["smooth_sensitivity"]
     assert run["epsilon_expected_release"] == first["epsilon_expected_release"]
+    analysed = run_cli(["analyze", *SETTING, "--answered", mask, "--seed", 0, "--json"]).json
+    assert analysed["release"]["expected_answered"] == 40
+    assert analysed["release"]["smooth_sensitivity"] > 0
