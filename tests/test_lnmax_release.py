@@ -42,6 +42,8 @@ def test_a_release_fixed_in_advance_with_private_noise_is_publishable():
     assert bases["gnss-release"]["epsilon"] == out["epsilon_released"]
     table = run_cli(["smooth-sensitivity", *SETTING, *FIXED]).stdout
     assert "not needed (LNMax" in table
+    (steps,) = [line for line in table.splitlines() if "data-independent steps" in line]
+    assert "none" in steps and "threshold" not in steps  # LNMax has no threshold step
 
 
 def test_the_record_verifies_and_its_sample_replays_with_the_seed_file(tmp_path):

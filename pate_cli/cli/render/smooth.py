@@ -39,7 +39,8 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
         "answered" if report.realized else "expected answered",
         answered_count(release.expected_answered, report.realized),
     )
-    has_threshold = report.mechanism["name"] != "gnmax"  # plain GNMax has no threshold step
+    # Plain GNMax and LNMax have no threshold step.
+    has_threshold = report.mechanism["name"] not in ("gnmax", "lnmax")
     table.add_row(
         "data-independent steps",
         ", ".join(k for k, v in steps.items() if v and (has_threshold or k != "threshold"))
