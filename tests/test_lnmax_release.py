@@ -128,3 +128,55 @@ def test_an_aggregated_lnmax_run_is_released_through_its_answered_mask(tmp_path)
     analysed = run_cli(["analyze", *SETTING, "--answered", mask, "--seed", 0, "--json"]).json
     assert analysed["release"]["expected_answered"] == 40
     assert analysed["release"]["smooth_sensitivity"] > 0
+
+
+def test_the_release_builds_its_tables_once_for_all_its_blocks(monkeypatch):
+    """Blocks of queries share one increment table: built once, the same total as one block."""
+    from pate_cli.choices import Conversion
+    from pate_cli.core import ls_lnmax
+    from pate_cli.release.gnss import gnss_release
+
+    counts = np.load(SAMPLE / "mnist_250_teachers.npy", allow_pickle=False)[:300]
+    built = []
+    original = ls_lnmax._sensitivity_table
+    monkeypatch.setattr(
+        ls_lnmax, "_sensitivity_table", lambda *args: built.append(args) or original(*args)
+    )
+
+    def release(chunk_size):
+        return gnss_release(
+            counts, 250, pate.LNMax(0.05), 20.0, 1e-5, Conversion.CLASSIC,
+            epsilon_data_independent=1.0, epsilon_worst_case=1.0, beta=0.02, sigma_ss=5.0,
+            chunk_size=chunk_size, noise=None,
+        )  # fmt: skip
+
+    blocks = release(chunk_size=64)
+    assert len(built) == 1
+    whole = release(chunk_size=1 << 16)
+    np.testing.assert_allclose(blocks.local_sensitivity, whole.local_sensitivity, rtol=1e-12)
+    assert blocks.smooth_sensitivity == pytest.approx(whole.smooth_sensitivity, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--gamma", 0], "--gamma"),
+        (["--gamma", "nan"], "--gamma"),
+        (["--gamma", 0.05, "--sigma", 40], "--gamma"),
+        (["--gamma", 0.05, "--reference-local-sensitivity"], "LNMax has only its sound bound"),
+    ],
+)
+def test_bad_lnmax_release_flags_are_one_line_and_write_nothing(tmp_path, flags, message):
+    record = tmp_path / "run.record.json"
+    args = ["smooth-sensitivity", LABELS, "--indices", STUDENT, "--delta", 1e-5, *flags]
+    result = run_cli([*args, "--record", record], expect=ExitCode.BAD_INPUT)
+    assert result.stdout == "" and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_core_refuses_a_count_above_the_teachers():
+    from pate_cli.core import ls_lnmax
+
+    with pytest.raises(ValueError, match="exceeds the 3 teachers"):
+        ls_lnmax.local_sensitivity_lnmax([[5, 0]], 3, 0.1, 2.0)

@@ -204,16 +204,54 @@ def _row_bounds(
     return out
 
 
-def _prepare(
-    votes: ArrayLike, num_teachers: int, gamma: float, order: float
-) -> tuple[NDArray[np.int64], int, float, float]:
-    counts = _as_integer_votes(votes)
-    return (
-        counts,
-        _check_num_teachers(num_teachers),
-        _check_positive("gamma", gamma),
-        _check_order(order),
-    )
+class LnmaxSensitivity:
+    """The tables of LNMax's local sensitivity for one (C, M, gamma, order), built once and
+    read for every block of votes: the increment table over cells of log q and Lemma 4's
+    terms up to the largest gap a ball can reach (a count is at most M, plus 2 M)."""
+
+    def __init__(self, num_classes: int, num_teachers: int, gamma: float, order: float) -> None:
+        self.num_classes = int(num_classes)
+        self.num_teachers = _check_num_teachers(num_teachers)
+        gamma = _check_positive("gamma", gamma)
+        order = _check_order(order)
+        self._table = (
+            _sensitivity_table(self.num_classes, gamma, order, self.num_teachers)
+            if self.num_classes >= 2
+            else None
+        )
+        self._terms = _term_table(gamma, 3 * self.num_teachers)
+
+    def _rows(self, votes: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.intp]]:
+        """Distinct sorted rows of whole counts and the inverse map, checked against C, M."""
+        counts = _as_integer_votes(votes)
+        if counts.shape[1] != self.num_classes:
+            raise ValueError(f"votes have {counts.shape[1]} classes, expected {self.num_classes}")
+        if counts.size and counts.max() > self.num_teachers:
+            raise ValueError(f"a vote count exceeds the {self.num_teachers} teachers")
+        return _canonical_rows(counts)
+
+    def per_query(self, votes: ArrayLike) -> NDArray[np.float64]:
+        """A_d bounds per query: (Q, C) -> (Q, M)."""
+        unique, inverse = self._rows(votes)
+        if self._table is None:
+            return np.zeros((inverse.size, self.num_teachers))
+        return _row_bounds(unique, self.num_teachers, self._terms, self._table)[inverse]
+
+    def total(self, votes: ArrayLike, weights: ArrayLike | None = None) -> NDArray[np.float64]:
+        """sum_q w_q A_d(q): (Q, C), (Q,) -> (M,); equal sorted rows bounded once."""
+        unique, inverse = self._rows(votes)
+        w = np.ones(inverse.size) if weights is None else np.asarray(weights, dtype=np.float64)
+        total = np.zeros(self.num_teachers)
+        if self._table is None or not np.any(w):
+            return total
+        row_weight = np.bincount(inverse, weights=w, minlength=unique.shape[0])
+        live = np.flatnonzero(row_weight)
+        rows_per_block = max(1, _ENTRY_CHUNK // (self.num_teachers * (self.num_classes - 1)))
+        for start in range(0, live.size, rows_per_block):
+            block = live[start : start + rows_per_block]
+            bounds = _row_bounds(unique[block], self.num_teachers, self._terms, self._table)
+            total += row_weight[block] @ bounds
+        return total
 
 
 def local_sensitivity_lnmax(
@@ -225,16 +263,10 @@ def local_sensitivity_lnmax(
     histogram and n'' one change from n' (a change moves, adds or removes one vote); the
     last column bounds every larger d too.
 
-    Shapes: votes (Q, C) whole counts -> (Q, M).
+    Shapes: votes (Q, C) whole counts, each at most M -> (Q, M).
     """
-    counts, num_teachers, gamma, order = _prepare(votes, num_teachers, gamma, order)
-    num_queries, num_classes = counts.shape
-    if num_classes < 2:
-        return np.zeros((num_queries, num_teachers))
-    table = _sensitivity_table(num_classes, gamma, order, num_teachers)
-    unique, inverse = _canonical_rows(counts)
-    terms = _term_table(gamma, int(unique.max(initial=0)) + 2 * num_teachers)
-    return _row_bounds(unique, num_teachers, terms, table)[inverse]
+    counts = _as_integer_votes(votes)
+    return LnmaxSensitivity(counts.shape[1], num_teachers, gamma, order).per_query(counts)
 
 
 def local_sensitivity_total_lnmax(
@@ -246,23 +278,10 @@ def local_sensitivity_total_lnmax(
 ) -> NDArray[np.float64]:
     """sum_q w_q A_d(q) for d = 0 .. M-1 (Theorem 24: the total's bound is the sum).
 
-    ``weights`` (Q,) default to 1 (every query answered). Equal sorted rows are bounded once.
+    ``weights`` (Q,) default to 1 (every query answered). For several blocks of votes, build
+    one ``LnmaxSensitivity`` and call its ``total`` per block.
 
-    Shapes: votes (Q, C) whole counts -> (M,).
+    Shapes: votes (Q, C) whole counts, each at most M -> (M,).
     """
-    counts, num_teachers, gamma, order = _prepare(votes, num_teachers, gamma, order)
-    num_queries, num_classes = counts.shape
-    w = np.ones(num_queries) if weights is None else np.asarray(weights, dtype=np.float64)
-    if num_classes < 2 or num_queries == 0 or not np.any(w):
-        return np.zeros(num_teachers)
-    table = _sensitivity_table(num_classes, gamma, order, num_teachers)
-    unique, inverse = _canonical_rows(counts)
-    row_weight = np.bincount(inverse, weights=w, minlength=unique.shape[0])
-    live = np.flatnonzero(row_weight)
-    terms = _term_table(gamma, int(unique.max(initial=0)) + 2 * num_teachers)
-    total = np.zeros(num_teachers)
-    rows_per_block = max(1, _ENTRY_CHUNK // (num_teachers * (num_classes - 1)))
-    for start in range(0, live.size, rows_per_block):
-        block = live[start : start + rows_per_block]
-        total += row_weight[block] @ _row_bounds(unique[block], num_teachers, terms, table)
-    return total
+    counts = _as_integer_votes(votes)
+    return LnmaxSensitivity(counts.shape[1], num_teachers, gamma, order).total(counts, weights)

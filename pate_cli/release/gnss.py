@@ -375,12 +375,7 @@ def gnss_release(
     ls = np.zeros(num_teachers)
     for start in range(0, num_seen, chunk_size):
         stop = min(start + chunk_size, num_seen)
-        block = np.asarray(counts[start:stop], dtype=np.float64)
-        if np.any(block != np.round(block)):
-            raise ConditionError(
-                "the smooth sensitivity needs whole vote counts (its walks move one vote at a "
-                "time); these votes are fractional"
-            )
+        block = _whole_counts(counts[start:stop])
         ls += _local_sensitivity_total(
             block,
             num_teachers,
@@ -441,20 +436,10 @@ def _lnmax_release(
     answered_count = float(len(counts) if weights is None else weights.sum())
     common = _fields(order, (True, False), answered_count, at_order, delta, conversion)
     ls = np.zeros(num_teachers)
+    tables = ls_lnmax.LnmaxSensitivity(counts.shape[1], num_teachers, mechanism.gamma, order)
     for start in range(0, len(counts), chunk_size):
-        block = np.asarray(counts[start : start + chunk_size], dtype=np.float64)
-        if np.any(block != np.round(block)):
-            raise ConditionError(
-                "the smooth sensitivity needs whole vote counts (a teacher change moves one "
-                "vote); these votes are fractional"
-            )
-        ls += ls_lnmax.local_sensitivity_total_lnmax(
-            block,
-            num_teachers,
-            mechanism.gamma,
-            order,
-            None if weights is None else weights[start : start + chunk_size],
-        )
+        block = _whole_counts(counts[start : start + chunk_size])
+        ls += tables.total(block, None if weights is None else weights[start : start + chunk_size])
         if progress is not None:
             progress(len(block))
     common.update(
@@ -464,6 +449,17 @@ def _lnmax_release(
         strict_local_sensitivity=True,
     )
     return _sampled(ls, common, [], delta, conversion, beta, sigma_ss, noise)
+
+
+def _whole_counts(block: FloatArray) -> FloatArray:
+    """A block of votes as whole counts, or the error: a teacher change moves one vote."""
+    block = np.asarray(block, dtype=np.float64)
+    if np.any(block != np.round(block)):
+        raise ConditionError(
+            "the smooth sensitivity needs whole vote counts (a teacher change moves one vote); "
+            "these votes are fractional"
+        )
+    return block
 
 
 def _fields(
