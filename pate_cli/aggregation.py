@@ -288,7 +288,7 @@ def _true_labels(value: ArrayLike | PathLike | None, votes: Votes) -> NDArray[np
 def _run(
     counts: FloatArray,
     mechanism: Mechanism,
-    rng: np.random.Generator,
+    noise: Noise,
     student_probs: FloatArray | None,
     student_confidence: float,
     num_teachers: int,
@@ -297,6 +297,9 @@ def _run(
     half_even: bool,
 ) -> AggregationResult:
     limits = {"max_answered": max_answered, "max_queries": max_queries}
+    # Each step its own stream (seeds.PURPOSES): the threshold noise and the answer noise
+    # share no draw, with each other or with a later release.
+    rng = noise.generator("aggregate-answer")
     if isinstance(mechanism, InteractiveGNMax):
         if student_probs is None:  # _student_probs guarantees them
             raise ValueError("interactive-gnmax needs the student's probabilities")
@@ -310,6 +313,7 @@ def _run(
             rng,
             num_teachers=num_teachers,
             half_even=half_even,
+            threshold_rng=noise.generator("aggregate-threshold"),
             **limits,
         )
     if isinstance(mechanism, ConfidentGNMax):
@@ -320,6 +324,7 @@ def _run(
             mechanism.sigma,
             rng,
             half_even=half_even,
+            threshold_rng=noise.generator("aggregate-threshold"),
             **limits,
         )
     if isinstance(mechanism, GNMax):
@@ -401,12 +406,10 @@ def aggregate_votes(
     grid = as_orders(orders)
     probs = _student_probs(student_probs, votes, mechanism)
     truth = _true_labels(true_labels, votes)
-    rng = noise.generator()
-
     run = _run(
         votes.counts,
         mechanism,
-        rng,
+        noise,
         probs,
         student_confidence,
         votes.num_teachers,

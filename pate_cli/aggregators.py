@@ -10,7 +10,9 @@ accounting composes over), whether the query was seen before a stop condition, a
 Random stream layout (what an auditor needs to reproduce the labels from a seed). All noise for
 all Q queries is drawn first, in this order, whatever the outcomes and the stop conditions:
 
-1. threshold noise, Confident- and Interactive-GNMax only: ``z1 = rng.standard_normal(Q)``;
+1. threshold noise, Confident- and Interactive-GNMax only: ``z1 = threshold_rng.standard_normal(Q)``
+   (``threshold_rng`` defaults to ``rng``; ``pate_cli.aggregation`` passes each step its own
+   stream, ``pate_cli.seeds.PURPOSES``);
 2. class noise, row-major: ``z = rng.standard_normal((Q, C))`` for the GNMax step, or
    ``rng.laplace(0.0, 1.0, (Q, C))`` times 1 / gamma for LNMax (drawn even where the query
    abstains).
@@ -139,6 +141,19 @@ def _noisy_argmax(
     return labels
 
 
+def _threshold_source(
+    rng: np.random.Generator, threshold_rng: np.random.Generator | None
+) -> np.random.Generator:
+    """The threshold step's generator: its own stream when given, else ``rng``'s next draws."""
+    if threshold_rng is None:
+        return rng
+    if not isinstance(threshold_rng, np.random.Generator):
+        raise TypeError(
+            f"threshold_rng must be a numpy.random.Generator, got {type(threshold_rng).__name__}"
+        )
+    return threshold_rng
+
+
 def _threshold_step(
     top: NDArray[np.float64],
     threshold: float,
@@ -257,6 +272,7 @@ def aggregate_confident_gnmax(
     max_answered: int | None = None,
     max_queries: int | None = None,
     half_even: bool = False,
+    threshold_rng: np.random.Generator | None = None,
 ) -> AggregationResult:
     """Confident-GNMax: answer with GNMax only where max(votes) + N(0, sigma1^2) >= threshold.
 
@@ -265,7 +281,8 @@ def aggregate_confident_gnmax(
         threshold: T, the noisy consensus a query needs to be answered.
         sigma1: standard deviation of the threshold noise.
         sigma: standard deviation of the GNMax class noise.
-        rng: the only source of randomness; draws ``standard_normal(Q)`` then ``((Q, C))``.
+        rng: the source of randomness; draws ``standard_normal(Q)`` (unless
+            ``threshold_rng`` is given) then ``((Q, C))``.
         max_answered: stop right after this many answers (None: no limit).
         max_queries: process at most this many queries (None: all).
         half_even: round the threshold statistic half to even, as the reference does.
@@ -283,7 +300,9 @@ def aggregate_confident_gnmax(
     counts = _check_counts(counts)
     _check_scale("sigma", sigma)
     _check_common(rng, max_answered, max_queries)
-    answered = _threshold_step(counts.max(axis=1), threshold, sigma1, rng, half_even)
+    answered = _threshold_step(
+        counts.max(axis=1), threshold, sigma1, _threshold_source(rng, threshold_rng), half_even
+    )
     labels = _noisy_argmax(counts, sigma, rng.standard_normal)
     labels = np.where(answered, labels, -1)
     return _finish(labels, answered, _teacher_branch(answered), max_answered, max_queries)
@@ -302,6 +321,7 @@ def aggregate_interactive_gnmax(
     max_answered: int | None = None,
     max_queries: int | None = None,
     half_even: bool = False,
+    threshold_rng: np.random.Generator | None = None,
 ) -> AggregationResult:
     """Interactive-GNMax: the teachers answer only where they disagree with the student.
 
@@ -316,7 +336,8 @@ def aggregate_interactive_gnmax(
         sigma1: standard deviation of the threshold noise.
         sigma: standard deviation of the GNMax class noise.
         student_confidence: gamma of Algorithm 2, the confidence needed to reinforce.
-        rng: the only source of randomness; draws ``standard_normal(Q)`` then ``((Q, C))``.
+        rng: the source of randomness; draws ``standard_normal(Q)`` (unless
+            ``threshold_rng`` is given) then ``((Q, C))``.
         num_teachers: M; defaults to the sum of the first row of counts.
         max_answered: stop right after this many teacher answers (None: no limit).
         max_queries: process at most this many queries (None: all).
@@ -352,7 +373,9 @@ def aggregate_interactive_gnmax(
     top = np.empty(counts.shape[0])
     for rows in _row_blocks(*counts.shape):  # bounds the (block, C) temporary
         top[rows] = (counts[rows] - weight * probs[rows]).max(axis=1)
-    answered = _threshold_step(top, threshold, sigma1, rng, half_even)
+    answered = _threshold_step(
+        top, threshold, sigma1, _threshold_source(rng, threshold_rng), half_even
+    )
     teacher_labels = _noisy_argmax(counts, sigma, rng.standard_normal)
     is_student = ~answered & (probs.max(axis=1) > student_confidence)
     labels = np.where(answered, teacher_labels, np.where(is_student, probs.argmax(axis=1), -1))

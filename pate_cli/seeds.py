@@ -13,6 +13,13 @@ public to begin with:
   it, so the run is reported as not private and only then is the seed shown.
 - ``generator``: a library caller's own ``numpy.random.Generator``; pate cannot vouch for
   where it came from, so the run is reported as not private.
+
+Every purpose draws from its own stream (:data:`PURPOSES`): the stream of a purpose is
+``default_rng(SeedSequence(seed, spawn_key=(PURPOSES[purpose],)))``, so two purposes of one
+seed (the aggregator's threshold noise, its answer noise, the GNSS sample) never share a draw,
+and knowing one stream's draws says nothing of another's. OS entropy gives each purpose a
+fresh generator; a caller's generator is drawn from in turn (its draws follow one another,
+none is used twice).
 """
 
 from __future__ import annotations
@@ -38,10 +45,21 @@ _PUBLIC_NOTE = (
     "--seed {seed}: anyone who knows the seed can recompute the noise; the outputs are not a "
     "private release (use --seed-file, or no seed, for one)"
 )
+#: The note on a seed file that others may read (a circumstance of the run, not of its votes).
+READABLE_SEED_FILE = "others than its owner may read it"
 _GENERATOR_NOTE = (
     "the noise comes from the caller's generator: pate cannot vouch that it is secret, so the "
     "outputs are reported as not private"
 )
+
+
+#: The purposes a run draws noise for, each with its stream's spawn key. Part of the record
+#: format: a key is never reused or renumbered (a record's replay derives the same streams).
+PURPOSES = {
+    "aggregate-threshold": 1,  # Confident/Interactive-GNMax: the threshold step's noise
+    "aggregate-answer": 2,  # the noisy argmax of every aggregator
+    "gnss-sample": 3,  # the GNSS release's one draw
+}
 
 
 def fresh_seed() -> int:
@@ -66,6 +84,8 @@ class Noise:
     _generator: np.random.Generator | None = field(default=None, repr=False, compare=False)
     commitment: str | None = field(default=None, repr=False)
     """For a seed file: the SHA-256 of its content, which a record keeps instead of the seed."""
+    _content: bytes | None = field(default=None, repr=False, compare=False)
+    """For a seed file: its content, for a salted commitment (:meth:`commit`)."""
     notes: tuple[str, ...] = ()
     """Warnings for the user (a seed file others may read)."""
 
@@ -79,14 +99,23 @@ class Noise:
         """The seed, when it is public (``--seed N``); None otherwise."""
         return self._seed if self.source == "seed" else None
 
-    def generator(self) -> np.random.Generator:
-        """A generator of the run's draws; a new one (the same stream) on every call, except
-        for OS entropy and a caller's own generator."""
+    def generator(self, purpose: str) -> np.random.Generator:
+        """The generator of one purpose's draws (a key of :data:`PURPOSES`): from a seed, the
+        purpose's own stream (the same stream on every call); from OS entropy, a fresh
+        generator; a caller's generator is returned as it is (its draws follow one another)."""
+        key = PURPOSES[purpose]
         if self._generator is not None:
             return self._generator
         if self._seed is None:
             return np.random.default_rng()  # seeded from the OS; the seed is never seen
-        return np.random.default_rng(self._seed)
+        return np.random.default_rng(np.random.SeedSequence(self._seed, spawn_key=(key,)))
+
+    def commit(self, salt: bytes) -> str | None:
+        """A seed file's hiding commitment for a public record: the SHA-256 of ``salt``
+        followed by the file's content (None for any other source)."""
+        if self._content is None:
+            return None
+        return commitment_of(salt + self._content)
 
     def to_dict(self) -> dict[str, Any]:
         """The report's ``"noise"`` block (docs/cli.md, "Secrets")."""
@@ -187,9 +216,13 @@ def from_seed_file(path: str | os.PathLike[str], *, create: bool = True) -> Nois
         )
     notes: tuple[str, ...] = ()
     if os.stat(path).st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        notes = (f"--seed-file {path}: others than its owner may read it (chmod 600 {path})",)
+        notes = (f"--seed-file {path}: {READABLE_SEED_FILE} (chmod 600 {path})",)
     return Noise(
-        "seed-file", int(match.group(1), 16), commitment=commitment_of(content), notes=notes
+        "seed-file",
+        int(match.group(1), 16),
+        commitment=commitment_of(content),
+        _content=content,
+        notes=notes,
     )
 
 
