@@ -131,6 +131,22 @@ class GnssRelease:
         return out
 
 
+#: A sampled released epsilon is published rounded up to this many decimals.
+SAMPLE_DECIMALS = 4
+
+
+def on_grid(value: float, decimals: int = SAMPLE_DECIMALS) -> float:
+    """``value`` rounded up to a multiple of 10^-decimals, never below it: a sampled figure is
+    published on a grid so that its low bits do not carry the float structure of the draw
+    (Mironov, CCS 2012). A mitigation, not a proof: the snapping mechanism is the proven form."""
+    if not math.isfinite(value):
+        return value
+    scale = 10**decimals
+    steps = math.ceil(value * scale)
+    up = steps / scale
+    return up if up >= value else (steps + 1) / scale
+
+
 def _epsilon_at(kind: Conversion, order: float, rdp: float, delta: float) -> float:
     """Epsilon of an RDP value at one order under the chosen conversion (never below 0)."""
     value = eps_curve(kind, np.array([order]), np.array([max(rdp, 0.0)]), delta)[0]
@@ -526,7 +542,7 @@ def _sampled(
     source = os_entropy() if noise is None else noise
     warnings.extend(source.notes)
     drawn = 0 < noise_std < math.inf
-    sample = float(source.generator().normal(0.0, noise_std)) if drawn else noise_std
+    sample = float(source.generator("gnss-sample").normal(0.0, noise_std)) if drawn else noise_std
     return GnssRelease(
         released=True,
         beta=beta,
@@ -535,7 +551,9 @@ def _sampled(
         gnss_cost=gnss_cost,
         epsilon_expected_release=_epsilon_at(conversion, order, rdp_at_order + gnss_cost, delta),
         noise_std=noise_std,
-        epsilon_released=_epsilon_at(conversion, order, rdp_at_order + gnss_cost + sample, delta),
+        epsilon_released=on_grid(
+            _epsilon_at(conversion, order, rdp_at_order + gnss_cost + sample, delta)
+        ),
         noise=source,
         parameters_chosen_on_data=chosen_on_data,
         local_sensitivity=ls,
