@@ -537,6 +537,7 @@ def verify_file(
     *,
     overrides: dict[str, str] | None = None,
     seed_file: str | None = None,
+    opening: str | None = None,
     rtol: float | None = None,
     command_line: CommandLine | None = None,
 ) -> VerifyReport:
@@ -551,6 +552,7 @@ def verify_file(
         overrides or {},
         _replay,
         seed_file=seed_file,
+        opening=opening,
         rtol=rtol,
         command_line=command_line,
     )
@@ -561,6 +563,7 @@ def verify(
     record: PathLike,
     *,
     seed_file: PathLike | None = None,
+    opening: PathLike | None = None,
     votes: PathLike | None = None,
     inputs: dict[str, PathLike] | None = None,
     rtol: float | None = None,
@@ -570,7 +573,11 @@ def verify(
 
     ``votes`` and ``inputs`` (role -> path) say where moved files are now; ``seed_file``
     is the run's seed file, which replays its random outputs (labels, answered mask,
-    released epsilon): a file that is not the run's fails the check.
+    released epsilon): a file that is not the run's fails the check. ``opening`` is a
+    public record's opening file, which checks that the files given are the ones the run
+    read. The report's ``verdict`` is ``verified`` only when every check was made and holds;
+    a check that could not be made (the sample without the seed file, a binding without the
+    opening) is ``not-checked`` and makes it ``incomplete``.
     """
     overrides = {role: file_path(path, role) for role, path in (inputs or {}).items()}
     if votes is not None:
@@ -579,5 +586,6 @@ def verify(
         os.fspath(record),
         overrides=overrides,
         seed_file=None if seed_file is None else os.fspath(seed_file),
+        opening=None if opening is None else os.fspath(opening),
         rtol=rtol,
     )

@@ -48,11 +48,14 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: StrPath, write: Callable[[IO[bytes]], object]) -> None:
+def write_atomic(
+    path: StrPath, write: Callable[[IO[bytes]], object], *, mode: int | None = None
+) -> None:
     """Write a file so that ``path`` is either complete or untouched.
 
     ``write`` fills a temporary file in the same directory (so ``os.replace`` is
-    atomic), which is removed again if anything fails.
+    atomic), which is removed again if anything fails. ``mode``: the file's permissions
+    (default: those of a plain ``open``, under the umask).
 
     Raises:
         InputError: The directory does not exist or the file cannot be written.
@@ -73,7 +76,8 @@ def write_atomic(path: StrPath, write: Callable[[IO[bytes]], object]) -> None:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; match a plain open()
+        # mkstemp creates 0600; match a plain open() unless told otherwise
+        os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)
         os.replace(tmp, where)
     except OSError as exc:
         raise InputError(
@@ -150,9 +154,21 @@ def check_distinct_files(inputs: dict[str, str | None], outputs: dict[str, str |
         seen[key] = (flag, path)
 
 
+#: What the warning of a release replaced with ``--force`` says (``spent_again``).
+SPENT_AGAIN = "the privacy budget was spent again"
+
+
+def spent_again(paths: list[str]) -> str:
+    """The warning of a run that replaced earlier release artefacts with ``--force``."""
+    return (
+        f"--force replaced {', '.join(paths)}: {SPENT_AGAIN} on the same votes (every release "
+        "of them counts, the replaced one included)"
+    )
+
+
 def check_not_replaced(
     targets: dict[str, str | None], *, force: bool, spends_budget: bool = True
-) -> None:
+) -> list[str]:
     """Refuse to replace an existing release artefact unless ``force``; before any work.
 
     Args:
@@ -161,15 +177,51 @@ def check_not_replaced(
         spends_budget: the run draws new noise from the votes, so replacing its artefacts
             would hide that the budget was spent twice (the message says so).
 
+    Returns:
+        The targets that exist and will be replaced (``force`` only); the run warns with
+        :func:`spent_again` when it spends the budget.
+
     Raises:
         UsageError: a target exists and ``force`` is false.
     """
-    if force:
-        return
-    for path in targets.values():
-        if path is not None and os.path.lexists(path):
-            why = ": a second run spends the privacy budget again;" if spends_budget else ";"
-            raise UsageError(f"{path} exists{why} pass --force to replace it")
+    existing = [path for path in targets.values() if path is not None and os.path.lexists(path)]
+    if existing and not force:
+        why = ": a second run spends the privacy budget again;" if spends_budget else ";"
+        raise UsageError(f"{existing[0]} exists{why} pass --force to replace it")
+    return existing
+
+
+Identity = tuple[int, int, int, int, int]
+"""A file's device, inode, size, and modification and change times in ns."""
+
+
+def _identity_of(path: str) -> Identity | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def identities(files: dict[str, str | None]) -> dict[str, tuple[str, Identity | None]]:
+    """Each input's identity before it is read (flag -> (path, identity)), for
+    :func:`check_unchanged`."""
+    return {flag: (path, _identity_of(path)) for flag, path in files.items() if path is not None}
+
+
+def check_unchanged(before: dict[str, tuple[str, Identity | None]]) -> None:
+    """Refuse to write anything when an input changed since it was read: the numbers would
+    be one file's and a record's hash another's.
+
+    Raises:
+        InputError: a file was replaced, written, truncated or removed during the run.
+    """
+    for flag, (path, identity) in before.items():
+        if _identity_of(path) != identity:
+            raise InputError(
+                f"{flag} {path}: the file changed while pate read it (replaced, written or "
+                "removed during the run); nothing was written: run again on a file that stays"
+            )
 
 
 def save_npy_atomic(path: StrPath, array: np.ndarray) -> None:

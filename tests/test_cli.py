@@ -192,7 +192,7 @@ def test_a_crash_exits_70_with_a_traceback(monkeypatch):
 
 
 def test_exit_code_values_are_the_documented_ones():
-    assert [int(c) for c in ExitCode] == [0, 1, 2, 70, 130]
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 70, 74, 130]
 
 
 def test_conversion_improved_is_recorded_and_never_above_classic():

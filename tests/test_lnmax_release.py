@@ -52,15 +52,21 @@ def test_the_record_verifies_and_its_sample_replays_with_the_seed_file(tmp_path)
     out = run_cli([*args, "--record", record]).json
     saved = json.loads(record.read_text())
     assert saved["report"]["epsilon_released"] == out["epsilon_released"]
-    assert run_cli(["verify", record, "--json"]).json["ok"] is True
+    # Without the seed file the sample and the publishable figure it decided are not checked.
+    plain = run_cli(["verify", record, "--json"], expect=ExitCode.NOT_CHECKED).json
+    assert plain["verdict"] == "incomplete" and plain["ok"] is False and plain["differs"] == []
+    sampled = ["random sample", "epsilon_released", "publishable gnss-release"]
+    assert plain["not_checked"] == sampled
     replayed = run_cli(["verify", record, "--seed-file", seed_file, "--json"]).json
-    assert replayed["ok"] is True
+    assert replayed["verdict"] == "verified" and replayed["ok"] is True
+    statuses = {c["name"]: c["status"] for c in replayed["checks"]}
+    assert set(statuses.values()) == {"verified"} and "epsilon_released" in statuses
     edited = json.loads(record.read_text())
     edited["report"]["smooth_sensitivity"] *= 0.5
     record.write_text(json.dumps(edited))
-    assert (
-        run_cli(["verify", record, "--json"], expect=ExitCode.BUDGET_EXCEEDED).json["ok"] is False
-    )
+    caught = run_cli(["verify", record, "--json"], expect=ExitCode.BUDGET_EXCEEDED).json
+    assert caught["verdict"] == "differs" and caught["ok"] is False
+    assert caught["differs"][0] == "digest" and "smooth_sensitivity" in caught["differs"]
 
 
 def test_analyze_carries_the_lnmax_release_and_the_api_matches_the_cli():

@@ -3,8 +3,9 @@ byte for byte what ``--json`` prints; ``repr`` is one short line; counts print a
 
 Every command runs twice, through the CLI (``run_cli``) and through the library
 (``import pate_cli as pate``, public names only), with ``--seed`` so the sampled numbers
-match. The one field that differs by design: ``pate verify`` re-parses the recorded command
-line and the library does not, so that check is compared by everything but its name.
+match. The one check that differs by design: ``pate verify`` re-parses the recorded command
+line and the library does not, so the library's check is not made ("not-checked") and its
+verdict is "incomplete" where the CLI's is "verified"; everything else is compared.
 """
 
 from __future__ import annotations
@@ -140,9 +141,17 @@ def test_verify_to_dict_is_the_cli_stdout_but_the_command_line_check():
     cli = json.loads(stdout)
     # The library reads no command line; pate verify re-parses the recorded one.
     line = [check["name"] for check in cli["checks"]].index("command line")
-    assert payload["checks"][line]["name"] == "command line (not re-parsed)"
-    assert payload["checks"][line]["ok"] is cli["checks"][line]["ok"] is True
+    assert cli["checks"][line]["status"] == "verified"
+    assert payload["checks"][line]["name"] == "command line"
+    assert payload["checks"][line]["status"] == "not-checked"
+    assert payload["checks"][line]["detail"].startswith("the library reads no command line")
+    # So the library's verdict is incomplete where the CLI's holds (the record drew no sample).
+    assert (cli["verdict"], cli["ok"], cli["not_checked"]) == ("verified", True, [])
+    assert (payload["verdict"], payload["ok"]) == ("incomplete", False)
+    assert payload["not_checked"] == ["command line"] and payload["differs"] == []
     payload["checks"][line] = cli["checks"][line]
+    for key in ("verdict", "summary", "ok", "not_checked"):
+        payload[key] = cli[key]
     assert json.dumps(payload) + "\n" == stdout
 
 

@@ -3,8 +3,11 @@ the two kinds of record, and release files that are never replaced without --for
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +16,7 @@ import pytest
 import pate_cli.seeds as seeds
 from pate_cli.errors import ExitCode
 from pate_cli.records.record import record_digest
+from pate_cli.records.verify import DIFFERS, NOT_CHECKED, VERIFIED
 from tests.conftest import MNIST, PUBLIC_REPORT_KEYS, TABLE2, run_cli
 
 # Order, beta and sigma_ss fixed in advance: the sampled released epsilon is publishable, so it
@@ -69,11 +73,34 @@ def _checks(out) -> dict[str, dict]:
     return {check["name"]: check for check in out["checks"]}
 
 
-def _failed(out) -> list[str]:
-    return [check["name"] for check in out["checks"] if not check["ok"]]
+def _differing(out) -> list[str]:
+    """The checks that were made and do not hold (the JSON's "differs" says the same)."""
+    names = [check["name"] for check in out["checks"] if check["status"] == DIFFERS]
+    assert out["differs"] == names
+    return names
+
+
+def _not_checked(out) -> list[str]:
+    """The checks that could not be made (never counted as passed)."""
+    names = [check["name"] for check in out["checks"] if check["status"] == NOT_CHECKED]
+    assert out["not_checked"] == names
+    return names
 
 
 # ------------------------------------------------------------------ an honest release verifies
+
+
+# What the run's noise decided, for each command: not checked without the run's seed.
+SAMPLED = {
+    "smooth-sensitivity": ["epsilon_released"],
+    "analyze": ["release.epsilon_released"],
+    "aggregate": [
+        "answered",
+        "privacy.data_dependent.epsilon",
+        "privacy.data_dependent.order",
+        "privacy.data_independent.epsilon",
+    ],
+}
 
 
 @pytest.mark.parametrize(
@@ -86,77 +113,123 @@ def _failed(out) -> list[str]:
     ],
     ids=["smooth-sensitivity", "smooth-sensitivity-fixed", "analyze", "aggregate"],
 )
-def test_a_default_release_verifies_and_names_its_sample_as_not_re_derivable(
+def test_a_default_release_verifies_all_but_its_sample_which_is_not_checked(
     tmp_path, votes, command, extra, sample
 ):
-    """Noise from OS entropy and no seed file: the auditor's usual case is exit 0, every
-    deterministic number checked, and the sample named as not re-derivable."""
+    """Noise from OS entropy and no seed file: every deterministic number is verified, and
+    the sample (and every figure it decided) is not checked: exit 3, never exit 0."""
     record_path, result = _run(tmp_path, command, votes, *extra)
     record = _load(record_path)
     assert list(record)[:5] == ["private", "privacy", "schema", "version", "kind"]
     assert record["private"] is True
     assert record["privacy"].startswith("private: ") and "do not publish" in record["privacy"]
-    assert record["kind"] == "private" and record["version"] == 4
+    assert record["kind"] == "private" and record["version"] == 5
+    sampled = ["random sample", *SAMPLED[command]]
     if command == "smooth-sensitivity" and extra:
         bases = [figure["basis"] for figure in result.json["publishable"]]
         assert "gnss-release" in bases  # the sample is a publishable figure here
-    first, again = _verify(record_path), _verify(record_path)
-    assert first == again and first["ok"] is True and first["record_kind"] == "private"
+        sampled.append("publishable gnss-release")
+    first = _verify(record_path, expect=ExitCode.NOT_CHECKED)
+    again = _verify(record_path, expect=ExitCode.NOT_CHECKED)
+    assert first == again and first["record_kind"] == "private"
+    assert first["verdict"] == "incomplete" and first["ok"] is False
+    assert _differing(first) == [] and _not_checked(first) == sampled
+    assert first["summary"].startswith("nothing differs, but the record is not fully verified")
     checks = _checks(first)
+    assert all(checks[name]["status"] == VERIFIED for name in checks if name not in sampled)
     random = checks["random sample"]
-    assert random["ok"] is True and random["detail"].startswith(sample)
-    assert "not re-derivable without the seed file" in random["detail"]
+    assert random["detail"].startswith(sample)
+    assert "not re-derivable" in random["detail"]
     assert "OS entropy and was never kept" in random["detail"]
-    assert checks["command line"]["ok"] and checks["sha256 of votes"]["ok"]
-    assert checks["every other recorded number"]["detail"].startswith("reproduced within")
+    for name in SAMPLED[command]:
+        assert "decided by noise from OS entropy, which was never kept" in checks[name]["detail"]
+    assert checks["command line"]["status"] == checks["sha256 of votes"]["status"] == VERIFIED
+    assert checks["every other recorded number and note"]["detail"].startswith("reproduced within")
     if command == "aggregate":
-        assert checks["sha256 of output labels"]["detail"].endswith("(not regenerated)")
-        assert checks["expected_privacy.data_dependent.epsilon"]["ok"]
+        # The labels on disk are the run's; without the noise they are not regenerated.
+        labels = checks["sha256 of output labels"]
+        assert labels["detail"] == f"{tmp_path / 'labels.npy'} is the file the run wrote"
+        assert not any(name.startswith("regenerated output") for name in checks)
+        assert checks["expected_privacy.data_dependent.epsilon"]["status"] == VERIFIED
     else:
         key = (
             "epsilon_data_dependent"
             if command == "smooth-sensitivity"
             else "data_dependent.epsilon"
         )
-        assert checks[key]["detail"] == "reproduced: 1.998816592268984"
-    table = run_cli(["verify", record_path]).stdout
+        detail = checks[key]["detail"]
+        assert detail.startswith("reproduced: ")
+        # The last bit may depend on the CPU (verify's own tolerance is 1e-12 relative).
+        assert float(detail.removeprefix("reproduced: ")) == pytest.approx(
+            1.998816592268984, rel=1e-12
+        )
+    table = run_cli(["verify", record_path], expect=ExitCode.NOT_CHECKED).stdout
     flat = " ".join(table.split())
-    assert f"private {command} record" in flat and "the record holds" in flat
+    assert f"private {command} record" in flat and "the record holds" not in flat
+    assert "nothing differs, but the record is not fully verified" in flat
     assert f"command line: pate {command} {votes}" in flat
+    # A pipeline that accepts an unreplayed sample on purpose says so.
+    accepted = _verify(record_path, "--allow-unchecked")
+    assert accepted == first
 
 
 def test_a_seed_file_record_names_its_commitment_and_replays_with_it(tmp_path, votes):
     seed_file = tmp_path / "run.seed"
     record_path, _ = _run(tmp_path, "smooth-sensitivity", votes, "--seed-file", seed_file)
     record = _load(record_path)
-    plain = _checks(_verify(record_path))["random sample"]
-    assert "not re-derivable without the seed file" in plain["detail"]
-    assert record["seed_commitment"] in plain["detail"]
+    plain = _verify(record_path, expect=ExitCode.NOT_CHECKED)
+    assert _not_checked(plain) == ["random sample", "epsilon_released"]
+    sample = _checks(plain)["random sample"]
+    assert "not re-derivable without the seed file" in sample["detail"]
+    assert record["seed_commitment"] in sample["detail"]
     replayed = _verify(record_path, "--seed-file", seed_file, "--rtol", 0)
-    assert _checks(replayed)["epsilon_released"]["detail"].startswith("reproduced")
-    # A sample that is not the run's: not compared without the seed (exit 0), caught with it.
+    assert replayed["verdict"] == "verified" and replayed["ok"] is True
+    assert _differing(replayed) == [] and _not_checked(replayed) == []
+    checks = _checks(replayed)
+    assert checks["seed file"]["detail"] == "matches the record's commitment"
+    assert checks["random sample"]["detail"].endswith("replayed from the seed file")
+    assert checks["epsilon_released"]["status"] == VERIFIED
+    assert checks["epsilon_released"]["detail"].startswith("reproduced")
+    # A sample that is not the run's: not checked without the seed (exit 3), caught with it.
     record["report"]["epsilon_released"] += 0.5
     _forge(record_path, record)
-    assert _verify(record_path)["ok"] is True
+    forged = _verify(record_path, expect=ExitCode.NOT_CHECKED)
+    assert _checks(forged)["epsilon_released"]["status"] == NOT_CHECKED
+    assert _differing(forged) == []
     caught = _verify(record_path, "--seed-file", seed_file, expect=ExitCode.BUDGET_EXCEEDED)
-    assert _failed(caught) == ["epsilon_released"]
+    assert caught["verdict"] == "differs" and _differing(caught) == ["epsilon_released"]
+    # --allow-unchecked accepts what was not checked, never what differs.
+    _verify(record_path, "--allow-unchecked", expect=ExitCode.OK)
+    _verify(
+        record_path, "--seed-file", seed_file, "--allow-unchecked",
+        expect=ExitCode.BUDGET_EXCEEDED,
+    )  # fmt: skip
 
 
 def test_a_public_seed_record_is_replayed_and_must_match(tmp_path, votes):
     record_path, _ = _run(tmp_path, "smooth-sensitivity", votes, "--seed", 7)
-    out = _verify(record_path, "--rtol", 0)
-    assert "replayed from the record's public seed 7" in _checks(out)["random sample"]["detail"]
+    out = _verify(record_path, "--rtol", 0)  # nothing left unchecked: exit 0
+    assert out["verdict"] == "verified" and _not_checked(out) == []
+    sample = _checks(out)["random sample"]
+    assert sample["status"] == VERIFIED
+    assert "replayed from the record's public seed 7" in sample["detail"]
+    assert _checks(out)["epsilon_released"]["status"] == VERIFIED
     record = _load(record_path)
     record["report"]["epsilon_released"] += 0.5
     _forge(record_path, record)
-    assert _failed(_verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)) == ["epsilon_released"]
+    assert _differing(_verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)) == ["epsilon_released"]
+
+
+SAMPLED_OF_ANALYZE = ["random sample", "release.epsilon_released"]
 
 
 def test_verify_of_an_aggregate_record_draws_no_noise(tmp_path, votes, os_draws):
     record_path, _ = _run(tmp_path, "aggregate", votes)
-    assert len(os_draws) == 1  # the run's own draw
-    assert _verify(record_path)["ok"] is True
-    assert len(os_draws) == 1  # verify drew none
+    drawn = len(os_draws)
+    assert drawn == 2  # the run's own draws: one stream for the threshold, one for the answers
+    out = _verify(record_path, expect=ExitCode.NOT_CHECKED)
+    assert _checks(out)["random sample"]["status"] == NOT_CHECKED
+    assert len(os_draws) == drawn  # verify drew none
 
 
 # ------------------------------------------------------------------ an edit does not get past
@@ -170,13 +243,13 @@ def test_a_forged_command_line_fails_even_with_its_digest_recomputed(tmp_path, v
     record["versions"]["pate"] = "9.9"
     _forge(record_path, record)
     out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
-    assert _failed(out) == ["command line"]
+    assert _differing(out) == ["command line"]
     detail = _checks(out)["command line"]["detail"]
     assert detail == (
         "does not match the recorded call: call.mechanism.sigma: the command line gives 400.0, "
         "the record has 40.0"
     )
-    assert _checks(out)["digest"]["ok"] is True  # a digest is no seal
+    assert _checks(out)["digest"]["status"] == VERIFIED  # a digest is no seal
     table = run_cli(["verify", record_path], expect=ExitCode.BUDGET_EXCEEDED).stdout
     flat = " ".join(table.split())
     assert "--sigma 400" not in flat  # the forged command line is never shown
@@ -203,7 +276,7 @@ def test_an_edited_call_or_command_line_fails(tmp_path, votes, edit, failed):
     edit(record)
     _forge(record_path, record)
     out = run_cli(["verify", record_path, "--json"], expect=ExitCode.BUDGET_EXCEEDED).json
-    assert failed in _failed(out)
+    assert failed in _differing(out)
     assert _checks(out)["command line"]["detail"].startswith("does not match the recorded call")
 
 
@@ -214,8 +287,8 @@ def test_argv_and_call_edited_together_do_not_recompute(tmp_path, votes):
     record["call"]["mechanism"]["sigma"] = 41.0
     _forge(record_path, record)
     out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
-    assert _checks(out)["command line"]["ok"] is True  # they agree with each other ...
-    assert "data_dependent.epsilon" in _failed(out)  # ... but not with the numbers
+    assert _checks(out)["command line"]["status"] == VERIFIED  # they agree with each other ...
+    assert "data_dependent.epsilon" in _differing(out)  # ... but not with the numbers
 
 
 def test_an_edited_number_or_hash_fails_with_its_digest_recomputed(tmp_path, votes):
@@ -225,11 +298,11 @@ def test_an_edited_number_or_hash_fails_with_its_digest_recomputed(tmp_path, vot
     record["report"]["smooth_sensitivity"] *= 0.5
     _forge(record_path, record)
     out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
-    assert _failed(out) == ["smooth_sensitivity"]
+    assert _differing(out) == ["smooth_sensitivity"]
     record = json.loads(json.dumps(original))
     record["inputs"]["votes"]["sha256"] = "0" * 64
     _forge(record_path, record)
-    assert _failed(_verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)) == ["sha256 of votes"]
+    assert _differing(_verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)) == ["sha256 of votes"]
 
 
 def test_a_version_3_record_is_still_read_as_a_private_one(tmp_path, votes):
@@ -238,8 +311,9 @@ def test_a_version_3_record_is_still_read_as_a_private_one(tmp_path, votes):
     del record["private"], record["privacy"], record["kind"]
     record["version"] = 3
     _forge(record_path, record)
-    out = _verify(record_path)
-    assert out["ok"] is True and out["record_kind"] == "private"
+    out = _verify(record_path, expect=ExitCode.NOT_CHECKED)  # its sample: not checked
+    assert out["verdict"] == "incomplete" and out["record_kind"] == "private"
+    assert _differing(out) == [] and _not_checked(out) == SAMPLED_OF_ANALYZE
     record["version"] = 4  # but a version 4 record must say its kind
     _forge(record_path, record)
     result = run_cli(["verify", record_path], expect=ExitCode.BAD_INPUT)
@@ -248,6 +322,23 @@ def test_a_version_3_record_is_still_read_as_a_private_one(tmp_path, votes):
     _forge(record_path, record)
     result = run_cli(["verify", record_path], expect=ExitCode.BAD_INPUT)
     assert "first field private is False but its kind is 'private'" in result.stderr
+
+
+def test_the_sample_of_a_version_4_record_is_never_replayed(tmp_path, votes):
+    """Before version 5 every purpose drew from one stream: even its own seed file does not
+    replay the sample (not checked, exit 3), though the seed file is still checked."""
+    seed_file = tmp_path / "run.seed"
+    record_path, _ = _run(tmp_path, "analyze", votes, "--seed-file", seed_file)
+    record = _load(record_path)
+    record["version"] = 4
+    _forge(record_path, record)
+    out = _verify(record_path, "--seed-file", seed_file, expect=ExitCode.NOT_CHECKED)
+    assert _differing(out) == [] and _not_checked(out) == SAMPLED_OF_ANALYZE
+    checks = _checks(out)
+    assert checks["seed file"]["status"] == VERIFIED
+    why = "not replayed: a version 4 record drew every purpose from one stream"
+    assert why in checks["random sample"]["detail"]
+    assert checks["data_dependent.epsilon"]["status"] == VERIFIED
 
 
 # ------------------------------------------------------------------ public records
@@ -298,16 +389,53 @@ def test_a_public_record_holds_no_figure_of_the_votes_and_verifies(tmp_path, vot
     for value in secret:
         assert isinstance(value, float)
         assert value not in numbers and repr(value) not in text, value
-    out = _verify(public_path)
-    assert out["ok"] is True and out["record_kind"] == "public"
+    # It binds the votes with a salted commitment, whose salt is in a private opening file.
+    opening = tmp_path / "public.opening.json"
+    assert record["seed_commitment"] is None and record["opening"] == str(opening)
+    assert set(record["commitments"]) == {"votes"}
+    assert stat.S_IMODE(os.stat(opening).st_mode) == 0o600
+    salt = bytes.fromhex(_load(opening)["salts"]["votes"])
+    salted = hashlib.sha256(salt + Path(votes).read_bytes()).hexdigest()
+    assert record["commitments"]["votes"] == salted
+    # The sample of an OS-entropy run is never checked; without the opening, nor the binding.
+    # (Fixed in advance, the sample is also a publishable figure of smooth-sensitivity; a
+    # public analyze record states nothing its draw decided, so it has no sample to check.)
+    drawn = {
+        "smooth-sensitivity": ["random sample", "publishable gnss-release"],
+        "aggregate": ["random sample"],  # the hash of its labels, drawn with private noise
+        "analyze": [],
+    }[command]
+    out = _verify(public_path, expect=ExitCode.NOT_CHECKED)
+    assert out["verdict"] == "incomplete" and out["record_kind"] == "public"
+    assert _differing(out) == []
+    assert _not_checked(out) == [*drawn[:1], "binding of votes", *drawn[1:]]
     checks = _checks(out)
+    assert checks["publishable"]["status"] == VERIFIED
     assert checks["publishable"]["detail"].startswith("reproduced: ")
-    assert checks["inputs"]["detail"].startswith("a public record holds no hash of its inputs")
+    assert "give --opening" in checks["binding of votes"]["detail"]
     assert not any(name.startswith("sha256 of votes") for name in checks)
+    opened = _verify(
+        public_path, "--opening", opening, expect=ExitCode.NOT_CHECKED if drawn else ExitCode.OK
+    )
+    assert _differing(opened) == [] and _not_checked(opened) == drawn
+    binding = _checks(opened)["binding of votes"]
+    assert binding == {
+        "name": "binding of votes",
+        "status": VERIFIED,
+        "detail": f"{votes} is the file the run read",
+    }
     # Its publishable figures are recomputed: one changed is caught.
     record["report"]["publishable"][-1]["epsilon"] += 0.01
     _forge(public_path, record)
-    assert _failed(_verify(public_path, expect=ExitCode.BUDGET_EXCEEDED)) == ["publishable"]
+    assert _differing(_verify(public_path, expect=ExitCode.BUDGET_EXCEEDED)) == ["publishable"]
+    # Other votes are not the run's: the opening shows it.
+    _forge(public_path, _load(public_path) | {"report": public.json})
+    counts = np.load(votes)
+    counts[3, [0, 1]] += [1, -1] if counts[3, 1] > 0 else [-1, 1]
+    np.save(votes, counts)
+    other = _verify(public_path, "--opening", opening, expect=ExitCode.BUDGET_EXCEEDED)
+    assert _differing(other) == ["binding of votes"]
+    assert _checks(other)["binding of votes"]["detail"].startswith(f"{votes} is not the file")
 
 
 def test_a_full_report_under_a_public_label_fails(tmp_path, votes):
@@ -318,7 +446,7 @@ def test_a_full_report_under_a_public_label_fails(tmp_path, votes):
     out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
     assert (
         "data_dependent: in the record but not"
-        in _checks(out)["every other recorded number"]["detail"]
+        in _checks(out)["every other recorded number and note"]["detail"]
     )
 
 
@@ -356,10 +484,21 @@ def test_a_record_replaced_with_force_verifies(tmp_path, votes):
     first = _load(record_path)
     _run(tmp_path, "smooth-sensitivity", votes, expect=ExitCode.BAD_INPUT)
     assert _load(record_path) == first
-    _run(tmp_path, "smooth-sensitivity", votes, "--force")
+    _, forced = _run(tmp_path, "smooth-sensitivity", votes, "--force")
     second = _load(record_path)
     assert second["created"] >= first["created"] and "--force" in second["argv"]
-    assert _verify(record_path)["ok"] is True
+    # The replaced release counts too: said on stderr and in the report's warnings.
+    spent = f"--force replaced {record_path}: the privacy budget was spent again"
+    assert spent in " ".join(forced.stderr.split())
+    assert [w for w in second["report"]["warnings"] if "spent again" in w] == [
+        w for w in forced.json["warnings"] if w.startswith(spent)
+    ]
+    out = _verify(record_path, expect=ExitCode.NOT_CHECKED)  # its sample: not checked
+    assert _differing(out) == [] and _not_checked(out) == ["random sample", "epsilon_released"]
+    # The warning about the run's circumstances is kept, but not recomputed by the replay.
+    warnings = _checks(out)["warnings"]
+    assert warnings["status"] == VERIFIED
+    assert warnings["detail"] == "1 reproduced (1 about the run's circumstances, not recomputed)"
 
 
 def test_a_public_record_keeps_the_labels_hash_only_of_private_noise(tmp_path, votes):
@@ -370,11 +509,23 @@ def test_a_public_record_keeps_the_labels_hash_only_of_private_noise(tmp_path, v
     public_noise, _ = _run(tmp_path, "aggregate", votes, *extra, name="b.json")
     # With a public seed the labels are a function of the votes: their hash is not published.
     assert _load(public_noise)["outputs"] == {"labels": {"path": str(tmp_path / "seeded.npy")}}
-    out = _verify(public_noise)
-    assert out["ok"] is True and not any(c["name"].startswith("sha256") for c in out["checks"])
+    # The sample is replayed from the public seed; the votes are bound by the opening.
+    out = _verify(public_noise, expect=ExitCode.NOT_CHECKED)
+    assert _differing(out) == [] and _not_checked(out) == ["binding of votes"]
+    assert _checks(out)["random sample"]["status"] == VERIFIED
+    opening = _load(public_noise)["opening"]
+    out = _verify(public_noise, "--opening", opening)
+    assert out["verdict"] == "verified" and _not_checked(out) == []
+    assert not any(c["name"].startswith(("sha256", "regenerated")) for c in out["checks"])
+    # With private noise the labels on disk are checked against the kept hash.
+    opening = _load(private_noise)["opening"]
+    out = _verify(private_noise, "--opening", opening, expect=ExitCode.NOT_CHECKED)
+    assert _not_checked(out) == ["random sample"]
+    assert _checks(out)["sha256 of output labels"]["status"] == VERIFIED
 
 
 def test_the_quiet_flag_of_a_recorded_command_line_does_not_silence_verify(tmp_path, votes):
     record_path, _ = _run(tmp_path, "analyze", votes, "--quiet")
-    table = run_cli(["verify", record_path]).stdout
-    assert "the record holds" in table and "--quiet" in table
+    table = run_cli(["verify", record_path, "--allow-unchecked"]).stdout
+    flat = " ".join(table.split())
+    assert "nothing differs, but the record is not fully verified" in flat and "--quiet" in flat

@@ -11,6 +11,7 @@ import pytest
 
 from pate_cli.errors import ExitCode
 from pate_cli.records.record import record_digest
+from pate_cli.records.verify import DIFFERS, NOT_CHECKED, VERIFIED
 from tests.conftest import MNIST, SAMPLE, TABLE2, run_cli
 
 
@@ -43,11 +44,39 @@ def _verify(record, *extra, expect=ExitCode.OK):
     return result.json
 
 
+def _differing(out) -> list[str]:
+    """The checks that were made and do not hold (as the JSON's "differs" lists them)."""
+    names = [c["name"] for c in out["checks"] if c["status"] == DIFFERS]
+    assert out["differs"] == names
+    return names
+
+
+def _not_checked(out) -> list[str]:
+    """The checks that could not be made (as the JSON's "not_checked" lists them)."""
+    names = [c["name"] for c in out["checks"] if c["status"] == NOT_CHECKED]
+    assert out["not_checked"] == names
+    return names
+
+
+# Without the run's seed file, what its OS-entropy noise decided is not checked (exit 3).
+UNREPLAYED = {
+    "analyze": ["random sample", "release.epsilon_released"],
+    "smooth-sensitivity": ["random sample", "epsilon_released"],
+    "aggregate": [
+        "random sample",
+        "answered",
+        "privacy.data_dependent.epsilon",
+        "privacy.data_dependent.order",
+        "privacy.data_independent.epsilon",
+    ],
+}
+
+
 @pytest.mark.parametrize("command", ["analyze", "smooth-sensitivity", "aggregate"])
 def test_a_record_of_each_command_verifies(tmp_path, votes, command):
     record_path = _record(tmp_path, command, votes)
     record = json.loads(Path(record_path).read_text())
-    assert record["schema"] == "pate-record" and record["version"] == 4
+    assert record["schema"] == "pate-record" and record["version"] == 5
     assert record["kind"] == "private" and record["privacy"].startswith("private: ")
     assert record["command"] == command
     # The library call that verify replays (no command line is run again).
@@ -60,8 +89,12 @@ def test_a_record_of_each_command_verifies(tmp_path, votes, command):
     assert record["noise"] == {"source": "os-entropy", "private": True}
     if command == "aggregate":
         assert set(record["outputs"]) == {"labels", "answered_mask"}
-    out = _verify(record_path)
-    assert out["ok"] is True
+    # Every check is made and holds but those of the sample: nothing differs, exit 3.
+    out = _verify(record_path, expect=ExitCode.NOT_CHECKED)
+    assert out["verdict"] == "incomplete" and out["ok"] is False
+    assert _differing(out) == [] and _not_checked(out) == UNREPLAYED[command]
+    statuses = {c["name"]: c["status"] for c in out["checks"]}
+    assert {statuses[name] for name in statuses if name not in UNREPLAYED[command]} == {VERIFIED}
     names = [check["name"] for check in out["checks"]]
     assert "sha256 of votes" in names and "data-dependent <= data-independent" in names
     assert "random sample" in names and "command line" in names
@@ -76,8 +109,7 @@ def test_changing_one_vote_is_caught(tmp_path, votes):
     counts[3, [0, 1]] += [1, -1] if counts[3, 1] > 0 else [-1, 1]
     np.save(votes, counts)
     out = _verify(record, expect=ExitCode.BUDGET_EXCEEDED)
-    failed = [c for c in out["checks"] if not c["ok"]]
-    assert failed[0]["name"] == "sha256 of votes"
+    assert _differing(out)[0] == "sha256 of votes"
 
 
 def test_changing_one_parameter_is_caught(tmp_path, votes):
@@ -86,7 +118,8 @@ def test_changing_one_parameter_is_caught(tmp_path, votes):
     record["call"]["mechanism"]["sigma"] = 41.0
     _rewrite(record_path, record)
     out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
-    failed = {c["name"]: c["detail"] for c in out["checks"] if not c["ok"]}
+    failed = {c["name"]: c["detail"] for c in out["checks"] if c["status"] == DIFFERS}
+    assert list(failed) == _differing(out)
     assert "data_dependent.epsilon" in failed
     assert any("mechanism.sigma" in detail for detail in failed.values())
     assert failed["command line"] == (
@@ -107,13 +140,13 @@ def test_changing_one_digit_of_an_epsilon_is_caught(tmp_path, votes, digit):
     record["report"]["epsilon_expected_release"] = float(changed)
     _rewrite(record_path, record)
     out = _verify(record_path, "--rtol", 0, expect=ExitCode.BUDGET_EXCEEDED)
-    failed = [c for c in out["checks"] if not c["ok"]]
-    assert [c["name"] for c in failed] == ["epsilon_expected_release"]
-    # Under a tolerance (the last bit can depend on the CPU) the last digit passes, the 4th not.
+    assert _differing(out) == ["epsilon_expected_release"]
+    # Under a tolerance (the last bit can depend on the CPU) the last digit passes, the 4th not;
+    # passed, the record is still incomplete: its sample was not replayed (exit 3, not 0).
     for tolerance in ([], ["--rtol", 1e-9]):
         run_cli(
             ["verify", record_path, *tolerance],
-            expect=ExitCode.OK if digit < 0 else ExitCode.BUDGET_EXCEEDED,
+            expect=ExitCode.NOT_CHECKED if digit < 0 else ExitCode.BUDGET_EXCEEDED,
         )
 
 
@@ -126,9 +159,10 @@ def test_same_versions_verify_to_1e_12_relative(tmp_path, votes, relative, holds
     assert rdp[-1] > 10  # large enough that the absolute floor of 1e-12 decides nothing
     rdp[-1] *= 1 + relative
     _rewrite(record_path, record)
-    out = _verify(record_path, expect=ExitCode.OK if holds else ExitCode.BUDGET_EXCEEDED)
-    (other,) = [c for c in out["checks"] if c["name"] == "every other recorded number"]
-    assert [c["name"] for c in out["checks"] if not c["ok"]] == ([] if holds else [other["name"]])
+    out = _verify(record_path, expect=ExitCode.NOT_CHECKED if holds else ExitCode.BUDGET_EXCEEDED)
+    (other,) = [c for c in out["checks"] if c["name"] == "every other recorded number and note"]
+    assert _differing(out) == ([] if holds else [other["name"]])
+    assert other["status"] == (VERIFIED if holds else DIFFERS)
     if holds:
         assert other["detail"] == "reproduced within rtol 1e-12, atol 1e-12"
     else:
@@ -136,17 +170,34 @@ def test_same_versions_verify_to_1e_12_relative(tmp_path, votes, relative, holds
     # The same record made with other versions of the software is held to 1e-9.
     record["versions"]["numpy"] = "0.0"
     _rewrite(record_path, record)
-    (other,) = [c for c in _verify(record_path)["checks"] if c["name"] == other["name"]]
+    again = _verify(record_path, expect=ExitCode.NOT_CHECKED)
+    (other,) = [c for c in again["checks"] if c["name"] == other["name"]]
     assert other["detail"] == "reproduced within rtol 1e-09, atol 1e-12"
+    assert other["status"] == VERIFIED
 
 
 def test_a_changed_label_file_is_caught(tmp_path, votes):
     record_path = _record(tmp_path, "aggregate", votes)
-    record = json.loads(Path(record_path).read_text())
+    original = Path(record_path).read_text()
+    record = json.loads(original)
     record["outputs"]["labels"]["sha256"] = "0" * 64
     _rewrite(record_path, record)
     out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
-    assert [c["name"] for c in out["checks"] if not c["ok"]] == ["sha256 of output labels"]
+    assert _differing(out) == ["sha256 of output labels"]
+    # The file on disk is compared with the record's hash even without the seed file.
+    Path(record_path).write_text(original)
+    labels = tmp_path / "labels.npy"
+    labels.write_bytes(labels.read_bytes() + b"\0")
+    out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
+    assert _differing(out) == ["sha256 of output labels"]
+    (check,) = [c for c in out["checks"] if c["name"] == "sha256 of output labels"]
+    assert check["detail"] == f"{labels} differs from the file the run wrote"
+    # A file that is neither where the record says nor beside it: not checked, never passed.
+    labels.unlink()
+    out = _verify(record_path, expect=ExitCode.NOT_CHECKED)
+    assert _not_checked(out) == [*UNREPLAYED["aggregate"], "sha256 of output labels"]
+    (check,) = [c for c in out["checks"] if c["name"] == "sha256 of output labels"]
+    assert check["detail"] == f"{labels}: not found, here or beside the record"
 
 
 def test_moved_votes_are_given_with_votes_flag(tmp_path, votes):
@@ -155,11 +206,22 @@ def test_moved_votes_are_given_with_votes_flag(tmp_path, votes):
     moved.mkdir()
     shutil.move(votes, moved / "renamed.npy")
     run_cli(["verify", record], expect=ExitCode.BAD_INPUT)  # not found: unusable input
-    assert _verify(record, "--votes", moved / "renamed.npy")["ok"] is True
+    out = _verify(record, "--votes", moved / "renamed.npy", expect=ExitCode.NOT_CHECKED)
+    assert _differing(out) == [] and _not_checked(out) == UNREPLAYED["analyze"]
+    (votes_check,) = [c for c in out["checks"] if c["name"] == "sha256 of votes"]
+    assert votes_check == {
+        "name": "sha256 of votes",
+        "status": VERIFIED,
+        "detail": str(moved / "renamed.npy"),
+    }
 
 
 def test_sample_record_verifies():
-    assert _verify(str(SAMPLE / "mnist_table2.record.json"))["ok"] is True
+    """The shipped record drew no sample: every check is made and holds (exit 0)."""
+    out = _verify(str(SAMPLE / "mnist_table2.record.json"))
+    assert out["verdict"] == "verified" and out["ok"] is True
+    assert out["summary"] == "the record holds: every check was made"
+    assert {c["status"] for c in out["checks"]} == {VERIFIED}
 
 
 @pytest.mark.parametrize(
@@ -168,13 +230,22 @@ def test_sample_record_verifies():
         ["analyze", "missing.npy", "--sigma", 40, "--delta", 1e-5],
         ["analyze", MNIST, "--sigma", 40, "--delta", 2],
         ["smooth-sensitivity", MNIST, "--gamma", 0.1, "--delta", 1e-5, "--beta", 1],
-        ["aggregate", MNIST, "--sigma", 40, "--delta", 1e-5, "--output", "/nonexistent/x.npy"],
+        ["aggregate", MNIST, "--sigma", 40, "--delta", 1e-5, "--output", "{missing}/x.npy"],
+        ["aggregate", MNIST, "--sigma", 40, "--delta", 1e-5, "--output", "{file}/x.npy"],
     ],
+    ids=["missing-votes", "bad-delta", "bad-beta", "missing-folder", "folder-is-a-file"],
 )
 def test_a_failed_run_leaves_no_record(tmp_path, args):
-    record = tmp_path / "run.record.json"
+    """Every place the run cannot use is made here, under the test's own folder: a folder
+    that does not exist, and a "folder" that is a file."""
+    record = tmp_path / "out" / "run.record.json"
+    record.parent.mkdir()
+    (tmp_path / "file").write_text("not a folder")
+    places = {"missing": tmp_path / "missing", "file": tmp_path / "file"}
+    args = [a.format(**places) if isinstance(a, str) else a for a in args]
     run_cli([*args, "--record", record], expect=ExitCode.BAD_INPUT)
-    assert list(tmp_path.iterdir()) == []
+    assert list(record.parent.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "out"]
 
 
 def test_a_crashed_run_leaves_no_record(tmp_path, monkeypatch):
@@ -211,12 +282,13 @@ def test_a_record_older_than_a_field_still_verifies_but_a_dropped_claim_fails(tm
     record = json.loads(Path(record_path).read_text())
     del record["report"]["data_independent_worst_case"]
     _rewrite(record_path, record)
-    _verify(record_path, expect=ExitCode.OK)
+    out = _verify(record_path, expect=ExitCode.NOT_CHECKED)  # its sample: not replayed
+    assert _differing(out) == [] and _not_checked(out) == UNREPLAYED["analyze"]
     record["report"]["a_claim_pate_never_makes"] = 1.0
     _rewrite(record_path, record)
     out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
-    (failed,) = [c for c in out["checks"] if not c["ok"]]
-    assert failed["name"] == "every other recorded number"
+    (failed,) = [c for c in out["checks"] if c["status"] == DIFFERS]
+    assert failed["name"] == "every other recorded number and note"
     assert "a_claim_pate_never_makes: in the record but not in the recomputed" in failed["detail"]
 
 
@@ -253,13 +325,19 @@ def test_any_edited_field_fails_verify(tmp_path, votes, field, value):
     record[field] = value
     Path(record_path).write_text(json.dumps(record))  # edited, digest left as written
     out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
-    failed = [c["name"] for c in out["checks"] if not c["ok"]]
+    failed = _differing(out)
     assert failed[0] == "digest"
     (digest,) = [c for c in out["checks"] if c["name"] == "digest"]
     assert digest["detail"] == "does not match the content: the record changed after the run"
     _rewrite(record_path, record)  # the digest recomputed, as anyone can
-    out = _verify(record_path, expect=ExitCode.OK if field == "created" else 1)
-    failed = [c["name"] for c in out["checks"] if not c["ok"]]
+    out = _verify(
+        record_path,
+        expect=ExitCode.NOT_CHECKED if field == "created" else ExitCode.BUDGET_EXCEEDED,
+    )
+    failed = _differing(out)
+    # The sample is never checked here (under the command "rm" its field is no key field).
+    sample = UNREPLAYED["analyze"][:1] if field == "command" else UNREPLAYED["analyze"]
+    assert _not_checked(out) == sample
     if field == "command":  # the command must be the call's and the command line's
         assert failed == ["command line", "command of the recorded call"]
     elif field == "argv":  # the command line must be the recorded call

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 import traceback
 from typing import Annotated, Any
@@ -32,7 +33,7 @@ from pate_cli.cli.commands import (
     smooth_sensitivity,
     verify,
 )
-from pate_cli.cli.options import ARGV, error_line
+from pate_cli.cli.options import ARGV, MIN_COLUMNS, StreamError, error_line
 from pate_cli.errors import ExitCode, PateError
 
 # One metavar style in every help: an upper-case word for a value, [a|b] for a choice.
@@ -100,9 +101,22 @@ class PateGroup(TyperGroup):
             )
             error_line(f"pate: error: {_our_words(error.format_message())} (see '{command}')")
             raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
-        except KeyboardInterrupt:
-            error_line("pate: interrupted")
-            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except KeyboardInterrupt as interrupt:
+            # SIGINT, or SIGTERM/SIGHUP (main turns them into an interrupt): whatever was
+            # staged has been removed on the way here (pate_cli.transaction).
+            signum = getattr(interrupt, "signum", signal.SIGINT)
+            error_line(f"pate: interrupted ({signal.Signals(signum).name})")
+            raise typer.Exit(128 + int(signum)) from None
+        except MemoryError as error:
+            error_line(
+                f"pate: error: out of memory ({error or 'an allocation failed'}); lower the work "
+                "with --queries N (a prefix of the queries) or run with more memory"
+            )
+            raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
+        except StreamError as error:
+            _quiet_streams()
+            error_line(f"pate: error: {error}")
+            raise typer.Exit(int(ExitCode.STREAM)) from None
         except Exception:
             if os.environ.get("PATE_DEBUG"):
                 raise
@@ -139,7 +153,9 @@ app = typer.Typer(
     help="Privacy analysis for PATE (Private Aggregation of Teacher Ensembles).\n\n"
     "Reads saved teacher votes (.npy/.npz) and reports Renyi-DP and (epsilon, delta) "
     "costs, smooth-sensitivity releases, noisy labels and comparisons. "
-    "Exit codes: 0 ok, 1 budget exceeded (--max-epsilon), 2 bad input or usage, 70 a bug.",
+    "Exit codes: 0 ok, 1 budget exceeded (--max-epsilon) or a record that differs, 2 bad "
+    "input or usage, 3 a record verified only in part, 70 a bug, 74 stdout cannot be "
+    "written, 130/143/129 interrupted.",
     no_args_is_help=True,
     add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -175,6 +191,52 @@ app.command("verify")(verify.verify)
 app.command("plan")(plan.plan)
 
 
+class _Signalled(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the run is, so that it cleans up as for Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise _Signalled(signum)
+
+
+def _quiet_streams() -> None:
+    """Replace a stream that cannot be written (a full disk, closed) by the null device, so
+    that neither the error line nor the interpreter's last flush fails on it again."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        try:
+            if stream is None:
+                raise OSError("closed")
+            stream.flush()
+        except (OSError, ValueError):
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 (kept open until exit)
+
+
+def sane_environment() -> None:
+    """What the environment must not break: a missing or closed standard stream, an encoding
+    that cannot print a file's name (it is escaped instead), and a ``COLUMNS`` of 0 or
+    nonsense (the terminal's width, or 80, instead of an empty report)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None:
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 (kept open until exit)
+        elif hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+    columns = os.environ.get("COLUMNS")
+    if columns is not None and not (columns.isdigit() and int(columns) >= MIN_COLUMNS):
+        del os.environ["COLUMNS"]
+
+
 def main() -> None:
     """Console-script entry point."""
-    app(prog_name="pate")
+    sane_environment()
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
+    try:
+        app(prog_name="pate")
+    finally:
+        _quiet_streams()

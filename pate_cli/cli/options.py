@@ -43,9 +43,22 @@ def current_argv() -> list[str]:
     return list(ARGV.get())
 
 
+#: A ``COLUMNS`` below this is not a width a table can be read at: it is ignored.
+MIN_COLUMNS = 20
+
+
+class StreamError(Exception):
+    """stdout or stderr cannot be written (a full disk, a closed pipe): exit 74."""
+
+
 def error_line(message: str) -> None:
-    """Write one line to stderr, whatever newlines the message carries."""
-    sys.stderr.write(" ".join(message.split()) + "\n")
+    """Write one line to stderr, whatever newlines the message carries; a stderr that cannot
+    be written is given up on (the exit code still says how the run went)."""
+    try:
+        sys.stderr.write(" ".join(message.split()) + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 # Shared options, defined once and reused by every command.
@@ -209,21 +222,43 @@ QuietOpt = Annotated[
 ]
 
 
-def emit(
-    payload: dict[str, Any], renderable: Any, warnings: tuple[str, ...], as_json: bool
-) -> None:
-    """The report on stdout, and its warnings on stderr. ``--json`` goes through the one
-    encoder, ``encoding.dumps``, so it is byte for byte ``json.dumps(report.to_dict())``."""
+def rendered(payload: dict[str, Any], renderable: Any, as_json: bool) -> str:
+    """The text of a report as ``emit`` prints it: its JSON through the one encoder,
+    ``encoding.dumps`` (byte for byte ``json.dumps(report.to_dict())``), or its Rich view."""
     from rich.console import Console
 
     from pate_cli.reports.encoding import dumps
 
+    if as_json:
+        return dumps(payload) + "\n"
+    console = Console(highlight=False)
+    with console.capture() as capture:
+        console.print(renderable)
+    return capture.get()
+
+
+def emit(
+    payload: dict[str, Any],
+    renderable: Any,
+    warnings: tuple[str, ...],
+    as_json: bool,
+    text: str | None = None,
+) -> None:
+    """The report on stdout (``text``, when already rendered), and its warnings on stderr.
+
+    Raises:
+        StreamError: stdout cannot be written.
+    """
     if QUIET.get():
         return
-    if as_json:
-        typer.echo(dumps(payload))  # the warnings are in the payload too
-    else:
-        Console(highlight=False).print(renderable)
+    if text is None:
+        text = rendered(payload, renderable, as_json)
+    try:
+        sys.stdout.write(text)  # with --json the warnings are in the payload too
+        sys.stdout.flush()
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        raise StreamError(f"cannot write the report to stdout ({reason})") from None
     warn(warnings)
 
 
@@ -328,13 +363,23 @@ RecordOpt = Annotated[
         "record of the publishable figures only.",
     ),
 ]
+OpeningOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--opening",
+        metavar="FILE",
+        help="Where a public record's opening goes (.json, mode 0600; default: beside the "
+        "record, NAME.opening.json): the salts of its commitments to the votes and the seed "
+        "file, which 'pate verify --opening' needs to check them. Keep it with the votes.",
+    ),
+]
 ForceOpt = Annotated[
     bool,
     typer.Option(
         "--force",
-        help="Replace existing release files (--record; aggregate's --output and "
-        "--answered-output). Without it an existing one is exit 2 before any work: a second "
-        "run spends the privacy budget again.",
+        help="Replace existing release files (--record and its opening; aggregate's --output "
+        "and --answered-output). Without it an existing one is exit 2 before any work: a "
+        "second run spends the privacy budget again, and with it the run warns that it did.",
     ),
 ]
 

@@ -28,13 +28,14 @@ record's call and what verify expects of it are built by one function and cannot
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pate_cli.choices import GateOn, VoteFormat
-from pate_cli.cli.options import cli_progress, current_argv, emit, enforce
+from pate_cli.cli.options import cli_progress, current_argv, emit, enforce, rendered
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -215,6 +216,8 @@ class Invocation:
     """In the order they are written (and listed in the report)."""
     record: str | None = None
     """``--record``: where the release record goes."""
+    opening: str | None = None
+    """``--opening``: where a public record's opening goes (default: beside the record)."""
     force: bool = False
     spends_budget: bool = True
     """Whether a second run spends the privacy budget again (the refusal to replace a
@@ -240,6 +243,7 @@ class Invocation:
             command,
             call,
             record=p.get("record_path"),
+            opening=p.get("opening_path"),
             force=p.get("force", False),
             public=p.get("public", False),
             as_json=p["as_json"],
@@ -255,6 +259,14 @@ class Invocation:
         """The input files given, by their role in a record."""
         return {f.role: f.path for f in self.inputs() if f.role is not None and f.path is not None}
 
+    def opening_path(self) -> str | None:
+        """Where the public record's opening goes (None: no public record)."""
+        from pate_cli.records.record import opening_path
+
+        if self.record is None or not self.public:
+            return None
+        return self.opening if self.opening is not None else opening_path(self.record)
+
     def recorded_outputs(self) -> dict[str, str | None]:
         """The release files given, by their role in a record."""
         return {o.key: o.path for o in self.outputs if o.release and o.path is not None}
@@ -263,7 +275,7 @@ class Invocation:
 def run(invocation: Invocation, view: View) -> None:
     """Carry out a command's run: see the module docstring for the order."""
     from pate_cli.accountant.figures import check_delta
-    from pate_cli.outputs import check_not_replaced
+    from pate_cli.outputs import check_not_replaced, identities, spent_again
     from pate_cli.reports.budget import check_public_gate
 
     call = invocation.call
@@ -272,11 +284,13 @@ def run(invocation: Invocation, view: View) -> None:
     for check in invocation.checks:
         check()
     releases = {o.flag: o.path for o in invocation.outputs if o.release}
-    check_not_replaced(
-        releases | {"--record": invocation.record},
-        force=invocation.force,
-        spends_budget=invocation.spends_budget,
+    records = {"--record": invocation.record, "--opening": invocation.opening_path()}
+    replaced = check_not_replaced(
+        releases | records, force=invocation.force, spends_budget=invocation.spends_budget
     )
+    # The seed file is not among them: the run may create it, and it is bound by the
+    # commitment of the content read.
+    read = identities({f.flag: f.path for f in invocation.inputs() if f.role is not None})
     votes = call.selection.load()
     mechanism = call.mechanism()
     if invocation.public:
@@ -285,67 +299,142 @@ def run(invocation: Invocation, view: View) -> None:
     for check in invocation.later_checks:
         check()
     extra = {"progress": cli_progress(votes, invocation.as_json)} if invocation.progress else {}
-    finish(invocation, mechanism, call(votes, mechanism, **extra), view)
+    spent = (spent_again(replaced),) if replaced and invocation.spends_budget else ()
+    finish(invocation, mechanism, call(votes, mechanism, **extra), view, spent, read)
 
 
 def check_files(invocation: Invocation) -> None:
     """Before any work: the record's path, and that no output of the run is one of its
     inputs or another of its outputs."""
+    from pate_cli.errors import UsageError
     from pate_cli.outputs import check_distinct_files
     from pate_cli.records.record import check_record_path
+    from pate_cli.transaction import probe_writable
 
+    if invocation.opening is not None and (invocation.record is None or not invocation.public):
+        raise UsageError(
+            f"--opening {invocation.opening}: only a public record (--public --record) has an "
+            "opening"
+        )
+    opening = invocation.opening_path()
     if invocation.record is not None:
         check_record_path(invocation.record)
-    check_distinct_files(
-        {file.flag: file.path for file in invocation.inputs()},
-        {o.flag: o.path for o in invocation.outputs} | {"--record": invocation.record},
-    )
+    if opening is not None:
+        check_record_path(opening, "--opening")
+    outputs = {o.flag: o.path for o in invocation.outputs} | {
+        "--record": invocation.record,
+        "--opening": opening,
+    }
+    check_distinct_files({file.flag: file.path for file in invocation.inputs()}, outputs)
+    # Every folder written to can take a new file, before the votes are read or any noise
+    # drawn (a read-only folder is found now, not after the work).
+    folders = {
+        os.path.dirname(os.path.abspath(path)): flag
+        for flag, path in outputs.items()
+        if path is not None
+    }
+    for folder, flag in folders.items():
+        if os.path.isdir(folder):  # a missing folder is the path checks' to name
+            probe_writable(folder, flag)
 
 
-def finish(invocation: Invocation, mechanism: Any, result: Any, view: View) -> None:
-    """After the call: the outputs written, the report printed, the record written, and the
-    exit code of the budget gate."""
-    from pate_cli.records.record import build_record, write_record
+def finish(
+    invocation: Invocation,
+    mechanism: Any,
+    result: Any,
+    view: View,
+    spent: tuple[str, ...] = (),
+    read: dict[str, Any] | None = None,
+) -> None:
+    """After the call: every file of the run (outputs, the record and its opening) staged
+    and committed together (``pate_cli.transaction``: all or nothing, and a release file
+    that appeared meanwhile is never replaced without --force), then the report printed
+    (with ``spent``, the warning of release files replaced with --force), and the exit
+    code of the budget gate. ``read``: the inputs' identities when the votes were read;
+    a file that changed since is an error, never a record of another file's hash."""
+    from pate_cli.outputs import check_unchanged
+    from pate_cli.records.record import build_record, opening_text, record_text
+    from pate_cli.transaction import Transaction
 
     gate = result.gate
     if gate is not None and not gate.passed and any(o.release for o in invocation.outputs):
         # Nothing over budget is released: no labels, no mask, no record; the report says so.
         show(invocation, invocation.report(result, {}), view)
         enforce(gate)
-    written: dict[str, str] = {}
-    for output in invocation.outputs:
-        if output.path is not None:
-            output.write(result, output.path)
-            written[output.key] = output.path
-    report = invocation.report(result, written)
-    printed = show(invocation, report, view)
-    if invocation.record is not None:
-        record = build_record(
-            invocation.command,
-            current_argv(),
-            printed,
-            inputs=invocation.recorded_inputs(),
-            outputs=invocation.recorded_outputs(),
-            noise=_noise(report),
-            call=invocation.call.to_dict(mechanism),
-            public=invocation.public,
-        )
-        write_record(invocation.record, record)
+    given = [output for output in invocation.outputs if output.path is not None]
+    report = invocation.report(result, {o.key: o.path for o in given if o.path is not None})
+    if spent:
+        report = replace(report, warnings=report.warnings + spent)
+    payload = shown(invocation, report)
+    # Rendered before anything is made visible: a report that cannot be rendered fails the
+    # run with nothing written.
+    text = rendered(payload, _view(invocation, report, view), invocation.as_json)
+    with Transaction() as files:
+        digests = {}
+        for output in given:
+            assert output.path is not None
+            digests[output.key] = files.stage_path(
+                output.path,
+                partial(output.write, result),
+                replace=invocation.force or not output.release,
+            )
+        if invocation.record is not None:
+            opening = invocation.opening_path()
+            record, salts = build_record(
+                invocation.command,
+                current_argv(),
+                payload,
+                inputs=invocation.recorded_inputs(),
+                outputs=invocation.recorded_outputs(),
+                noise=_noise(report),
+                call=invocation.call.to_dict(mechanism),
+                public=invocation.public,
+                opening=opening,
+                digests=digests,
+            )
+            if salts is not None and opening is not None:
+                secret = opening_text(salts)
+                files.stage(
+                    opening, lambda f: f.write(secret), replace=invocation.force, mode=0o600
+                )
+            record_bytes = record_text(record)
+            files.stage(
+                invocation.record, lambda f: f.write(record_bytes), replace=invocation.force
+            )
+        if read is not None:
+            check_unchanged(read)
+        files.commit()
+    show(invocation, report, view, payload, text)
     enforce(report.gate)
 
 
-def show(invocation: Invocation, report: Any, view: View) -> dict[str, Any]:
-    """The report on stdout (JSON or Rich) and its warnings on stderr; with ``--public``
-    only what may be published. Returns the JSON of what was shown."""
+def shown(invocation: Invocation, report: Any) -> dict[str, Any]:
+    """The JSON of what the run shows: with ``--public`` only what may be published."""
+    return report.to_dict(public=True) if invocation.public else report.to_json_dict()
+
+
+def _view(invocation: Invocation, report: Any, view: View) -> Any:
+    """The Rich view of the report; with ``--public`` the publishable figures only."""
     from pate_cli.cli import render
 
-    if invocation.public:
-        payload = report.to_dict(public=True)
-        emit(payload, render.public(report), (), invocation.as_json)
-    else:
-        payload = report.to_json_dict()
-        emit(payload, view(report), report.warnings, invocation.as_json)
-    return payload
+    return render.public(report) if invocation.public else view(report)
+
+
+def show(
+    invocation: Invocation,
+    report: Any,
+    view: View,
+    payload: dict[str, Any] | None = None,
+    text: str | None = None,
+) -> None:
+    """The report on stdout (JSON or Rich) and its warnings on stderr; with ``--public``
+    only what may be published (``payload`` and ``text``: its JSON and its rendering, when
+    already made)."""
+    payload = shown(invocation, report) if payload is None else payload
+    warnings = payload.get("warnings", ()) if invocation.public else report.warnings
+    if text is None:
+        text = rendered(payload, _view(invocation, report, view), invocation.as_json)
+    emit(payload, None, tuple(warnings), invocation.as_json, text)
 
 
 def _noise(report: Any) -> Noise | None:

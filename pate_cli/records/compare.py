@@ -14,8 +14,34 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-# Report fields that name files or carry free text, not numbers to reproduce.
-UNCHECKED = {"path", "output", "answered_mask", "ledger", "plot", "csv", "warnings", "note"}
+from pate_cli.outputs import SPENT_AGAIN
+from pate_cli.seeds import READABLE_SEED_FILE
+
+# Report fields that name files (where they are now is not a figure of the run), and the
+# warnings, which ``verify`` compares on their own lines (``warning_lists``).
+UNCHECKED = {"path", "output", "answered_mask", "ledger", "plot", "csv", "warnings"}
+
+#: Warnings about the circumstances of a run rather than its votes and parameters: a replay
+#: cannot recompute them, and they claim nothing about a figure.
+CIRCUMSTANCES = (SPENT_AGAIN, READABLE_SEED_FILE)
+
+
+def circumstantial(warning: str) -> bool:
+    """Whether a warning is about the run's circumstances (``CIRCUMSTANCES``)."""
+    return any(phrase in warning for phrase in CIRCUMSTANCES)
+
+
+def warning_lists(report: Any, where: str = "") -> Iterator[tuple[str, list[Any]]]:
+    """Every ``warnings`` list of a report, by its dotted path (``warnings``,
+    ``privacy.warnings``...)."""
+    if not isinstance(report, dict):
+        return
+    for key, value in report.items():
+        path = f"{where}.{key}" if where else key
+        if key == "warnings" and isinstance(value, list):
+            yield path, value
+        elif isinstance(value, dict):
+            yield from warning_lists(value, path)
 
 
 def as_number(value: Any) -> float | None:
@@ -135,6 +161,14 @@ def public_view(report: dict[str, Any]) -> dict[str, Any]:
 
 #: The publishable figure that is one draw of the release's noise.
 SAMPLED_BASIS = "gnss-release"
+
+
+def sampled_figures(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The publishable figures of a report that are one draw of the release's noise."""
+    found = report.get("publishable")
+    if not isinstance(found, list):
+        return []
+    return [f for f in found if isinstance(f, dict) and f.get("basis") == SAMPLED_BASIS]
 
 
 def without_sampled_figures(report: Any) -> Any:

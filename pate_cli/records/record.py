@@ -16,7 +16,10 @@ Two kinds of record, named by their first field (``privacy``) and by ``kind``:
   figures, the input's format and sizes, the mechanism), the call and command line, the
   inputs' paths without their hashes (a hash of the votes lets whoever holds all but one
   teacher's votes test every guess of the rest) and, when the noise was private, the
-  hashes of the released labels.
+  hashes of the released labels. It binds itself to its inputs and its seed file by hiding
+  commitments (``commitments``: the SHA-256 of a fresh 256-bit salt followed by the file's
+  bytes), whose salts go to a private opening file beside it (mode 0600; the record names
+  its path): ``verify --opening`` checks that the files given are the ones the run read.
 
 The ``digest`` is the SHA-256 of the record's canonical JSON: it detects an accidental
 change (a truncated copy, an edit by mistake). It is not a seal: anyone can edit a record
@@ -30,9 +33,11 @@ random sample; without the seed file (and always for noise from OS entropy, whic
 kept) the sample is reported as not re-derivable and everything else is checked.
 
 Schema stability: ``schema`` is "pate-record" and ``version`` an integer. Within a version
-fields are only ever added. Version 4 added ``privacy`` and ``kind``; version 3 records
-are still read, as the private records they are. Earlier versions are refused with a hint:
-version 1 replayed its command line, version 2 stored every run's seed.
+fields are only ever added. Version 5 draws every purpose from its own noise stream and adds
+``commitments`` and ``opening`` to public records; version 4 added ``privacy`` and ``kind``.
+Versions 3 and 4 are still read (their random sample is not replayed: their noise came from
+one stream); earlier versions are refused with a hint: version 1 replayed its command line,
+version 2 stored every run's seed.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ import hashlib
 import json
 import os
 import platform
+import re
+import secrets
 from datetime import datetime, timezone
 from typing import Any
 
@@ -51,13 +58,20 @@ from pate_cli import __version__
 from pate_cli.errors import InputError
 from pate_cli.reports.encoding import dumps
 from pate_cli.seeds import Noise, json_seed
-from pate_cli.votes import check_output_path, file_sha256, write_atomic
+from pate_cli.votes import check_output_path, file_sha256
 
 SCHEMA = "pate-record"
 # A record holds one report (a few MB for the longest order grids); anything larger is not one.
 MAX_RECORD_BYTES = 64 << 20
-VERSION = 4
-SUPPORTED_VERSIONS = (3, 4)
+VERSION = 5
+SUPPORTED_VERSIONS = (3, 4, 5)
+#: The first version whose noise streams are derived per purpose (``seeds.PURPOSES``): an
+#: older record's random sample cannot be replayed.
+STREAMS_VERSION = 5
+OPENING_SCHEMA = "pate-opening"
+_SALT_BYTES = 32
+_SALT_TEXT = re.compile(r"\A[0-9a-f]{64}\Z")
+_MAX_OPENING_BYTES = 1 << 16
 _OLD_VERSIONS = {
     1: "version 1 records replay their command line",
     2: "version 2 records hold the seed of every run, which gives the noise away",
@@ -94,8 +108,11 @@ def build_record(
     call: dict[str, Any],
     *,
     public: bool = False,
-) -> dict[str, Any]:
-    """The record of one run: its report plus what is needed to recompute it.
+    opening: str | None = None,
+    digests: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The record of one run, its report plus what is needed to recompute it, and the
+    opening of its commitments (None for a private record).
 
     ``call`` is the library call that computed the report: ``{"function": one of
     REPLAYS, "votes": load_votes' options, "mechanism": the mechanism block, "options":
@@ -107,11 +124,16 @@ def build_record(
     ``public`` writes a public record: ``report`` is then what ``--public`` prints, the
     inputs keep their paths but not their hashes, and the outputs keep their hashes only
     when the noise was private (the released labels are then differentially private, and
-    so is their hash).
+    so is their hash), and ``commitments`` binds it to each input file and to the seed file
+    with a fresh salt each; the salts are the opening, to be written to ``opening`` (the
+    record keeps that path only). ``digests``: the SHA-256 of each output by role, taken
+    from the bytes written (default: read from the files).
     """
+    written = digests or {}
     seed = None if noise is None else noise.public_seed
     kind = PUBLIC if public else PRIVATE
     hash_outputs = not public or (noise is not None and noise.private)
+    commitments, salts = _commitments(inputs, noise) if public else ({}, {})
     record = {
         "private": not public,
         "privacy": PRIVACY_NOTES[kind],
@@ -123,14 +145,17 @@ def build_record(
         "call": call,
         "noise": None if noise is None else noise.to_dict(),
         "seed": None if seed is None else json_seed(seed),
-        "seed_commitment": None if noise is None else noise.commitment,
+        # A public record commits to the seed file with a salt (``commitments``) instead.
+        "seed_commitment": None if noise is None or public else noise.commitment,
         "inputs": {
             role: {"path": path} if public else {"path": path, "sha256": file_sha256(path)}
             for role, path in inputs.items()
             if path is not None
         },
         "outputs": {
-            role: {"path": path, "sha256": file_sha256(path)} if hash_outputs else {"path": path}
+            role: {"path": path, "sha256": written.get(role) or file_sha256(path)}
+            if hash_outputs
+            else {"path": path}
             for role, path in outputs.items()
             if path is not None
         },
@@ -138,8 +163,85 @@ def build_record(
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "report": report,
     }
+    if not public:
+        record["digest"] = record_digest(record)
+        return record, None
+    record["commitments"] = commitments
+    record["opening"] = opening
     record["digest"] = record_digest(record)
-    return record
+    return record, {
+        "schema": OPENING_SCHEMA,
+        "version": 1,
+        "secret": "the salts of a public record's commitments: whoever holds them can test "
+        "guesses of the votes against the record; keep this file with the votes",
+        "record_digest": record["digest"],
+        "commitments": commitments,
+        "salts": {role: salt.hex() for role, salt in salts.items()},
+    }
+
+
+def _commitments(
+    inputs: dict[str, str | None], noise: Noise | None
+) -> tuple[dict[str, str], dict[str, bytes]]:
+    """A hiding commitment to each input file and to the seed file, each with its own fresh
+    256-bit salt from the OS (SHA-256 of the salt followed by the bytes)."""
+    commitments, salts = {}, {}
+    for role, path in inputs.items():
+        if path is None:
+            continue
+        salts[role] = secrets.token_bytes(_SALT_BYTES)
+        commitments[role] = file_sha256(path, salts[role])
+    if noise is not None:
+        salt = secrets.token_bytes(_SALT_BYTES)
+        seed = noise.commit(salt)
+        if seed is not None:
+            salts["seed"], commitments["seed"] = salt, seed
+    return commitments, salts
+
+
+def opening_path(record_path: str) -> str:
+    """Where a public record's opening goes by default: beside it, ``NAME.opening.json``."""
+    stem = record_path[: -len(".json")] if record_path.endswith(".json") else record_path
+    return stem + ".opening.json"
+
+
+def opening_text(opening: dict[str, Any]) -> bytes:
+    """An opening file's content (written readable by its owner only: it holds the salts)."""
+    return (dumps(opening) + "\n").encode()
+
+
+def load_opening(path: str, record: dict[str, Any]) -> dict[str, bytes]:
+    """The salts of ``record``'s commitments, read from its opening file.
+
+    Raises:
+        InputError: not a readable opening, or the record is not a public one. (The opening
+            of another record is not refused here: its salts open none of this record's
+            commitments, and verify says which.)
+    """
+    if not os.path.isfile(path):
+        raise InputError(f"--opening {path}: no such file; expected the opening of the record")
+    if os.path.getsize(path) > _MAX_OPENING_BYTES:
+        raise InputError(f"--opening {path}: too large to be an opening written by pate")
+    try:
+        with open(path, encoding="utf-8") as stream:
+            opening = json.load(stream)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise InputError(f"--opening {path}: not a readable JSON opening") from None
+    salts = opening.get("salts") if isinstance(opening, dict) else None
+    if (
+        opening.get("schema") != OPENING_SCHEMA
+        or not isinstance(salts, dict)
+        or not all(isinstance(s, str) and _SALT_TEXT.match(s) for s in salts.values())
+    ):
+        raise InputError(
+            f'--opening {path}: not a pate opening (expected "schema": "{OPENING_SCHEMA}" and '
+            "its salts)"
+        )
+    if record_kind(record) != PUBLIC:
+        raise InputError(
+            f"--opening {path}: the record is a private one; only a public record has an opening"
+        )
+    return {role: bytes.fromhex(salt) for role, salt in salts.items()}
 
 
 def record_digest(record: dict[str, Any]) -> str:
@@ -162,10 +264,9 @@ def current_versions() -> dict[str, str]:
     }
 
 
-def write_record(path: str, record: dict[str, Any]) -> None:
-    """Write the record atomically: a failed run never leaves one behind."""
-    text = (dumps(record) + "\n").encode()
-    write_atomic(path, lambda stream: stream.write(text))
+def record_text(record: dict[str, Any]) -> bytes:
+    """A record file's content."""
+    return (dumps(record) + "\n").encode()
 
 
 def record_kind(record: dict[str, Any]) -> str:
@@ -174,9 +275,9 @@ def record_kind(record: dict[str, Any]) -> str:
     return kind
 
 
-def check_record_path(path: str) -> None:
-    """Fail before any work when the record could not be written."""
-    check_output_path(path, "--record", (".json",))
+def check_record_path(path: str, flag: str = "--record") -> None:
+    """Fail before any work when the record (or its opening) could not be written."""
+    check_output_path(path, flag, (".json",))
 
 
 def load_record(path: str) -> dict[str, Any]:

@@ -3,10 +3,19 @@
 ``verify`` re-parses the record's command line through pate's own parser and checks that it
 is the recorded call, checks the hashes, replays the call through ``pate_cli.api`` on the
 same files (regenerated labels to a scratch folder) and compares every number of the
-recorded report with the recomputed one (``pate_cli.records.compare``). What this proves:
-the recorded numbers follow from these input files and this call under this pate version.
-It proves nothing about who made the record. The result is a :class:`VerifyReport`, one
+recorded report with the recomputed one (``pate_cli.records.compare``): numbers, notes,
+conditions, the publishable list, the gate and the warnings. What this proves: the recorded
+figures follow from these input files and this call under this pate version. It proves
+nothing about who made the record. The result is a :class:`VerifyReport`, one
 :class:`Check` per line of the verification table.
+
+Each check has one of three verdicts: ``verified`` (made, and it holds), ``differs`` (made,
+and it does not hold) or ``not-checked`` (it could not be made: a sampled figure without the
+run's seed file, a public record's binding without its opening, a file that is not there),
+with the reason. A check that was not made is never counted as passed: the report's verdict
+is ``verified`` only when every check was made and holds, ``differs`` when any does not
+hold, and ``incomplete`` otherwise. Given more (the seed file, the opening), verify checks
+more, never less.
 """
 
 from __future__ import annotations
@@ -15,23 +24,50 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from pate_cli.errors import InputError, PateError, UsageError
 from pate_cli.records.compare import (
     KEY_FIELDS,
     as_number,
+    circumstantial,
     differences,
     lookup,
     public_view,
+    sampled_figures,
+    warning_lists,
     without_sampled_figures,
 )
-from pate_cli.records.record import PUBLIC, current_versions, record_digest, record_kind
-from pate_cli.reports.encoding import plain
-from pate_cli.reports.reprs import short_repr
+from pate_cli.records.record import (
+    PUBLIC,
+    STREAMS_VERSION,
+    current_versions,
+    load_opening,
+    record_digest,
+    record_kind,
+)
+from pate_cli.records.verdict import (
+    DIFFERS,
+    NOT_CHECKED,
+    STATUSES,
+    VERDICTS,
+    VERIFIED,
+    Check,
+    VerifyReport,
+)
 from pate_cli.seeds import from_seed_file
 from pate_cli.votes import file_sha256
+
+__all__ = [
+    "DIFFERS",
+    "NOT_CHECKED",
+    "STATUSES",
+    "VERDICTS",
+    "VERIFIED",
+    "Check",
+    "VerifyReport",
+    "verify",
+]
 
 SAME_VERSION_RTOL = 1e-12
 """Relative tolerance of ``verify`` when the record was made with the same versions of pate,
@@ -41,18 +77,6 @@ another (numpy's and OpenBLAS's SIMD code paths, e.g. with or without AVX-512), 
 
 OTHER_VERSION_RTOL = 1e-9
 """Relative tolerance of ``verify`` when any of those versions differs."""
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the verification table."""
-
-    name: str
-    ok: bool
-    detail: str
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail}
 
 
 def resolve_inputs(
@@ -95,11 +119,11 @@ fields that depend on it are then listed as not reproduced (``outputs.ROLE`` for
 
 
 def noise_options(
-    record: dict[str, Any], seed_file: str | None
+    record: dict[str, Any], seed_file: str | None, salts: dict[str, bytes] | None
 ) -> tuple[dict[str, Any] | None, list[Check]]:
     """How to replay the record's random draw: a public seed, the seed file (checked against
     the record's commitment), or not at all (None: nothing random is compared); and the
-    check line of a seed file."""
+    check lines of the seed file. ``salts`` is the public record's opening, if given."""
     if record.get("seed") is not None:
         if seed_file is not None:
             raise UsageError(
@@ -109,23 +133,37 @@ def noise_options(
         return {"seed": int(record["seed"])}, []
     if seed_file is None:
         return None, []
-    commitment = record.get("seed_commitment")
-    if commitment is None:
+    plain = record.get("seed_commitment")
+    salted = (record.get("commitments") or {}).get("seed")
+    if plain is None and salted is None:
         raise UsageError(
             f"--seed-file {seed_file}: the record was not made with a seed file "
-            "(it has no seed_commitment)"
+            "(it has no commitment to one)"
         )
     given = from_seed_file(seed_file, create=False)
-    if given.commitment != commitment:
+    if plain is not None:
+        same = given.commitment == plain
+    elif salts is None or "seed" not in salts:
+        check = Check.skipped(
+            "seed file",
+            "a public record commits to its seed file with a salt: give --opening to check "
+            "that this is the run's seed file",
+        )
+        return {"seed_file": seed_file}, [check]
+    else:
+        same = given.commit(salts["seed"]) == salted
+    if not same:
         return None, [
-            Check(
+            Check.made(
                 "seed file",
                 False,
-                f"{seed_file}: its SHA-256 differs from the record's seed_commitment; it is "
-                "not the seed file of this run",
+                f"{seed_file}: it does not match the record's commitment; it is not the seed "
+                "file of this run",
             )
         ]
-    return {"seed_file": seed_file}, [Check("seed file", True, "matches the record's commitment")]
+    return {"seed_file": seed_file}, [
+        Check.made("seed file", True, "matches the record's commitment")
+    ]
 
 
 # What the random draw of each command decides, in words.
@@ -137,33 +175,59 @@ _SAMPLE = {
 
 
 def _sample_check(record: dict[str, Any], noise: dict[str, Any] | None) -> Check | None:
-    """What became of the random sample: replayed, or named as not re-derivable (which does
-    not fail the record: without its seed nobody can re-derive it, honest or not)."""
+    """What became of the random sample: replayed (its figures are compared below), or not
+    checked (without its seed nobody can re-derive it, honest or not)."""
     source = (record.get("noise") or {}).get("source")
     if source is None:
         return None  # the run drew nothing
+    if noise is None and record_kind(record) == PUBLIC and not _public_sample(record):
+        return None  # the public record states nothing that the draw decided
     what = _SAMPLE.get(record["command"], "the random outputs")
     if noise is not None and "seed" in noise:
-        return Check(
+        return Check.made(
             "random sample",
             True,
             f"{what}: replayed from the record's public seed {noise['seed']} (a public seed: "
             "not a private release)",
         )
     if noise is not None:
-        return Check("random sample", True, f"{what}: replayed from the seed file")
-    commitment = record.get("seed_commitment")
+        return Check.made("random sample", True, f"{what}: replayed from the seed file")
+    commitment = record.get("seed_commitment") or (record.get("commitments") or {}).get("seed")
     if source == "os-entropy" or commitment is None:
         detail = (
-            "not re-derivable without the seed file, and there is none: the noise came from OS "
-            "entropy and was never kept"
+            "not re-derivable: the noise came from OS entropy and was never kept, so nobody "
+            "can check it"
+        )
+    elif record.get("version", 0) < STREAMS_VERSION and record.get("seed_commitment"):
+        detail = (
+            f"not replayed: a version {record.get('version')} record drew every purpose from "
+            "one stream, which this pate no longer derives"
         )
     else:
         detail = (
             f"not re-derivable without the seed file (seed commitment {commitment}); give it "
             "with --seed-file to replay it"
         )
-    return Check("random sample", True, f"{what}: {detail} (not compared)")
+    return Check.skipped("random sample", f"{what}: {detail}")
+
+
+def _public_sample(record: dict[str, Any]) -> bool:
+    """Whether a public record states something its random draw decided: a sampled
+    publishable figure, or the hash of labels drawn with private noise."""
+    hashed = any("sha256" in entry for entry in record["outputs"].values())
+    return hashed or bool(sampled_figures(record["report"]))
+
+
+def _why_not_drawn(record: dict[str, Any]) -> str:
+    """Why a figure the run's noise decided is not checked."""
+    if (record.get("noise") or {}).get("source") == "os-entropy":
+        return "decided by noise from OS entropy, which was never kept"
+    if record.get("version", 0) < STREAMS_VERSION and record.get("seed_commitment"):
+        return (
+            f"decided by the run's noise, which this pate does not replay for a version "
+            f"{record.get('version')} record"
+        )
+    return "decided by the run's noise: give --seed-file to replay it"
 
 
 CommandLine = Callable[[dict[str, Any]], list[str]]
@@ -173,32 +237,90 @@ layer re-parses it with pate's own parser; the library reads no command line."""
 
 def _command_line_check(record: dict[str, Any], command_line: CommandLine | None) -> Check:
     if command_line is None:
-        return Check(
-            "command line (not re-parsed)",
-            True,
+        return Check.skipped(
+            "command line",
             "the library reads no command line: `pate verify` re-parses it against the call; "
             "the call is what was replayed",
         )
     mismatches = command_line(record)
     if mismatches:
         more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
-        return Check(
+        return Check.made(
             "command line",
             False,
             f"does not match the recorded call: {mismatches[0]}{more}",
         )
-    return Check("command line", True, "re-parsed by this pate: it is the recorded call")
+    return Check.made("command line", True, "re-parsed by this pate: it is the recorded call")
 
 
 def _digest_check(record: dict[str, Any]) -> Check:
     if record.get("digest") == record_digest(record):
-        return Check(
+        return Check.made(
             "digest",
             True,
             "matches the content: no accidental change (a checksum anyone can recompute, not "
             "a seal)",
         )
-    return Check("digest", False, "does not match the content: the record changed after the run")
+    return Check.made(
+        "digest", False, "does not match the content: the record changed after the run"
+    )
+
+
+def _input_checks(
+    record: dict[str, Any], resolved: dict[str, str], salts: dict[str, bytes] | None
+) -> list[Check]:
+    """Each input is the file the run read: its sha256 (a private record), or its salted
+    commitment opened with the opening file (a public record; not checked without it)."""
+    checks = []
+    for role, entry in record["inputs"].items():
+        if "sha256" not in entry:
+            continue
+        digest = file_sha256(resolved[role])
+        same = digest == entry["sha256"]
+        checks.append(
+            Check.made(
+                f"sha256 of {role}",
+                same,
+                resolved[role]
+                if same
+                else f"{resolved[role]}: {digest[:12]}... differs from the recorded "
+                f"{entry['sha256'][:12]}...",
+            )
+        )
+    commitments = record.get("commitments") or {}
+    for role in record["inputs"]:
+        if role not in commitments:
+            continue
+        name = f"binding of {role}"
+        if salts is None or role not in salts:
+            checks.append(
+                Check.skipped(
+                    name,
+                    f"{resolved[role]}: a public record commits to its inputs with a salt; "
+                    "give --opening to check that this is the file the run read",
+                )
+            )
+            continue
+        same = file_sha256(resolved[role], salts[role]) == commitments[role]
+        checks.append(
+            Check.made(
+                name,
+                same,
+                f"{resolved[role]} is the file the run read"
+                if same
+                else f"{resolved[role]} is not the file the run read (or the opening is not "
+                "this record's)",
+            )
+        )
+    if record_kind(record) == PUBLIC and not commitments:
+        checks.append(
+            Check.skipped(
+                "inputs",
+                "this public record holds no commitment to its inputs (made before version "
+                f"{STREAMS_VERSION}): nothing binds it to the files given",
+            )
+        )
+    return checks
 
 
 def verify(
@@ -208,21 +330,24 @@ def verify(
     replay: Replay,
     *,
     seed_file: str | None = None,
+    opening: str | None = None,
     rtol: float | None = None,
     atol: float = 1e-12,
     command_line: CommandLine | None = None,
 ) -> list[Check]:
-    """Check the command line against the call, the hashes, replay the recorded library call
-    with ``replay``, compare every number.
+    """Check the command line against the call, the inputs, replay the recorded library call
+    with ``replay``, compare every number, warning and note.
 
     With ``rtol`` None, numbers must agree to ``SAME_VERSION_RTOL`` when the record was
     made with the same versions of pate, numpy, scipy and Python, and to
     ``OTHER_VERSION_RTOL`` otherwise; ``rtol`` 0 asks for exact equality. The random
     sample is replayed from a public seed or from ``seed_file`` and must then match;
-    otherwise it is not compared (nothing drawn afresh is ever compared with it) and a line
-    says that it is not re-derivable. A public record is compared with the public form of
-    the recomputed report. ``command_line`` checks the recorded command line against the
-    call (the CLI passes its parser); without it the command line is not vouched for.
+    otherwise its figures are not checked (nothing drawn afresh is ever compared with
+    them). A public record is compared with the public form of the recomputed report, and
+    bound to its input files by ``opening`` (the opening file written beside it); without
+    it the binding is not checked. ``command_line`` checks the recorded command line
+    against the call (the CLI passes its parser); without it the command line is not
+    checked. Files on disk are always compared with the record's hashes.
     """
     if rtol is None:
         same = record.get("versions") == current_versions()
@@ -230,12 +355,15 @@ def verify(
     if rtol == 0:
         atol = 0.0
     resolved = resolve_inputs(record, record_path, overrides)
-    noise, noise_checks = noise_options(record, seed_file)
+    salts = None if opening is None else load_opening(opening, record)
+    noise, noise_checks = noise_options(record, seed_file, salts)
+    if noise is not None and record.get("version", 0) < STREAMS_VERSION:
+        noise = None  # its streams are not this pate's: the sample is named as not replayed
     same_command = record["command"].replace("-", "_") == record["call"]["function"]
     checks = [
         _digest_check(record),
         _command_line_check(record, command_line),
-        Check(
+        Check.made(
             "command of the recorded call",
             same_command,
             f"{record['command']} is {record['call']['function']}"
@@ -248,48 +376,25 @@ def verify(
     sample = _sample_check(record, noise)
     if sample is not None:
         checks.append(sample)
-    for role, entry in record["inputs"].items():
-        if "sha256" not in entry:
-            continue
-        digest = file_sha256(resolved[role])
-        checks.append(
-            Check(
-                f"sha256 of {role}",
-                digest == entry["sha256"],
-                resolved[role]
-                if digest == entry["sha256"]
-                else (
-                    f"{resolved[role]}: {digest[:12]}... differs from the recorded "
-                    f"{entry['sha256'][:12]}..."
-                ),
-            )
-        )
+    checks.extend(_input_checks(record, resolved, salts))
     public = record_kind(record) == PUBLIC
-    if public:
-        checks.append(
-            Check(
-                "inputs",
-                True,
-                "a public record holds no hash of its inputs: its figures are recomputed from "
-                "the files given",
-            )
-        )
     scratch = tempfile.mkdtemp(prefix="pate-verify-")
     try:
         try:
             recomputed, written, unreplayed = replay(record, resolved, scratch, noise)
         except PateError as error:
-            checks.append(Check("recomputation", False, f"the replay failed: {error.message}"))
+            checks.append(Check.made("recomputation", False, f"the replay failed: {error.message}"))
             return checks
         recorded = record["report"]
         if public:
             recomputed = public_view(recomputed)
-        if noise is None:
-            recorded = without_sampled_figures(recorded)
-            recomputed = without_sampled_figures(recomputed)
         skip = frozenset(unreplayed)
-        checks.extend(_compare(record["command"], recorded, recomputed, rtol, atol, skip, public))
-        checks.extend(_output_checks(record, written, skip))
+        why = _why_not_drawn(record)
+        checks.extend(
+            _compare(record["command"], recorded, recomputed, rtol, atol, skip, public, noise, why)
+        )
+        checks.extend(_warning_checks(recorded, recomputed, skip, why))
+        checks.extend(_output_checks(record, record_path, written, skip))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     checks.extend(_bound_checks(record["report"]))
@@ -304,20 +409,34 @@ def _compare(
     atol: float,
     skip: frozenset[str] = frozenset(),
     public: bool = False,
+    noise: dict[str, Any] | None = None,
+    why: str = "decided by the run's noise",
 ) -> list[Check]:
+    sampled = sampled_figures(recorded) if noise is None else []
+    if noise is None:
+        recorded = without_sampled_figures(recorded)
+        recomputed = without_sampled_figures(recomputed)
     diffs = list(differences(recorded, recomputed, rtol=rtol, atol=atol, skip=skip))
     fields = ["publishable"] if public else KEY_FIELDS.get(command, [])
     checks = []
     for field in fields:
-        if field in skip or any(field.startswith(f + ".") for f in skip):
-            continue
         if lookup(recorded, field) is None and lookup(recomputed, field) is None:
+            continue
+        if field in skip or any(field.startswith(f + ".") for f in skip):
+            checks.append(Check.skipped(field, f"recorded {lookup(recorded, field)}: {why}"))
             continue
         mine = [d for d in diffs if d.startswith((field + ":", field + ".", field + "["))]
         value = lookup(recorded, field)
         if field == "publishable" and isinstance(value, list):
             value = ", ".join(f"{f.get('basis')} {f.get('epsilon')}" for f in value)
-        checks.append(Check(field, not mine, mine[0] if mine else f"reproduced: {value}"))
+        checks.append(Check.made(field, not mine, mine[0] if mine else f"reproduced: {value}"))
+    for figure in sampled:
+        checks.append(
+            Check.skipped(
+                f"publishable {figure.get('basis')}",
+                f"recorded {figure.get('epsilon')}: a sampled figure, {why}",
+            )
+        )
     keyed = {d for d in diffs for f in fields if d.startswith(f)}
     # A changed parameter first, then shallow differences: the cause before the numbers.
     rest = sorted(
@@ -332,8 +451,8 @@ def _compare(
     if atol:
         tolerance += f", atol {atol:g}"
     checks.append(
-        Check(
-            "every other recorded number",
+        Check.made(
+            "every other recorded number and note",
             not rest,
             f"reproduced {tolerance}"
             if not rest
@@ -343,25 +462,65 @@ def _compare(
     return checks
 
 
-def _output_checks(
-    record: dict[str, Any], written: dict[str, str], skip: frozenset[str] = frozenset()
+def _warning_checks(
+    recorded: dict[str, Any],
+    recomputed: dict[str, Any],
+    skip: frozenset[str],
+    why: str = "decided by the run's noise",
 ) -> list[Check]:
+    """Every list of warnings the record holds is the one the replay gives: none deleted,
+    none edited, none added. Warnings about the circumstances of the run (a file replaced
+    with --force, a seed file others may read) are not recomputed: the replay cannot know
+    them, and they claim nothing about the votes."""
+    checks = []
+    for where, listed in warning_lists(recorded):
+        if where in skip or any(where.startswith(f + ".") for f in skip):
+            checks.append(Check.skipped(where, f"the realised run's warnings are {why}"))
+            continue
+        found = lookup(recomputed, where)
+        mine = [w for w in listed if not circumstantial(w)]
+        theirs = [w for w in found if not circumstantial(w)] if isinstance(found, list) else []
+        missing = [w for w in theirs if w not in mine]
+        added = [w for w in mine if w not in theirs]
+        if missing:
+            checks.append(Check.made(where, False, f"missing from the record: {missing[0]}"))
+        elif added:
+            checks.append(Check.made(where, False, f"not given by this run: {added[0]}"))
+        else:
+            more = len(listed) - len(mine)
+            circumstances = f" ({more} about the run's circumstances, not recomputed)"
+            checks.append(
+                Check.made(where, True, f"{len(mine)} reproduced" + (circumstances if more else ""))
+            )
+    return checks
+
+
+def _output_checks(
+    record: dict[str, Any],
+    record_path: str,
+    written: dict[str, str],
+    skip: frozenset[str] = frozenset(),
+) -> list[Check]:
+    """Each release file the record hashes: the file on disk is still the one the run wrote
+    (always checked when it is there), and the replay regenerates it byte for byte (with the
+    run's noise)."""
     checks = []
     for role, entry in record["outputs"].items():
         if "sha256" not in entry:
             continue  # a public record of a run whose noise was public keeps no hash of it
+        checks.append(_on_disk_check(role, entry, record_path))
         if f"outputs.{role}" in skip:
-            checks.append(_recorded_output_check(role, entry))
             continue
         path = written.get(role)
         if path is None or not os.path.isfile(path):
-            checks.append(Check(f"sha256 of output {role}", False, "the replay did not write it"))
+            checks.append(
+                Check.made(f"regenerated output {role}", False, "the replay did not write it")
+            )
             continue
-        digest = file_sha256(path)
-        same = digest == entry["sha256"]
+        same = file_sha256(path) == entry["sha256"]
         checks.append(
-            Check(
-                f"sha256 of output {role}",
+            Check.made(
+                f"regenerated output {role}",
                 same,
                 "regenerated byte for byte" if same else "the regenerated file differs",
             )
@@ -369,19 +528,23 @@ def _output_checks(
     return checks
 
 
-def _recorded_output_check(role: str, entry: dict[str, Any]) -> Check:
-    """An output that could not be regenerated (its noise is secret): the file where the
-    record says it is, if it is there, must still be the one the run wrote."""
+def _on_disk_check(role: str, entry: dict[str, Any], record_path: str) -> Check:
+    """The output where the record says it is (or beside the record) must still be the file
+    the run wrote; not checked when it is in neither place."""
     path = entry.get("path")
-    if not isinstance(path, str) or not os.path.isfile(path):
-        return Check(f"sha256 of output {role}", True, "not regenerated, and not found to check")
-    same = file_sha256(path) == entry["sha256"]
-    return Check(
-        f"sha256 of output {role}",
+    folder = os.path.dirname(os.path.abspath(record_path))
+    candidates = [path, os.path.join(folder, os.path.basename(path))] if path else []
+    found = next((c for c in candidates if os.path.isfile(c)), None)
+    name = f"sha256 of output {role}"
+    if found is None:
+        return Check.skipped(name, f"{path}: not found, here or beside the record")
+    same = file_sha256(found) == entry["sha256"]
+    return Check.made(
+        name,
         same,
-        f"{path} is the file the run wrote (not regenerated)"
+        f"{found} is the file the run wrote"
         if same
-        else f"{path} differs from the file the run wrote",
+        else f"{found} differs from the file the run wrote",
     )
 
 
@@ -404,53 +567,10 @@ def _bound_checks(report: dict[str, Any]) -> list[Check]:
         independent = as_number(independent_value)
         ok = dependent is not None and independent is not None and dependent <= independent
         checks.append(
-            Check(
+            Check.made(
                 "data-dependent <= data-independent",
                 ok,
                 f"{dependent:.6g} <= {independent:.6g}" if ok else f"{dependent} > {independent}",
             )
         )
     return checks
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    """``pate verify``: every check of one record, and the verdict."""
-
-    record_path: str
-    record: dict[str, Any]
-    checks: tuple[Check, ...]
-
-    @property
-    def ok(self) -> bool:
-        """True when every check holds."""
-        return all(check.ok for check in self.checks)
-
-    def _repr_markdown_(self) -> str:
-        """The report in a notebook (Jupyter renders Markdown)."""
-        from pate_cli.reports import markdown
-
-        return markdown.verify(self.to_dict())
-
-    def to_dict(self) -> dict[str, Any]:
-        """Exactly what ``pate verify --json`` prints."""
-        return plain(
-            {
-                "command": "verify",
-                "record": self.record_path,
-                "record_command": self.record["command"],
-                "record_kind": record_kind(self.record),
-                "ok": self.ok,
-                "checks": [check.to_json_dict() for check in self.checks],
-            }
-        )
-
-    def __repr__(self) -> str:
-        return short_repr(
-            "VerifyReport",
-            record=os.path.basename(self.record_path),
-            record_command=self.record.get("command"),
-            ok=self.ok,
-            checks=len(self.checks),
-            failed=sum(not check.ok for check in self.checks),
-        )

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -229,22 +229,29 @@ def _columns(ledger: Ledger) -> dict[str, np.ndarray]:
     }
 
 
-def ledger_csv(ledger: Ledger) -> str:
-    """The ledger as CSV text: a header of ``COLUMNS`` and one row per query."""
+# Rows written per block: the text of one block, never of the whole ledger, is in memory.
+_BLOCK_ROWS = 1 << 15
+
+
+def _csv_rows(ledger: Ledger, start: int, stop: int) -> str:
     columns = _columns(ledger)
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(COLUMNS)
     index = columns.pop("index")
     values = list(columns.values())
-    for i in range(ledger.num_queries):
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for i in range(start, stop):
         writer.writerow([str(int(index[i]))] + [_csv_number(v[i]) for v in values])
     return out.getvalue()
 
 
-def ledger_json(ledger: Ledger) -> dict[str, Any]:
-    """The ledger as a JSON-safe dictionary: the setting, then one record per query."""
-    columns = {name: values.tolist() for name, values in _columns(ledger).items()}
+def _json_rows(ledger: Ledger, start: int, stop: int) -> str:
+    columns = {name: values[start:stop].tolist() for name, values in _columns(ledger).items()}
+    return ", ".join(
+        dumps({name: columns[name][i] for name in COLUMNS}) for i in range(stop - start)
+    )
+
+
+def _json_head(ledger: Ledger) -> dict[str, Any]:
     return {
         "mechanism": ledger.mechanism,
         "accounting": "realized" if ledger.realized else "expected",
@@ -256,6 +263,40 @@ def ledger_json(ledger: Ledger) -> dict[str, Any]:
         "num_teachers": ledger.num_teachers,
         "epsilon": ledger.epsilon,
         "total_rdp": ledger.total_rdp,
+    }
+
+
+def stream_ledger(ledger: Ledger, stream: IO[bytes], suffix: str) -> None:
+    """Write the ledger to ``stream`` as CSV (``.csv``) or JSON (``.json``), block by block:
+    the bytes are those of :func:`ledger_csv` or of ``dumps(ledger_json(...))`` and a
+    newline, without the whole text ever in memory."""
+    blocks = range(0, ledger.num_queries, _BLOCK_ROWS)
+    if suffix == ".csv":
+        stream.write((",".join(COLUMNS) + "\n").encode("utf-8"))
+        for start in blocks:
+            stop = min(start + _BLOCK_ROWS, ledger.num_queries)
+            stream.write(_csv_rows(ledger, start, stop).encode("utf-8"))
+        return
+    stream.write((dumps(_json_head(ledger))[:-1] + ', "queries": [').encode("utf-8"))
+    for start in blocks:
+        stop = min(start + _BLOCK_ROWS, ledger.num_queries)
+        separator = ", " if start else ""
+        stream.write((separator + _json_rows(ledger, start, stop)).encode("utf-8"))
+    stream.write(b"]}\n")
+
+
+def ledger_csv(ledger: Ledger) -> str:
+    """The ledger as CSV text: a header of ``COLUMNS`` and one row per query."""
+    buffer = io.BytesIO()
+    stream_ledger(ledger, buffer, ".csv")
+    return buffer.getvalue().decode("utf-8")
+
+
+def ledger_json(ledger: Ledger) -> dict[str, Any]:
+    """The ledger as a JSON-safe dictionary: the setting, then one record per query."""
+    columns = {name: values.tolist() for name, values in _columns(ledger).items()}
+    return {
+        **_json_head(ledger),
         "queries": [
             {name: columns[name][i] for name in COLUMNS} for i in range(ledger.num_queries)
         ],
@@ -263,12 +304,11 @@ def ledger_json(ledger: Ledger) -> dict[str, Any]:
 
 
 def write_ledger(ledger: Ledger, path: str) -> None:
-    """Write the ledger as .csv or .json (by suffix), atomically.
+    """Write the ledger as .csv or .json (by suffix), atomically and block by block.
 
     Raises:
         UsageError: The suffix is neither .csv nor .json.
         InputError: The folder is missing or the file cannot be written.
     """
     suffix = check_ledger_path(path)
-    text = ledger_csv(ledger) if suffix == ".csv" else dumps(ledger_json(ledger)) + "\n"
-    write_atomic(path, lambda stream: stream.write(text.encode("utf-8")))
+    write_atomic(path, lambda stream: stream_ledger(ledger, stream, suffix))

@@ -222,9 +222,10 @@ def inspect(report: Report) -> str:
 
 def verify(report: Report) -> str:
     """``pate verify`` (``VerifyReport.to_dict()``)."""
-    rows = [(c["name"], "ok" if c["ok"] else "**DIFFERS**", c["detail"]) for c in report["checks"]]
-    verdict = "the record holds" if report["ok"] else "the record does not hold"
+    words = {"verified": "verified", "differs": "**DIFFERS**", "not-checked": "*not checked*"}
+    rows = [(c["name"], words[c["status"]], c["detail"]) for c in report["checks"]]
     return _join(
-        f"### pate verify `{report['record']}`: {verdict}",
+        f"### pate verify `{report['record']}`: {report['verdict']}",
         _table(("check", "result", "detail"), rows),
+        report["summary"],
     )

@@ -23,6 +23,7 @@ from pate_cli.accountant.compose import RdpAccount
 from pate_cli.accountant.figures import EpsilonResult, ExactBound
 from pate_cli.accountant.terms import QueryTerms
 from pate_cli.choices import GateOn
+from pate_cli.outputs import SPENT_AGAIN
 from pate_cli.release.gnss import gated_epsilon
 from pate_cli.reports.budget import Figure, Gate, figures, gate_figure
 from pate_cli.reports.encoding import dumps as dumps
@@ -72,6 +73,9 @@ def public_json(
     }
     if gate is not None:
         out["gate"] = gate.to_json_dict()
+    spent = [warning for warning in report.warnings if SPENT_AGAIN in warning]
+    if spent:  # about the run, not the votes: a second release of them is public knowledge
+        out["warnings"] = spent
     return out
 
 

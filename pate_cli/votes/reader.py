@@ -393,13 +393,15 @@ def _hashing_thread() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="pate-sha256")
 
 
-def file_sha256(path: StrPath) -> str:
-    """Hex SHA-256 of a file's bytes, read in chunks.
+def file_sha256(path: StrPath, salt: bytes = b"") -> str:
+    """Hex SHA-256 of a file's bytes, read in chunks; with a ``salt``, of the salt followed by
+    the bytes (a hiding commitment to the file: nobody can test a guess of its content
+    without the salt).
 
     Raises:
         InputError: The file is missing, not a regular file or unreadable.
     """
-    where, digest = os.fspath(path), hashlib.sha256()
+    where, digest = os.fspath(path), hashlib.sha256(salt)
     with _open_regular(path, where, "input") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)

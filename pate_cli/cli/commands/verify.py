@@ -49,6 +49,23 @@ def verify(
             "check (exit 1).",
         ),
     ] = None,
+    opening: Annotated[
+        str | None,
+        typer.Option(
+            "--opening",
+            metavar="FILE",
+            help="A public record's opening (written beside it): checks that the votes and the "
+            "seed file given are the ones the run used; without it that binding is not checked.",
+        ),
+    ] = None,
+    allow_unchecked: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unchecked",
+            help="Exit 0, not 3, when nothing differs but something could not be checked "
+            "(for a pipeline that accepts an unreplayed sample on purpose).",
+        ),
+    ] = False,
     rtol: Annotated[
         float | None,
         typer.Option(
@@ -88,10 +105,12 @@ def verify(
         record_path,
         overrides=_overrides(votes, inputs or []),
         seed_file=seed_file,
+        opening=opening,
         rtol=rtol,
         command_line=partial(command_line.mismatches, ctx.find_root().command),
     )
-    rendered = render.render_verify(record_path, report.record, list(report.checks))
-    emit(report.to_dict(), rendered, (), as_json)
-    if not report.ok:
+    emit(report.to_dict(), render.render_verify(report), (), as_json)
+    if report.verdict == "differs":
         raise typer.Exit(int(ExitCode.BUDGET_EXCEEDED))
+    if report.verdict == "incomplete" and not allow_unchecked:
+        raise typer.Exit(int(ExitCode.NOT_CHECKED))

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pate_cli.records.verify import Check
+from pate_cli.records.verdict import DIFFERS, VERIFIED, VerifyReport
+
+_STATUS = {
+    VERIFIED: Text("verified", style="green"),
+    DIFFERS: Text("DIFFERS", style="bold red"),
+}
+_NOT_CHECKED = Text("not checked", style="yellow")
+_VERDICT_STYLE = {"verified": "bold green", "differs": "bold red", "incomplete": "bold yellow"}
 
 
-def render_verify(record_path: str, record: dict[str, Any], checks: list[Check]) -> RenderableType:
+def render_verify(report: VerifyReport) -> RenderableType:
     import shlex
 
+    record_path, record, checks = report.record_path, report.record, report.checks
     table = Table(title=f"Verification of {record_path}", title_justify="left", header_style="bold")
     table.add_column("check")
     table.add_column("result")
@@ -21,15 +27,10 @@ def render_verify(record_path: str, record: dict[str, Any], checks: list[Check])
     for check in checks:
         table.add_row(  # as text: a record's strings are not Rich markup
             Text(check.name),
-            Text("ok", style="green") if check.ok else Text("DIFFERS", style="bold red"),
+            _STATUS.get(check.status, _NOT_CHECKED),
             Text(check.detail),
         )
-    failed = [c.name for c in checks if not c.ok]
-    verdict = (
-        Text("the record holds", style="bold green")
-        if not failed
-        else Text(f"the record does not hold: {', '.join(failed)}", style="bold red")
-    )
+    verdict = Text(report.summary, style=_VERDICT_STYLE[report.verdict])
     versions = record.get("versions", {})
     made = ", ".join(f"{k} {v}" for k, v in versions.items())
     kind = record.get("kind", "private")
