@@ -321,3 +321,35 @@ def test_running_epsilon_is_each_prefix_analysed_alone(mnist, mechanism):
         assert per_query.running_epsilon_data_independent[k - 1] == pytest.approx(
             alone.data_independent.epsilon, rel=1e-12
         )
+
+
+@pytest.mark.parametrize("keep", [True, False], ids=["running-kept", "running-recomputed"])
+def test_the_file_is_the_same_however_the_rows_are_computed(tmp_path, monkeypatch, keep):
+    """Streamed block by block (a summing pass, then a writing pass that reuses or recomputes
+    the running epsilons) or from the whole columns: the same bytes, and the same summary."""
+    import pate_cli.reports.breakdown as breakdown
+
+    monkeypatch.setattr(ledger, "_ROWS", 7)  # many blocks, one of them short
+    monkeypatch.setattr(breakdown, "_SUMMARY_BLOCK", 16)  # sums over other blocks still
+    monkeypatch.setattr(breakdown, "KEEP_RUNNING", 10**9 if keep else 0)
+    votes = load_votes(MNIST, queries=50)
+    mechanism = ConfidentGNMax(200.0, 150.0, 40.0)
+    report = analysis_report(votes, mechanism, ORDERS, DELTA, Conversion.CLASSIC)
+    streamed = ledger.build_ledger(votes, mechanism, report)
+    summary = streamed.summary()  # the summing pass first, as the CLI does
+    assert "_columns" not in streamed.__dict__  # never held whole
+    assert (streamed.totals.running is not None) == keep
+    for suffix in (".csv", ".json"):
+        ledger.write_ledger(streamed, str(tmp_path / f"streamed{suffix}"))
+    whole = ledger.build_ledger(votes, mechanism, report)
+    assert whole.rdp.size == 50  # the whole columns, computed once and kept
+    for suffix in (".csv", ".json"):
+        ledger.write_ledger(whole, str(tmp_path / f"whole{suffix}"))
+        assert (tmp_path / f"streamed{suffix}").read_bytes() == (
+            tmp_path / f"whole{suffix}"
+        ).read_bytes()
+    assert summary == whole.summary()
+    assert summary["epsilon"] == whole.running_epsilon[-1]
+    assert [row["index"] for row in summary["most_expensive"]] == list(
+        np.argsort(-whole.rdp, kind="stable")[: ledger.TOP_QUERIES]
+    )

@@ -16,7 +16,7 @@ chunk size and not on the number of queries.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -322,7 +322,7 @@ class PrefixEpsilons:
     order_index: NDArray[np.intp]
 
 
-def prefix_epsilons(
+def prefix_epsilon_blocks(
     mechanism: Mechanism,
     terms: QueryTerms,
     orders: FloatArray,
@@ -332,22 +332,13 @@ def prefix_epsilons(
     weights: FloatArray | None,
     data_independent: bool = False,
     chunk_size: int = 2048,
-) -> tuple[PrefixEpsilons, PrefixEpsilons]:
-    """The running epsilon of a run, data-dependent and data-independent: for every prefix
-    of k queries, what the analysis of those k queries reports.
-
-    One pass over the queries: ``compose``'s per-query step costs, in chunks, are summed
-    into running totals (K,) and ``StepCosts``' rule (the minimum with the data-independent
-    total) is applied to each prefix's totals, as to a whole run's. Memory is a chunk times
-    the orders.
-
-    Shapes: terms (L,), weights (L,), orders (K,) -> two PrefixEpsilons of (L,).
-    """
+) -> Iterator[tuple[int, int, PrefixEpsilons, PrefixEpsilons]]:
+    """The running epsilons of :func:`prefix_epsilons`, one chunk of queries at a time:
+    ``(start, stop, data-dependent, data-independent)``, each of (stop - start,). The running
+    totals are carried from chunk to chunk, so memory is a chunk times the orders."""
     orders = np.asarray(orders, dtype=np.float64)
     num = terms.num_seen
     running = [np.zeros(orders.size) for _ in range(4)]
-    dependent = PrefixEpsilons(np.empty(num), np.empty(num, dtype=np.intp))
-    independent = PrefixEpsilons(np.empty(num), np.empty(num, dtype=np.intp))
     for start in range(0, num, chunk_size):
         stop = min(start + chunk_size, num)
         steps = compose(
@@ -365,14 +356,53 @@ def prefix_epsilons(
         ]
         running = [total[-1] for total in sums]
         prefix = StepCosts(*sums)
-        for out, rdp in (
-            (dependent, prefix.data_dependent),
-            (independent, prefix.data_independent),
-        ):
+        found = []
+        for rdp in (prefix.data_dependent, prefix.data_independent):
             raw = eps_curve(kind, np.broadcast_to(orders, rdp.shape), rdp, delta)
             best = np.argmin(raw, axis=1)  # the first of equal minima, as best_order
-            out.order_index[start:stop] = best
-            out.epsilon[start:stop] = np.maximum(raw[np.arange(stop - start), best], 0.0)
+            epsilon = np.maximum(raw[np.arange(stop - start), best], 0.0)
+            found.append(PrefixEpsilons(epsilon, best))
+        yield start, stop, found[0], found[1]
+
+
+def prefix_epsilons(
+    mechanism: Mechanism,
+    terms: QueryTerms,
+    orders: FloatArray,
+    delta: float,
+    kind: Conversion,
+    *,
+    weights: FloatArray | None,
+    data_independent: bool = False,
+    chunk_size: int = 2048,
+) -> tuple[PrefixEpsilons, PrefixEpsilons]:
+    """The running epsilon of a run, data-dependent and data-independent: for every prefix
+    of k queries, what the analysis of those k queries reports.
+
+    One pass over the queries: ``compose``'s per-query step costs, in chunks, are summed
+    into running totals (K,) and ``StepCosts``' rule (the minimum with the data-independent
+    total) is applied to each prefix's totals, as to a whole run's
+    (:func:`prefix_epsilon_blocks`). Memory is a chunk times the orders.
+
+    Shapes: terms (L,), weights (L,), orders (K,) -> two PrefixEpsilons of (L,).
+    """
+    num = terms.num_seen
+    dependent = PrefixEpsilons(np.empty(num), np.empty(num, dtype=np.intp))
+    independent = PrefixEpsilons(np.empty(num), np.empty(num, dtype=np.intp))
+    blocks = prefix_epsilon_blocks(
+        mechanism,
+        terms,
+        orders,
+        delta,
+        kind,
+        weights=weights,
+        data_independent=data_independent,
+        chunk_size=chunk_size,
+    )
+    for start, stop, block_dependent, block_independent in blocks:
+        for out, block in ((dependent, block_dependent), (independent, block_independent)):
+            out.epsilon[start:stop] = block.epsilon
+            out.order_index[start:stop] = block.order_index
     return dependent, independent
 
 

@@ -36,25 +36,34 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+from collections.abc import Iterator
 from typing import IO, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accountant.compose import compose, per_query, prefix_epsilons
+from pate_cli.accountant.compose import (
+    PrefixEpsilons,
+    compose,
+    per_query,
+    prefix_epsilon_blocks,
+)
 from pate_cli.accountant.terms import QueryTerms, answer_weights, query_terms
 from pate_cli.choices import Conversion
 from pate_cli.mechanisms import Mechanism
 from pate_cli.reports.breakdown import (
     BUCKET_EDGES,
     TOP_QUERIES,
+    Block,
     Bucket,
     Ledger,
     agreement_bucket,
     bucket_labels,
     buckets,
     ledger_summary,
-    most_expensive,
+    most_expensive_rows,
+    share_of,
     top_two,
 )
 from pate_cli.reports.encoding import dumps
@@ -71,7 +80,7 @@ __all__ = [
     "bucket_labels",
     "buckets",
     "ledger_summary",
-    "most_expensive",
+    "most_expensive_rows",
     "top_two",
     # Building and writing it.
     "COLUMNS",
@@ -149,41 +158,76 @@ def build_ledger(
         terms: The report's per-query terms (with log q), when the caller has them.
 
     Returns:
-        The ledger, one row per query accounted (L rows for a realised run).
+        The ledger, one row per query accounted (L rows for a realised run), computed block
+        by block when it is read (``Ledger.rows``).
 
     Shapes: votes.counts (Q, C) -> ledger arrays (L,).
     """
     num = votes.num_queries if answered is None else int(answered.size)
-    counts = np.asarray(votes.counts[:num], dtype=np.float64)
     if terms is None:
         terms = query_terms(
-            counts,
+            np.asarray(votes.counts[:num], dtype=np.float64),
             mechanism,
             baseline=None if baseline is None else baseline[:num],
             half_even=half_even,
         )
     assert terms.logq is not None
     weights = answer_weights(terms, None if answered is None else answered[:num])
-    order = report.data_dependent.order
-    rdp = _per_query_rdp(
-        mechanism, terms, order, weights, data_independent=report.forced_data_independent
-    )
-    running, running_independent = prefix_epsilons(
-        mechanism,
-        terms,
-        report.orders,
-        report.delta,
-        Conversion(report.conversion),
-        weights=weights,
-        data_independent=report.forced_data_independent,
-    )
-    logq = terms.logq
-    weight = np.ones(num) if weights is None else weights
-    top, gap = top_two(counts)
     selection = votes.selection
-    index = (
-        np.arange(num, dtype=np.int64) if selection is None else selection[:num].astype(np.int64)
-    )
+
+    def rows(running: bool = True) -> Iterator[Block]:
+        """The ledger's rows, a chunk of queries at a time: the running epsilons carry
+        their totals from chunk to chunk (``prefix_epsilon_blocks``); without ``running``
+        they are left out (NaN), for the sums that do not need them."""
+        assert terms is not None and terms.logq is not None
+        if not running:
+            for start in range(0, num, _ROWS):
+                stop = min(start + _ROWS, num)
+                none = PrefixEpsilons(np.full(stop - start, np.nan), np.zeros(stop - start, int))
+                yield _row_block(start, stop, none, none)
+            return
+        blocks = prefix_epsilon_blocks(
+            mechanism,
+            terms,
+            report.orders,
+            report.delta,
+            Conversion(report.conversion),
+            weights=weights,
+            data_independent=report.forced_data_independent,
+            chunk_size=_ROWS,
+        )
+        for start, stop, dependent, independent in blocks:
+            yield _row_block(start, stop, dependent, independent)
+
+    def _row_block(
+        start: int, stop: int, dependent: PrefixEpsilons, independent: PrefixEpsilons
+    ) -> Block:
+        assert terms is not None and terms.logq is not None
+        part = None if weights is None else weights[start:stop]
+        top, gap = top_two(votes.counts[start:stop])  # a block read (a file streamed)
+        index = (
+            np.arange(start, stop, dtype=np.int64)
+            if selection is None
+            else selection[start:stop].astype(np.int64)
+        )
+        return {
+            "index": index,
+            "top_votes": top,
+            "gap": gap,
+            "logq": terms.logq[start:stop],
+            "pr_answered": np.ones(stop - start) if part is None else part,
+            "rdp": _per_query_rdp(
+                mechanism,
+                terms.rows(start, stop),
+                report.data_dependent.order,
+                part,
+                data_independent=report.forced_data_independent,
+            ),
+            "running_epsilon": dependent.epsilon,
+            "running_order": report.orders[dependent.order_index],
+            "running_epsilon_data_independent": independent.epsilon,
+        }
+
     return Ledger(
         mechanism=dict(report.mechanism),
         realized=report.realized,
@@ -191,19 +235,18 @@ def build_ledger(
         delta=report.delta,
         conversion=report.conversion,
         num_teachers=votes.num_teachers,
-        order=order,
+        order=report.data_dependent.order,
         data_independent_order=report.data_independent.order,
         epsilon=report.data_dependent.epsilon,
-        index=index,
-        top_votes=top,
-        gap=gap,
-        logq=logq,
-        pr_answered=weight,
-        rdp=rdp,
-        running_epsilon=running.epsilon,
-        running_order=report.orders[running.order_index],
-        running_epsilon_data_independent=running_independent.epsilon,
+        num_queries=num,
+        rows=rows,
     )
+
+
+# Queries a block of the ledger holds (its running epsilons are computed over the orders
+# a block at a time): the text or the columns of one block, never of the whole ledger, are
+# in memory while it is written or summarised.
+_ROWS = 1 << 9
 
 
 def _csv_number(value: float) -> str:
@@ -213,41 +256,37 @@ def _csv_number(value: float) -> str:
     return repr(float(value))
 
 
-def _columns(ledger: Ledger) -> dict[str, np.ndarray]:
+def _file_columns(ledger: Ledger, block: Block) -> dict[str, NDArray[Any]]:
+    """A block's columns as the files write them (``COLUMNS``: the top share and the share of
+    the total added)."""
     return {
-        "index": ledger.index,
-        "top_votes": ledger.top_votes,
-        "gap": ledger.gap,
-        "top_share": ledger.top_share,
-        "logq": ledger.logq,
-        "pr_answered": ledger.pr_answered,
-        "rdp": ledger.rdp,
-        "share": ledger.share,
-        "running_epsilon": ledger.running_epsilon,
-        "running_order": ledger.running_order,
-        "running_epsilon_data_independent": ledger.running_epsilon_data_independent,
+        "index": block["index"],
+        "top_votes": block["top_votes"],
+        "gap": block["gap"],
+        "top_share": block["top_votes"] / ledger.num_teachers,
+        "logq": block["logq"],
+        "pr_answered": block["pr_answered"],
+        "rdp": block["rdp"],
+        "share": share_of(block["rdp"], ledger.total_rdp),
+        "running_epsilon": block["running_epsilon"],
+        "running_order": block["running_order"],
+        "running_epsilon_data_independent": block["running_epsilon_data_independent"],
     }
 
 
-# Rows written per block: the text of one block, never of the whole ledger, is in memory.
-_BLOCK_ROWS = 1 << 15
-
-
-def _csv_rows(ledger: Ledger, start: int, stop: int) -> str:
-    columns = _columns(ledger)
-    index = columns.pop("index")
-    values = list(columns.values())
+def _csv_rows(columns: dict[str, NDArray[Any]]) -> str:
+    values = [v for name, v in columns.items() if name != "index"]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    for i in range(start, stop):
-        writer.writerow([str(int(index[i]))] + [_csv_number(v[i]) for v in values])
+    for i, index in enumerate(columns["index"].tolist()):
+        writer.writerow([str(index)] + [_csv_number(v[i]) for v in values])
     return out.getvalue()
 
 
-def _json_rows(ledger: Ledger, start: int, stop: int) -> str:
-    columns = {name: values[start:stop].tolist() for name, values in _columns(ledger).items()}
+def _json_rows(columns: dict[str, NDArray[Any]]) -> str:
+    listed = {name: values.tolist() for name, values in columns.items()}
     return ", ".join(
-        dumps({name: columns[name][i] for name in COLUMNS}) for i in range(stop - start)
+        dumps({name: listed[name][i] for name in COLUMNS}) for i in range(len(listed["index"]))
     )
 
 
@@ -267,21 +306,19 @@ def _json_head(ledger: Ledger) -> dict[str, Any]:
 
 
 def stream_ledger(ledger: Ledger, stream: IO[bytes], suffix: str) -> None:
-    """Write the ledger to ``stream`` as CSV (``.csv``) or JSON (``.json``), block by block:
-    the bytes are those of :func:`ledger_csv` or of ``dumps(ledger_json(...))`` and a
-    newline, without the whole text ever in memory."""
-    blocks = range(0, ledger.num_queries, _BLOCK_ROWS)
+    """Write the ledger to ``stream`` as CSV (``.csv``) or JSON (``.json``), block by block
+    (``Ledger.blocks``): the whole text, or the whole columns, are never in memory."""
     if suffix == ".csv":
         stream.write((",".join(COLUMNS) + "\n").encode("utf-8"))
-        for start in blocks:
-            stop = min(start + _BLOCK_ROWS, ledger.num_queries)
-            stream.write(_csv_rows(ledger, start, stop).encode("utf-8"))
+        for block in ledger.blocks():
+            stream.write(_csv_rows(_file_columns(ledger, block)).encode("utf-8"))
         return
     stream.write((dumps(_json_head(ledger))[:-1] + ', "queries": [').encode("utf-8"))
-    for start in blocks:
-        stop = min(start + _BLOCK_ROWS, ledger.num_queries)
-        separator = ", " if start else ""
-        stream.write((separator + _json_rows(ledger, start, stop)).encode("utf-8"))
+    separator = ""
+    for block in ledger.blocks():
+        if block["rdp"].size:
+            stream.write((separator + _json_rows(_file_columns(ledger, block))).encode("utf-8"))
+            separator = ", "
     stream.write(b"]}\n")
 
 
@@ -294,13 +331,10 @@ def ledger_csv(ledger: Ledger) -> str:
 
 def ledger_json(ledger: Ledger) -> dict[str, Any]:
     """The ledger as a JSON-safe dictionary: the setting, then one record per query."""
-    columns = {name: values.tolist() for name, values in _columns(ledger).items()}
-    return {
-        **_json_head(ledger),
-        "queries": [
-            {name: columns[name][i] for name in COLUMNS} for i in range(ledger.num_queries)
-        ],
-    }
+    buffer = io.BytesIO()
+    stream_ledger(ledger, buffer, ".json")
+    loaded: dict[str, Any] = json.loads(buffer.getvalue())
+    return loaded
 
 
 def write_ledger(ledger: Ledger, path: str) -> None:

@@ -22,7 +22,7 @@ from pate_cli.cli.render.common import (
 )
 from pate_cli.cli.render.publishable import dependent_name, headline, publishable_line
 from pate_cli.release.gnss import NotReleased, Release
-from pate_cli.reports.ledger import Ledger, buckets, most_expensive
+from pate_cli.reports.ledger import Ledger, buckets, most_expensive_rows
 from pate_cli.reports.markdown import answered_count
 from pate_cli.reports.models import AnalysisReport
 
@@ -181,17 +181,16 @@ def render_ledger(ledger: Ledger) -> RenderableType:
     )
     for column in ("query", "top", "gap", "log q", answered, "RDP", "share", "running"):
         top.add_column(column, justify="right", no_wrap=True)
-    share = ledger.share
-    for i in most_expensive(ledger):
+    for row in most_expensive_rows(ledger):
         top.add_row(
-            str(ledger.index[i]),
-            f"{ledger.top_votes[i]:g}",
-            f"{ledger.gap[i]:g}",
-            fmt(ledger.logq[i]),
-            f"{ledger.pr_answered[i]:.4f}",
-            fmt(ledger.rdp[i]),
-            f"{100 * share[i]:.2f}%",
-            fmt(ledger.running_epsilon[i]),
+            str(row["index"]),
+            f"{row['top_votes']:g}",
+            f"{row['gap']:g}",
+            fmt(row["logq"]),
+            f"{row['pr_answered']:.4f}",
+            fmt(row["rdp"]),
+            f"{100 * row['share']:.2f}%",
+            fmt(row["running_epsilon"]),
         )
     by_agreement = Table(
         title=f"Cost by teacher agreement (top vote share n_max/M, M = {ledger.num_teachers})",
@@ -213,13 +212,13 @@ def render_ledger(ledger: Ledger) -> RenderableType:
     by_agreement.add_row(
         "all",
         str(ledger.num_queries),
-        answered_count(ledger.pr_answered.sum(), ledger.realized),
+        answered_count(ledger.totals.answered, ledger.realized),
         fmt(ledger.total_rdp),
         "100.0%" if ledger.total_rdp > 0 else "0.0%",
         style="bold",
     )
     closing = Text(
         f"{ledger.num_queries} queries, total RDP {fmt(ledger.total_rdp)} at order "
-        f"{fmt_order(ledger.order)} -> epsilon {fmt(float(ledger.running_epsilon[-1]))}"
+        f"{fmt_order(ledger.order)} -> epsilon {fmt(ledger.totals.last_running_epsilon)}"
     )
     return Group(top, by_agreement, closing)
