@@ -36,6 +36,7 @@ import os
 import re
 import secrets
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
@@ -165,8 +166,9 @@ class Transaction:
         staged.sha256 = digest.hexdigest()
         return staged.sha256
 
-    def commit(self) -> None:
-        """Make every staged file visible, in the order staged, or none of them.
+    def commit(self, check: Callable[[], object] | None = None) -> None:
+        """Make every staged file visible, in the order staged, or none of them; ``check``
+        runs under the folders' locks just before (an input that changed, say, fails it).
 
         Raises:
             UsageError: a target that must not be replaced exists (another run published
@@ -174,25 +176,23 @@ class Transaction:
             InputError: a file system error; nothing of this run is left.
         """
         folders = sorted({os.path.dirname(os.path.abspath(s.target)) for s in self._staged})
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
-        try:
-            with _locked(folders):
-                for folder in folders:
-                    recover(folder, locked=True)
-                journals = self._journals(folders)
-                try:
-                    for staged in self._staged:
-                        self._publish(staged)
-                except BaseException:
-                    self._roll_back()
-                    raise
-                finally:
-                    for journal in journals:
-                        with contextlib.suppress(OSError):
-                            os.unlink(journal)
-                self._tidy()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        with _held_signals(), _locked(folders):
+            for folder in folders:
+                recover(folder, locked=True)
+            if check is not None:
+                check()
+            journals = self._journals(folders)
+            try:
+                for staged in self._staged:
+                    self._publish(staged)
+            except BaseException:
+                self._roll_back()
+                raise
+            finally:
+                for journal in journals:
+                    with contextlib.suppress(OSError):
+                        os.unlink(journal)
+            self._tidy()
 
     def _journals(self, folders: list[str]) -> list[str]:
         """One journal per folder, listing its steps, written before any step is made."""
@@ -213,6 +213,7 @@ class Transaction:
                 if os.path.dirname(os.path.abspath(s.target)) == folder
             ]
             path = os.path.join(folder, f"{PREFIX}{self._token}.journal")
+            paths.append(path)
             try:
                 with open(path, "x", encoding="utf-8") as stream:
                     json.dump({"pid": os.getpid(), "entries": entries}, stream)
@@ -220,9 +221,9 @@ class Transaction:
                     os.fsync(stream.fileno())
             except OSError as error:
                 for done in paths:
-                    os.unlink(done)
+                    with contextlib.suppress(OSError):
+                        os.unlink(done)
                 raise _write_error(path, error) from None
-            paths.append(path)
         return paths
 
     def _publish(self, staged: _Staged) -> None:
@@ -272,11 +273,34 @@ def _undo(target: str, backup: str | None, inode: tuple[int, int] | None, done: 
     """Undo one step of a commit: restore the backup, or remove the target this run made."""
     with contextlib.suppress(OSError):
         if backup is not None and os.path.lexists(backup):
+            # rename() between two links of one file does nothing: the target is then still
+            # the old file, and the backup link only has to go.
             os.replace(backup, target)
+            if os.path.lexists(backup):
+                os.unlink(backup)
         elif done or inode is not None:
             info = os.lstat(target)
             if inode is not None and (info.st_dev, info.st_ino) == inode:
                 os.unlink(target)
+
+
+@contextlib.contextmanager
+def _held_signals() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP held back until the block is done, then delivered to the
+    handlers they had: a handler that only notes the signal (whatever thread the signal
+    lands on, Python runs handlers in the main thread, so no exception can cut the block)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {signum: signal.signal(signum, lambda s, f: received.append(s)) for signum in _HELD}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        if received:
+            signal.raise_signal(received[0])
 
 
 @contextlib.contextmanager

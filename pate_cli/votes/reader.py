@@ -34,16 +34,16 @@ on a thread while the votes are analysed (:func:`hash_in_background`).
 from __future__ import annotations
 
 import ast
-import functools
 import hashlib
 import math
 import os
 import stat
+import threading
 import warnings as _warnings
 import zipfile
 import zlib
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Literal
@@ -388,11 +388,6 @@ def load_array(path: StrPath, what: str) -> np.ndarray:
     return np.asarray(read_array(path, what, mmap=False))
 
 
-@functools.cache
-def _hashing_thread() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="pate-sha256")
-
-
 def file_sha256(path: StrPath, salt: bytes = b"") -> str:
     """Hex SHA-256 of a file's bytes, read in chunks; with a ``salt``, of the salt followed by
     the bytes (a hiding commitment to the file: nobody can test a guess of its content
@@ -409,5 +404,19 @@ def file_sha256(path: StrPath, salt: bytes = b"") -> str:
 
 
 def hash_in_background(path: StrPath) -> Future[str]:
-    """Start :func:`file_sha256` of ``path`` on a thread (hashlib releases the GIL)."""
-    return _hashing_thread().submit(file_sha256, path)
+    """Start :func:`file_sha256` of ``path`` on a thread (hashlib releases the GIL).
+
+    A daemon thread of its own: an interrupted run (a signal as it starts) never waits at
+    exit for a hash nobody will read, as it could for an executor's worker."""
+    future: Future[str] = Future()
+
+    def work() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(file_sha256(path))
+        except BaseException as error:  # handed to whoever reads the result
+            future.set_exception(error)
+
+    threading.Thread(target=work, name="pate-sha256", daemon=True).start()
+    return future
