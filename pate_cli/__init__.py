@@ -29,7 +29,7 @@ _WHERE = {
     "compare": "pate_cli.api",
     "inspect": "pate_cli.api",
     "aggregate": "pate_cli.api",
-    "verify": "pate_cli.api",
+    "verify": "pate_cli.verification",
     "plan": "pate_cli.planning",
     "PlanReport": "pate_cli.planning",
     "plot_analysis": "pate_cli.plots",
@@ -50,6 +50,8 @@ _WHERE = {
     "InputError": "pate_cli.errors",
     "UsageError": "pate_cli.errors",
     "ConditionError": "pate_cli.release.gnss",
+    "Budget": "pate_cli.budget",
+    "BudgetExceeded": "pate_cli.budget",
 }
 
 __all__ = [
@@ -81,6 +83,8 @@ __all__ = [
     "InputError",
     "UsageError",
     "ConditionError",
+    "Budget",
+    "BudgetExceeded",
 ]
 
 
@@ -106,8 +110,8 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
         inspect,
         load_votes,
         smooth_sensitivity,
-        verify,
     )
+    from pate_cli.budget import Budget, BudgetExceeded
     from pate_cli.comparison import CompareReport
     from pate_cli.errors import InputError, PateError, UsageError
     from pate_cli.inspection import InspectReport
@@ -118,4 +122,5 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     from pate_cli.records.verify import VerifyReport
     from pate_cli.release.gnss import ConditionError
     from pate_cli.reports.models import AnalysisReport, SmoothSensitivityReport
+    from pate_cli.verification import verify
     from pate_cli.votes import Votes

@@ -59,7 +59,6 @@ from pate_cli.reports.budget import (
     check_gate_choice,
     gate_warnings,
 )
-from pate_cli.reports.encoding import plain
 from pate_cli.reports.models import AggregateReport, AnalysisReport, InputSummary
 from pate_cli.reports.reprs import cost_fields, short_repr
 from pate_cli.seeds import Noise, noise_source
@@ -99,6 +98,9 @@ class AggregateResult:
     """The realised run's cost: composed over the queries seen, with the answered mask."""
     expected_privacy: AnalysisReport
     """The expected cost of the same setting on every query."""
+    budget: dict[str, Any] | None = None
+    """The budget the run charged (``budget=``): its path, the total spent with this run,
+    the limit and the number of charges; None without one."""
 
     @property
     def input(self) -> InputSummary:
@@ -164,6 +166,7 @@ class AggregateResult:
             expected_privacy=self.expected_privacy,
             warnings=self.warnings,
             gate=self.gate,
+            budget=self.budget,
         )
 
     def to_dict(
@@ -174,7 +177,7 @@ class AggregateResult:
         ``output`` and ``answered_mask`` are the paths the labels and the mask were written
         to; they stay None (JSON null) for a run whose arrays were not written.
         """
-        return plain(self.to_report(output=output, answered_mask=answered_mask).to_json_dict())
+        return self.to_report(output=output, answered_mask=answered_mask).to_dict()
 
     def __repr__(self) -> str:
         name, privacy = self.mechanism.to_json_dict()["name"], self.privacy

@@ -32,16 +32,14 @@ from pate_cli.analysis import (
     run_inputs,
     with_release,
 )
+from pate_cli.budget import Budget, Charge, as_budget
+from pate_cli.budget.charges import charge_of
 from pate_cli.choices import Conversion, GateOn
 from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_warning, sort_rows
 from pate_cli.errors import UsageError
 from pate_cli.inspection import InspectReport, inspect_votes
-from pate_cli.mechanisms import Mechanism, mechanism_from_dict
+from pate_cli.mechanisms import Mechanism
 from pate_cli.orders import as_orders
-from pate_cli.outputs import save_npy_atomic
-from pate_cli.records.record import FILE_ROLES, as_printed, load_record
-from pate_cli.records.verify import CommandLine, VerifyReport
-from pate_cli.records.verify import verify as verify_record
 from pate_cli.reports.budget import (
     analysis_epsilons,
     apply_gate,
@@ -52,10 +50,9 @@ from pate_cli.reports.budget import (
 )
 from pate_cli.reports.ledger import build_ledger
 from pate_cli.reports.models import AnalysisReport, InputSummary, SmoothSensitivityReport
-from pate_cli.seeds import noise_source
+from pate_cli.seeds import Noise, noise_source
 from pate_cli.votes import Input, VoteFormat, Votes, as_vote_format
 from pate_cli.votes import load_votes as _load_votes
-from pate_cli.votes.memory import file_path
 
 FloatArray = NDArray[np.float64]
 PathLike = str | os.PathLike[str]
@@ -166,6 +163,7 @@ def analyze(
     max_epsilon: float | None = None,
     gate_on: str | GateOn = GateOn.PUBLISHABLE,
     progress: Progress | None = None,
+    budget: Budget | PathLike | None = None,
 ) -> AnalysisReport:
     """What ``pate analyze`` computes: the cost per order, at the best order, and the release.
 
@@ -210,6 +208,10 @@ def analyze(
         what="this analysis (--no-release or --data-independent)",
     )
     noise = noise_source(seed, seed_file)
+    options = {"release": release, "data_independent": data_independent, "orders": orders}
+    options |= {"beta": beta, "sigma_ss": sigma_ss, "half_even": half_even}
+    votes = _votes(votes)
+    charge = _budget_charge(budget, "analyze", mechanism, votes, options, noise)
     votes, report, baseline_array, answered_mask = _analysis(
         votes,
         mechanism,
@@ -247,7 +249,8 @@ def analyze(
             terms=report.terms,
         )
         report = replace(report, ledger=per_query)
-    return _gated(report, analysis_epsilons, max_epsilon, on)
+    report = _gated(report, analysis_epsilons, max_epsilon, on)
+    return _charged(budget, charge, report, getattr(report.release, "noise", None))
 
 
 def _gated(report: Any, epsilons: Any, max_epsilon: float | None, on: GateOn) -> Any:
@@ -277,6 +280,7 @@ def smooth_sensitivity(
     max_epsilon: float | None = None,
     gate_on: str | GateOn = GateOn.PUBLISHABLE,
     progress: Progress | None = None,
+    budget: Budget | PathLike | None = None,
 ) -> SmoothSensitivityReport:
     """What ``pate smooth-sensitivity`` computes: the GNSS release of the data-dependent epsilon.
 
@@ -295,6 +299,9 @@ def smooth_sensitivity(
     checks.max_epsilon(max_epsilon)
     on = as_gate_on(gate_on)
     noise = noise_source(seed, seed_file)
+    options = {"order": order, "beta": beta, "sigma_ss": sigma_ss, "half_even": half_even}
+    votes = _votes(votes)
+    charge = _budget_charge(budget, "smooth_sensitivity", mechanism, votes, options, noise)
     votes, analysis, baseline_array, answered_mask = _analysis(
         votes,
         mechanism,
@@ -333,7 +340,8 @@ def smooth_sensitivity(
         warnings=votes.warnings + gnss.warnings,
         analysis=analysis,
     )
-    return _gated(report, release_epsilons, max_epsilon, on)
+    report = _gated(report, release_epsilons, max_epsilon, on)
+    return _charged(budget, charge, report, gnss.noise)
 
 
 def compare(
@@ -425,15 +433,23 @@ def aggregate(
     max_epsilon: float | None = None,
     gate_on: str | GateOn = GateOn.PUBLISHABLE,
     progress: Progress | None = None,
+    budget: Budget | PathLike | None = None,
 ) -> AggregateResult:
     """What ``pate aggregate`` computes, without writing a file.
 
     Returns the noisy labels (``.labels``, -1 where nothing was released), the answered
     mask (``.answered``) and the realised run's privacy (``.privacy``, an
     ``AnalysisReport``); see ``pate_cli.aggregation.aggregate_votes`` for the options.
+    ``budget`` (a ``Budget`` or its path) is charged the run's account as ``--budget`` does:
+    refused (``BudgetExceeded``, nothing returned) before any noise is drawn when it would
+    exceed the limit, and appended under the budget's lock once the labels are drawn.
     """
-    return aggregate_votes(
-        _votes(votes),
+    votes = _votes(votes)
+    options = {"max_queries": max_queries, "half_even": half_even}
+    noise = noise_source(seed, seed_file) if budget is not None else None
+    charge = _budget_charge(budget, "aggregate", mechanism, votes, options, noise)
+    result = aggregate_votes(
+        votes,
         mechanism,
         delta=delta,
         seed=seed,
@@ -450,142 +466,43 @@ def aggregate(
         gate_on=gate_on,
         progress=progress,
     )
+    return _charged(budget, charge, result, result.noise)
 
 
-# What a run's random draw decides, by command: replayed only with the run's seed.
-_RANDOM_FIELDS = {
-    "analyze": ("release.epsilon_released", "release.noise"),
-    "smooth_sensitivity": ("epsilon_released", "noise"),
-    "aggregate": (
-        "noise",
-        "num_seen",
-        "answered",
-        "student_labelled",
-        "abstained",
-        "agreement_with_plurality",
-        "accuracy",
-        "privacy",
-        "gate",
-        "outputs.labels",
-        "outputs.answered_mask",
-    ),
-}
-
-
-def _replay(
-    record: dict[str, Any],
-    resolved: dict[str, str],
-    scratch: str,
-    noise: dict[str, Any] | None,
-) -> tuple[dict[str, Any], dict[str, str], tuple[str, ...]]:
-    """Run the recorded library call on the resolved files: its report's JSON, the files it
-    writes (aggregate's labels and answered mask) under ``scratch`` by role, and the fields
-    it could not reproduce (everything the random draw decides, when ``noise`` is None)."""
-    call = record["call"]
-    function = call["function"]
-    votes = load_votes(resolved["votes"], indices=resolved.get("indices"), **call["votes"])
-    mechanism = mechanism_from_dict(call["mechanism"])
-    options = dict(call["options"])
-    options.update({role: resolved[role] for role in FILE_ROLES[function] if role in resolved})
-    unreplayed = () if noise is not None else _RANDOM_FIELDS[function]
-    options.update(noise or {})
-    if function == "analyze":
-        return as_printed(analyze(votes, mechanism, **options).to_dict()), {}, unreplayed
-    if function == "smooth_sensitivity":
-        report = smooth_sensitivity(votes, mechanism, **options)
-        return as_printed(report.to_dict()), {}, unreplayed
-    if noise is None:
-        return _aggregate_accounting(votes, mechanism, options), {}, unreplayed
-    result = aggregate(votes, mechanism, **options)
-    written = {
-        "labels": os.path.join(scratch, "labels.npy"),
-        "answered_mask": os.path.join(scratch, "answered_mask.npy"),
-    }
-    save_npy_atomic(written["labels"], result.labels.astype(np.int64))
-    save_npy_atomic(written["answered_mask"], result.answered.astype(bool))
-    return as_printed(result.to_dict()), written, unreplayed
-
-
-def _aggregate_accounting(
-    votes: Votes, mechanism: Mechanism, options: dict[str, Any]
-) -> dict[str, Any]:
-    """What an aggregate record states that its noise does not decide: the expected cost."""
-    expected = analyze(
-        votes,
+def _budget_charge(
+    budget: Budget | PathLike | None,
+    function: str,
+    mechanism: Mechanism,
+    votes: Votes,
+    options: dict[str, Any],
+    noise: Noise | None,
+) -> Charge | None:
+    """What a call charges to ``budget``, refused before any work (``BudgetExceeded`` over
+    the limit; ``UsageError`` for a run without an account that depends on no vote)."""
+    if budget is None:
+        return None
+    charge = charge_of(
+        function,
+        function.replace("_", "-"),
         mechanism,
-        delta=options["delta"],
-        orders=options.get("orders"),
-        conversion=options.get("conversion", "classic"),
-        baseline=options.get("student_probs"),
-        half_even=options.get("half_even", False),
-        release=False,
+        votes.num_queries,
+        options,
+        public_seed=noise is not None and not noise.private,
+        seed_commitment=None if noise is None else noise.commitment,
     )
-    block = as_printed(expected.to_dict())
-    shared = {key: block.pop(key) for key in ("input", "mechanism", "publishable")}
-    for key in ("command", "warnings"):
-        block.pop(key)
-    return {
-        "command": "aggregate",
-        **shared,
-        "num_queries": votes.num_queries,
-        "expected_privacy": block,
-    }
+    as_budget(budget).check(charge)
+    return charge
 
 
-def verify_file(
-    record_path: str,
-    *,
-    overrides: dict[str, str] | None = None,
-    seed_file: str | None = None,
-    opening: str | None = None,
-    rtol: float | None = None,
-    command_line: CommandLine | None = None,
-) -> VerifyReport:
-    """Read a record and check it (``pate_cli.records.verify.verify``, replaying through this API);
-    ``command_line`` re-parses its command line (``pate verify`` passes pate's parser)."""
-    if rtol is not None and not 0 <= rtol < 1:
-        raise UsageError(f"--rtol {rtol}: expected a number in [0, 1)")
-    record = load_record(record_path)
-    checks = verify_record(
-        record,
-        record_path,
-        overrides or {},
-        _replay,
-        seed_file=seed_file,
-        opening=opening,
-        rtol=rtol,
-        command_line=command_line,
-    )
-    return VerifyReport(record_path, record, tuple(checks))
-
-
-def verify(
-    record: PathLike,
-    *,
-    seed_file: PathLike | None = None,
-    opening: PathLike | None = None,
-    votes: PathLike | None = None,
-    inputs: dict[str, PathLike] | None = None,
-    rtol: float | None = None,
-) -> VerifyReport:
-    """What ``pate verify`` checks: every input hash, every recorded number (recomputed
-    through this library) and every output hash of a record written by ``--record``.
-
-    ``votes`` and ``inputs`` (role -> path) say where moved files are now; ``seed_file``
-    is the run's seed file, which replays its random outputs (labels, answered mask,
-    released epsilon): a file that is not the run's fails the check. ``opening`` is a
-    public record's opening file, which checks that the files given are the ones the run
-    read. The report's ``verdict`` is ``verified`` only when every check was made and holds;
-    a check that could not be made (the sample without the seed file, a binding without the
-    opening) is ``not-checked`` and makes it ``incomplete``.
-    """
-    overrides = {role: file_path(path, role) for role, path in (inputs or {}).items()}
-    if votes is not None:
-        overrides["votes"] = file_path(votes, "votes")
-    return verify_file(
-        os.fspath(record),
-        overrides=overrides,
-        seed_file=None if seed_file is None else os.fspath(seed_file),
-        opening=None if opening is None else os.fspath(opening),
-        rtol=rtol,
-    )
+def _charged(
+    budget: Budget | PathLike | None, charge: Charge | None, result: Any, noise: Any
+) -> Any:
+    """The result with its charge appended to ``budget`` under its lock (checked again there:
+    a concurrent charge may have spent the rest), and the report's ``budget`` block."""
+    if budget is None or charge is None:
+        return result
+    if noise is not None and noise.commitment is not None and charge.purposes:
+        charge = replace(charge, seed_commitment=noise.commitment)
+    with as_budget(budget).charging(charge) as pending:
+        pending.append(None)
+        return replace(result, budget=pending.block)

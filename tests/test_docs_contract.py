@@ -22,26 +22,32 @@ API_DOC = (DOCS / "api.md").read_text()
 # reference code's `--data_independent`).
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?!\w)")
 COMMANDS = [command.name or command.callback.__name__ for command in cli.app.registered_commands]
+# The commands of a group (``pate budget init``), named with their group.
+COMMANDS += [
+    f"{group.name} {command.name}"
+    for group in cli.app.registered_groups
+    for command in group.typer_instance.registered_commands
+]
 
 
 @cache
 def help_flags(command: str | None) -> frozenset[str]:
     """Every flag that ``pate [command] --help`` names (options and the flags its text cites)."""
-    args = ["--help"] if command is None else [command, "--help"]
+    args = ["--help"] if command is None else [*command.split(), "--help"]
     return frozenset(FLAG.findall(run_cli(args).stdout))
 
 
 @cache
 def options(command: str) -> frozenset[str]:
     """The options of a command: the flags that start a line of its --help's options list."""
-    text = run_cli([command, "--help"]).stdout.split("\nOptions:\n", 1)[1]
+    text = run_cli([*command.split(), "--help"]).stdout.split("\nOptions:\n", 1)[1]
     starts = re.findall(r"^  (-\S.*?)(?:  |$)", text, flags=re.M)
     return frozenset(flag for start in starts for flag in FLAG.findall(start))
 
 
 def _options_table() -> dict[str, set[str]]:
     section = CLI_DOC.split("## Options of each command", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| `pate ([a-z-]+)` \| (.*) \|$", section, flags=re.M)
+    rows = re.findall(r"^\| `pate ([a-z][a-z -]*)` \| (.*) \|$", section, flags=re.M)
     return {command: set(FLAG.findall(flags)) for command, flags in rows}
 
 

@@ -99,6 +99,7 @@ SAMPLED = {
         "privacy.data_dependent.epsilon",
         "privacy.data_dependent.order",
         "privacy.data_independent.epsilon",
+        "warnings",  # the realised run's own warnings
     ],
 }
 

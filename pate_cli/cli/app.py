@@ -15,7 +15,7 @@ import re
 import signal
 import sys
 import traceback
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -27,6 +27,7 @@ from pate_cli import __version__
 from pate_cli.cli.commands import (
     aggregate,
     analyze,
+    budget,
     compare,
     inspect,
     plan,
@@ -108,18 +109,16 @@ class PateGroup(TyperGroup):
             error_line(f"pate: interrupted ({signal.Signals(signum).name})")
             raise typer.Exit(128 + int(signum)) from None
         except MemoryError as error:
-            error_line(
-                f"pate: error: out of memory ({error or 'an allocation failed'}); lower the work "
-                "with --queries N (a prefix of the queries) or run with more memory"
-            )
-            raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
+            _out_of_memory(str(error) or "an allocation failed")
         except StreamError as error:
             _quiet_streams()
             error_line(f"pate: error: {error}")
             raise typer.Exit(int(ExitCode.STREAM)) from None
-        except Exception:
+        except Exception as error:
             if os.environ.get("PATE_DEBUG"):
                 raise
+            if _lacks_memory(error):
+                _out_of_memory(str(error))
             sys.stderr.write(traceback.format_exc())
             error_line(
                 "pate: internal error: this is a bug in pate, please report it "
@@ -189,6 +188,26 @@ app.command("compare")(compare.compare)
 app.command("inspect")(inspect.inspect)
 app.command("verify")(verify.verify)
 app.command("plan")(plan.plan)
+app.add_typer(budget.app, name="budget")
+
+
+# How the system says that memory ran out where Python raises no MemoryError: a library
+# that cannot be mapped (a lazy import), a thread that cannot be started.
+_NO_MEMORY = ("failed to map segment", "cannot allocate memory", "can't start new thread")
+
+
+def _lacks_memory(error: BaseException) -> bool:
+    return isinstance(error, (ImportError, OSError, RuntimeError)) and any(
+        words in str(error).lower() for words in _NO_MEMORY
+    )
+
+
+def _out_of_memory(detail: str) -> NoReturn:
+    error_line(
+        f"pate: error: out of memory ({detail}); lower the work with --queries N (a prefix "
+        "of the queries) or run with more memory"
+    )
+    raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
 
 
 class _Signalled(KeyboardInterrupt):

@@ -232,8 +232,12 @@ def rendered(payload: dict[str, Any], renderable: Any, as_json: bool) -> str:
     if as_json:
         return dumps(payload) + "\n"
     console = Console(highlight=False)
-    with console.capture() as capture:
-        console.print(renderable)
+    try:
+        with console.capture() as capture:
+            console.print(renderable)
+    except (OSError, ValueError) as error:  # a capture may flush the real stdout
+        reason = getattr(error, "strerror", None) or str(error)
+        raise StreamError(f"cannot write the report to stdout ({reason})") from None
     return capture.get()
 
 
@@ -361,6 +365,17 @@ RecordOpt = Annotated[
         "of every file and where the noise came from (never a private seed), for 'pate verify'. "
         "A private record (it holds figures computed from the votes); with --public, a public "
         "record of the publishable figures only.",
+    ),
+]
+BudgetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--budget",
+        metavar="FILE",
+        help="Charge this run to a budget file ('pate budget init'): its account, which "
+        "depends on no vote and no noise, is composed with the earlier charges before any "
+        "noise is drawn and again before any file is written; over the limit, exit 1 and "
+        "nothing written or charged.",
     ),
 ]
 OpeningOpt = Annotated[

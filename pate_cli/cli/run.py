@@ -29,7 +29,8 @@ record's call and what verify expects of it are built by one function and cannot
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,8 @@ from pate_cli.cli.options import cli_progress, current_argv, emit, enforce, rend
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
+    from pate_cli.budget import Charge
+    from pate_cli.budget.book import Pending
     from pate_cli.mechanisms import Mechanism
     from pate_cli.seeds import Noise
     from pate_cli.votes import Votes
@@ -218,6 +221,8 @@ class Invocation:
     """``--record``: where the release record goes."""
     opening: str | None = None
     """``--opening``: where a public record's opening goes (default: beside the record)."""
+    budget: str | None = None
+    """``--budget``: the budget file the run charges."""
     force: bool = False
     spends_budget: bool = True
     """Whether a second run spends the privacy budget again (the refusal to replace a
@@ -244,6 +249,7 @@ class Invocation:
             call,
             record=p.get("record_path"),
             opening=p.get("opening_path"),
+            budget=p.get("budget_path"),
             force=p.get("force", False),
             public=p.get("public", False),
             as_json=p["as_json"],
@@ -285,6 +291,7 @@ def run(invocation: Invocation, view: View) -> None:
         check()
     releases = {o.flag: o.path for o in invocation.outputs if o.release}
     records = {"--record": invocation.record, "--opening": invocation.opening_path()}
+    _recover(releases | records)
     replaced = check_not_replaced(
         releases | records, force=invocation.force, spends_budget=invocation.spends_budget
     )
@@ -298,9 +305,48 @@ def run(invocation: Invocation, view: View) -> None:
         check_public_gate(gate_on, mechanism.to_json_dict(), limit)
     for check in invocation.later_checks:
         check()
+    charge = _charge(invocation, votes, mechanism)
     extra = {"progress": cli_progress(votes, invocation.as_json)} if invocation.progress else {}
     spent = (spent_again(replaced),) if replaced and invocation.spends_budget else ()
-    finish(invocation, mechanism, call(votes, mechanism, **extra), view, spent, read)
+    finish(invocation, mechanism, call(votes, mechanism, **extra), view, spent, read, charge)
+
+
+def _charge(invocation: Invocation, votes: Votes, mechanism: Mechanism) -> Charge | None:
+    """What the run charges to its ``--budget``, refused (over the limit, or no account that
+    depends on neither votes nor noise) before any noise is drawn."""
+    from pate_cli.budget import Budget
+    from pate_cli.budget.charges import charge_of
+    from pate_cli.seeds import from_seed_file
+
+    if invocation.budget is None:
+        return None
+    call = invocation.call
+    seed_file = call.seed_file
+    commitment = None
+    if seed_file is not None and os.path.isfile(seed_file):
+        commitment = from_seed_file(seed_file, create=False).commitment
+    charge = charge_of(
+        call.function.__name__,
+        invocation.command,
+        mechanism,
+        votes.num_queries,
+        call.options,
+        public_seed=call.seed is not None,
+        seed_commitment=commitment,
+    )
+    Budget.open(invocation.budget).check(charge)
+    return charge
+
+
+def _recover(paths: dict[str, str | None]) -> None:
+    """Roll back what a killed run left in the output folders (``transaction.recover``)
+    before looking at what exists there."""
+    from pate_cli.transaction import recover
+
+    folders = {os.path.dirname(os.path.abspath(p)) for p in paths.values() if p is not None}
+    for folder in sorted(folders):
+        if os.path.isdir(folder):
+            recover(folder)
 
 
 def check_files(invocation: Invocation) -> None:
@@ -345,13 +391,16 @@ def finish(
     view: View,
     spent: tuple[str, ...] = (),
     read: dict[str, Any] | None = None,
+    charge: Charge | None = None,
 ) -> None:
     """After the call: every file of the run (outputs, the record and its opening) staged
     and committed together (``pate_cli.transaction``: all or nothing, and a release file
     that appeared meanwhile is never replaced without --force), then the report printed
     (with ``spent``, the warning of release files replaced with --force), and the exit
     code of the budget gate. ``read``: the inputs' identities when the votes were read;
-    a file that changed since is an error, never a record of another file's hash."""
+    a file that changed since is an error, never a record of another file's hash.
+    ``charge``: what the run charges to its ``--budget``, checked again and appended under
+    the budget's lock, with the files: over the limit, nothing is written or charged."""
     from pate_cli.outputs import check_unchanged
     from pate_cli.records.record import build_record, opening_text, record_text
     from pate_cli.transaction import Transaction
@@ -365,11 +414,13 @@ def finish(
     report = invocation.report(result, {o.key: o.path for o in given if o.path is not None})
     if spent:
         report = replace(report, warnings=report.warnings + spent)
-    payload = shown(invocation, report)
-    # Rendered before anything is made visible: a report that cannot be rendered fails the
-    # run with nothing written.
-    text = rendered(payload, _view(invocation, report, view), invocation.as_json)
-    with Transaction() as files:
+    with Transaction() as files, _charging(invocation, charge, _noise(report)) as pending:
+        if pending is not None:
+            report = replace(report, budget=pending.block)
+        payload = shown(invocation, report)
+        # Rendered before anything is made visible: a report that cannot be rendered fails
+        # the run with nothing written.
+        text = rendered(payload, _view(invocation, report, view), invocation.as_json)
         digests = {}
         for output in given:
             assert output.path is not None
@@ -378,6 +429,7 @@ def finish(
                 partial(output.write, result),
                 replace=invocation.force or not output.release,
             )
+        record = None
         if invocation.record is not None:
             opening = invocation.opening_path()
             record, salts = build_record(
@@ -401,16 +453,33 @@ def finish(
             files.stage(
                 invocation.record, lambda f: f.write(record_bytes), replace=invocation.force
             )
-        if read is not None:
-            check_unchanged(read)
-        files.commit()
+        if pending is not None:
+            pending.append(None if record is None else record["digest"])
+        files.commit(None if read is None else partial(check_unchanged, read))
     show(invocation, report, view, payload, text)
     enforce(report.gate)
 
 
+@contextmanager
+def _charging(
+    invocation: Invocation, charge: Charge | None, noise: Noise | None
+) -> Iterator[Pending | None]:
+    """The budget's lock around the commit of the run's files, with the run's charge checked
+    again under it (the seed file's commitment is the one the run read)."""
+    if charge is None or invocation.budget is None:
+        yield None
+        return
+    from pate_cli.budget import Budget
+
+    if noise is not None and noise.commitment is not None and charge.purposes:
+        charge = replace(charge, seed_commitment=noise.commitment)
+    with Budget.open(invocation.budget).charging(charge) as pending:
+        yield pending
+
+
 def shown(invocation: Invocation, report: Any) -> dict[str, Any]:
     """The JSON of what the run shows: with ``--public`` only what may be published."""
-    return report.to_dict(public=True) if invocation.public else report.to_json_dict()
+    return report.to_dict(public=True) if invocation.public else report.to_dict()
 
 
 def _view(invocation: Invocation, report: Any, view: View) -> Any:

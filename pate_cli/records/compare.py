@@ -17,9 +17,10 @@ from typing import Any
 from pate_cli.outputs import SPENT_AGAIN
 from pate_cli.seeds import READABLE_SEED_FILE
 
-# Report fields that name files (where they are now is not a figure of the run), and the
-# warnings, which ``verify`` compares on their own lines (``warning_lists``).
-UNCHECKED = {"path", "output", "answered_mask", "ledger", "plot", "csv", "warnings"}
+# Report fields that name files (where they are now is not a figure of the run), the
+# warnings, which ``verify`` compares on their own lines (``warning_lists``), and the budget
+# the run charged, which ``verify`` finds in the budget file (``budget_check``).
+UNCHECKED = {"path", "output", "answered_mask", "ledger", "plot", "csv", "warnings", "budget"}
 
 #: Warnings about the circumstances of a run rather than its votes and parameters: a replay
 #: cannot recompute them, and they claim nothing about a figure.

@@ -95,14 +95,15 @@ class VerifyReport:
     @property
     def summary(self) -> str:
         """The verdict in one line, naming what differs or was not checked."""
+        what = "budget" if self.record.get("command") == "budget" else "record"
         if self.differing:
-            return f"the record does not hold: {', '.join(self.differing)}"
+            return f"the {what} does not hold: {', '.join(self.differing)}"
         if self.not_checked:
             return (
-                "nothing differs, but the record is not fully verified; not checked: "
+                f"nothing differs, but the {what} is not fully verified; not checked: "
                 f"{', '.join(self.not_checked)}"
             )
-        return "the record holds: every check was made"
+        return f"the {what} holds: every check was made"
 
     def _repr_markdown_(self) -> str:
         """The report in a notebook (Jupyter renders Markdown)."""

@@ -44,9 +44,14 @@ def report_dict(
 ) -> dict[str, Any]:
     """A report's ``to_dict``: what ``--json`` prints (``--public --json`` when ``public``),
     JSON-native values only, so ``json.dumps`` of it is the CLI's output byte for byte."""
-    if public:
-        return plain(public_json(command, report, report.publishable, report.gate))
-    return plain(report.to_json_dict())
+    out = (
+        public_json(command, report, report.publishable, report.gate)
+        if public
+        else report.to_json_dict()
+    )
+    if report.budget is not None:  # what the run spent of a budget depends on no vote
+        out["budget"] = report.budget
+    return plain(out)
 
 
 def public_json(
@@ -195,6 +200,9 @@ class AnalysisReport:
     """(key, path) of the files the command wrote from this report (ledger, plot)."""
     gate: Gate | None = None
     """The budget gate's verdict, when a limit was given."""
+    budget: dict[str, Any] | None = None
+    """The budget the run charged (``--budget``): its path, the total spent with this run,
+    the limit and the number of charges; None without one."""
 
     @property
     def num_queries(self) -> int:
@@ -298,6 +306,9 @@ class AggregateReport:
     expected_privacy: AnalysisReport
     warnings: tuple[str, ...] = field(default_factory=tuple)
     gate: Gate | None = None
+    budget: dict[str, Any] | None = None
+    """The budget the run charged (``--budget``): its path, the total spent with this run,
+    the limit and the number of charges; None without one."""
 
     @property
     def abstained(self) -> int:
@@ -378,6 +389,9 @@ class SmoothSensitivityReport:
     analysis: AnalysisReport | None = field(default=None, repr=False, compare=False)
     """The analysis the release was taken from (its data-independent figures)."""
     gate: Gate | None = None
+    budget: dict[str, Any] | None = None
+    """The budget the run charged (``--budget``): its path, the total spent with this run,
+    the limit and the number of charges; None without one."""
 
     @property
     def publishable(self) -> tuple[Figure, ...]:

@@ -15,6 +15,7 @@ import typer
 
 from pate_cli.choices import Conversion, TableGateOn, ThresholdBound, VoteFormat
 from pate_cli.cli.options import (
+    BudgetOpt,
     ConversionOpt,
     DeltaOpt,
     ForceOpt,
@@ -168,6 +169,7 @@ def aggregate(
     indices: IndicesOpt = None,
     record_path: RecordOpt = None,
     opening_path: OpeningOpt = None,
+    budget_path: BudgetOpt = None,
     force: ForceOpt = False,
     max_epsilon: MaxEpsilonOpt = None,
     gate_on: TableGateOnOpt = TableGateOn.PUBLISHABLE,

@@ -66,6 +66,15 @@ def verify(
             "(for a pipeline that accepts an unreplayed sample on purpose).",
         ),
     ] = False,
+    records: Annotated[
+        str | None,
+        typer.Option(
+            "--records",
+            metavar="DIR",
+            help="With a budget file: the folder of its runs' records, to match each charge "
+            "with its record and each record with its charge.",
+        ),
+    ] = None,
     rtol: Annotated[
         float | None,
         typer.Option(
@@ -77,7 +86,8 @@ def verify(
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Recompute a release record from its files and check every number in it.
+    """Recompute a release record from its files and check every number in it (or check a
+    budget file's chain).
 
     Re-parses the recorded command line and checks that it is the recorded
     call, checks the sha256 of the votes and every other input against the
@@ -98,14 +108,15 @@ def verify(
 
         pate verify sample_data/mnist_table2.record.json
     """
-    from pate_cli.api import verify_file
     from pate_cli.cli import command_line, render
+    from pate_cli.verification import verify_file
 
     report = verify_file(
         record_path,
         overrides=_overrides(votes, inputs or []),
         seed_file=seed_file,
         opening=opening,
+        records=records,
         rtol=rtol,
         command_line=partial(command_line.mismatches, ctx.find_root().command),
     )

@@ -6,6 +6,7 @@ rendering lives in its own module, the shared pieces in ``common`` and ``publish
 
 from pate_cli.cli.render.aggregation import aggregate
 from pate_cli.cli.render.analyze import analysis, render_ledger
+from pate_cli.cli.render.budget import render_budget
 from pate_cli.cli.render.compare import render_compare
 from pate_cli.cli.render.inspect import render_inspect
 from pate_cli.cli.render.publishable import public
@@ -16,6 +17,7 @@ __all__ = [
     "aggregate",
     "analysis",
     "public",
+    "render_budget",
     "render_compare",
     "render_inspect",
     "render_ledger",

@@ -31,6 +31,8 @@ def render_verify(report: VerifyReport) -> RenderableType:
             Text(check.detail),
         )
     verdict = Text(report.summary, style=_VERDICT_STYLE[report.verdict])
+    if record.get("command") == "budget":
+        return Group(Text(f"budget {record_path}"), table, verdict)
     versions = record.get("versions", {})
     made = ", ".join(f"{k} {v}" for k, v in versions.items())
     kind = record.get("kind", "private")

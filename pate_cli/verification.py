@@ -1,0 +1,180 @@
+"""``pate verify`` from Python: a record replayed through the library, or a budget's chain.
+
+``verify`` (``pate.verify``) reads a record written by ``--record`` and checks it
+(``pate_cli.records.verify``), replaying its library call through ``pate_cli.api``; given a
+budget file it checks the budget's chain instead (``pate_cli.budget.audit``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from pate_cli.api import aggregate, analyze, load_votes, smooth_sensitivity
+from pate_cli.budget import is_budget
+from pate_cli.budget.audit import record_charge_checks, verify_budget
+from pate_cli.errors import UsageError
+from pate_cli.mechanisms import Mechanism, mechanism_from_dict
+from pate_cli.outputs import save_npy_atomic
+from pate_cli.records.record import FILE_ROLES, as_printed, load_record
+from pate_cli.records.verify import CommandLine, VerifyReport
+from pate_cli.records.verify import verify as verify_record
+from pate_cli.votes import Votes
+from pate_cli.votes.memory import file_path
+
+PathLike = str | os.PathLike[str]
+
+
+# What a run's random draw decides, by command: replayed only with the run's seed.
+_RANDOM_FIELDS = {
+    "analyze": ("release.epsilon_released", "release.noise"),
+    "smooth_sensitivity": ("epsilon_released", "noise"),
+    "aggregate": (
+        "noise",
+        "num_seen",
+        "answered",
+        "student_labelled",
+        "abstained",
+        "agreement_with_plurality",
+        "accuracy",
+        "privacy",
+        "gate",
+        "warnings",  # the realised run's (its noise notes, its gate)
+        "outputs.labels",
+        "outputs.answered_mask",
+    ),
+}
+
+
+def _replay(
+    record: dict[str, Any],
+    resolved: dict[str, str],
+    scratch: str,
+    noise: dict[str, Any] | None,
+) -> tuple[dict[str, Any], dict[str, str], tuple[str, ...]]:
+    """Run the recorded library call on the resolved files: its report's JSON, the files it
+    writes (aggregate's labels and answered mask) under ``scratch`` by role, and the fields
+    it could not reproduce (everything the random draw decides, when ``noise`` is None)."""
+    call = record["call"]
+    function = call["function"]
+    votes = load_votes(resolved["votes"], indices=resolved.get("indices"), **call["votes"])
+    mechanism = mechanism_from_dict(call["mechanism"])
+    options = dict(call["options"])
+    options.update({role: resolved[role] for role in FILE_ROLES[function] if role in resolved})
+    unreplayed = () if noise is not None else _RANDOM_FIELDS[function]
+    options.update(noise or {})
+    if function == "analyze":
+        return as_printed(analyze(votes, mechanism, **options).to_dict()), {}, unreplayed
+    if function == "smooth_sensitivity":
+        report = smooth_sensitivity(votes, mechanism, **options)
+        return as_printed(report.to_dict()), {}, unreplayed
+    if noise is None:
+        return _aggregate_accounting(votes, mechanism, options), {}, unreplayed
+    result = aggregate(votes, mechanism, **options)
+    written = {
+        "labels": os.path.join(scratch, "labels.npy"),
+        "answered_mask": os.path.join(scratch, "answered_mask.npy"),
+    }
+    save_npy_atomic(written["labels"], result.labels.astype(np.int64))
+    save_npy_atomic(written["answered_mask"], result.answered.astype(bool))
+    return as_printed(result.to_dict()), written, unreplayed
+
+
+def _aggregate_accounting(
+    votes: Votes, mechanism: Mechanism, options: dict[str, Any]
+) -> dict[str, Any]:
+    """What an aggregate record states that its noise does not decide: the expected cost."""
+    expected = analyze(
+        votes,
+        mechanism,
+        delta=options["delta"],
+        orders=options.get("orders"),
+        conversion=options.get("conversion", "classic"),
+        baseline=options.get("student_probs"),
+        half_even=options.get("half_even", False),
+        release=False,
+    )
+    block = as_printed(expected.to_dict())
+    shared = {key: block.pop(key) for key in ("input", "mechanism", "publishable")}
+    for key in ("command", "warnings"):
+        block.pop(key)
+    return {
+        "command": "aggregate",
+        **shared,
+        "num_queries": votes.num_queries,
+        "expected_privacy": block,
+    }
+
+
+def verify_file(
+    record_path: str,
+    *,
+    overrides: dict[str, str] | None = None,
+    seed_file: str | None = None,
+    opening: str | None = None,
+    records: str | None = None,
+    rtol: float | None = None,
+    command_line: CommandLine | None = None,
+) -> VerifyReport:
+    """Read a record and check it (``pate_cli.records.verify.verify``, replaying through this
+    API), or a budget file's chain (``pate_cli.budget.audit``, with ``records`` the folder of
+    its records); ``command_line`` re-parses a record's command line (``pate verify`` passes
+    pate's parser)."""
+    if rtol is not None and not 0 <= rtol < 1:
+        raise UsageError(f"--rtol {rtol}: expected a number in [0, 1)")
+    if is_budget(record_path):
+        header = {"command": "budget", "kind": "budget"}
+        return VerifyReport(record_path, header, tuple(verify_budget(record_path, records)))
+    if records is not None:
+        raise UsageError(f"--records {records}: only a budget file's charges have records")
+    record = load_record(record_path)
+    checks = verify_record(
+        record,
+        record_path,
+        overrides or {},
+        _replay,
+        seed_file=seed_file,
+        opening=opening,
+        rtol=rtol,
+        command_line=command_line,
+    )
+    # A run charged to a budget: the budget holds its charge.
+    checks.extend(record_charge_checks(record, record_path))
+    return VerifyReport(record_path, record, tuple(checks))
+
+
+def verify(
+    record: PathLike,
+    *,
+    seed_file: PathLike | None = None,
+    opening: PathLike | None = None,
+    votes: PathLike | None = None,
+    inputs: dict[str, PathLike] | None = None,
+    rtol: float | None = None,
+    records: PathLike | None = None,
+) -> VerifyReport:
+    """What ``pate verify`` checks: every input hash, every recorded number (recomputed
+    through this library) and every output hash of a record written by ``--record``.
+
+    ``votes`` and ``inputs`` (role -> path) say where moved files are now; ``seed_file``
+    is the run's seed file, which replays its random outputs (labels, answered mask,
+    released epsilon): a file that is not the run's fails the check. ``opening`` is a
+    public record's opening file, which checks that the files given are the ones the run
+    read. The report's ``verdict`` is ``verified`` only when every check was made and holds;
+    a check that could not be made (the sample without the seed file, a binding without the
+    opening) is ``not-checked`` and makes it ``incomplete``. Given a budget file, checks its
+    chain instead (``records``: the folder of its records).
+    """
+    overrides = {role: file_path(path, role) for role, path in (inputs or {}).items()}
+    if votes is not None:
+        overrides["votes"] = file_path(votes, "votes")
+    return verify_file(
+        os.fspath(record),
+        overrides=overrides,
+        seed_file=None if seed_file is None else os.fspath(seed_file),
+        opening=None if opening is None else os.fspath(opening),
+        records=None if records is None else os.fspath(records),
+        rtol=rtol,
+    )
