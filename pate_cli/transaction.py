@@ -112,6 +112,9 @@ class Transaction:
     def __init__(self) -> None:
         self._token = f"{os.getpid()}-{secrets.token_hex(4)}"
         self._staged: list[_Staged] = []
+        self.committed = False
+        """True once every file is visible (a signal held during the commit may still be
+        raised by ``commit`` after that)."""
 
     def __enter__(self) -> Transaction:
         return self
@@ -192,6 +195,7 @@ class Transaction:
                 for journal in journals:
                     with contextlib.suppress(OSError):
                         os.unlink(journal)
+            self.committed = True
             self._tidy()
 
     def _journals(self, folders: list[str]) -> list[str]:

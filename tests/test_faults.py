@@ -477,6 +477,26 @@ def test_a_signal_during_the_commit_is_held_back(tmp_path: Path) -> None:
     assert assert_before_or_after(folder, before, RELEASE, ["rec.json"]) == "after"
 
 
+def test_a_signal_held_during_the_commit_keeps_the_budget_charge(tmp_path: Path) -> None:
+    """The release is out when the held signal is delivered: its charge stays in the budget
+    (taking it back would leave a release that no budget counts)."""
+    folder = tmp_path / "out"
+    before = bystander(folder)
+    budget = tmp_path / "b.jsonl"
+    init = pate(["budget", "init", budget, "--delta", "1e-5", "--max-epsilon", "100"])
+    assert init.returncode == 0, init.stderr
+    args = aggregate_args(MNIST, folder, "--budget", budget)
+    proc, marker = start_hooked(tmp_path, args, "published", "pause", 1, seconds=0.25)
+    wait_until(marker.exists, proc, "the first file published")
+    proc.send_signal(signal.SIGTERM)
+    code, _, err = finish(proc)
+    assert code in (0, exit_of(signal.SIGTERM)), err
+    assert assert_before_or_after(folder, before, RELEASE, ["rec.json"]) == "after"
+    assert len(budget.read_text().splitlines()) == 2  # the header and this run's charge
+    audit = pate(["verify", budget, "--records", folder])
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
 @pytest.mark.parametrize(
     ("point", "nth", "force", "signum"),
     [

@@ -283,6 +283,7 @@ class Pending:
         self._charge = charge
         self._size = size
         self.appended = False
+        self._kept = False
 
     @property
     def block(self) -> dict[str, Any]:
@@ -313,9 +314,14 @@ class Pending:
         self.appended = True
         entries.append(json.loads(line))
 
+    def keep(self) -> None:
+        """The run's release is out (its files committed): its line stays, whatever
+        happens next."""
+        self._kept = True
+
     def take_back(self) -> None:
-        """Remove the line appended, if any (the run it charged failed)."""
-        if self.appended:
+        """Remove the line appended, if any (the run it charged failed before releasing)."""
+        if self.appended and not self._kept:
             os.ftruncate(self._stream.fileno(), self._size)
             os.fsync(self._stream.fileno())
             self.budget.entries.pop()

@@ -455,7 +455,11 @@ def finish(
             )
         if pending is not None:
             pending.append(None if record is None else record["digest"])
-        files.commit(None if read is None else partial(check_unchanged, read))
+        try:
+            files.commit(None if read is None else partial(check_unchanged, read))
+        finally:
+            if pending is not None and files.committed:
+                pending.keep()  # released: a signal held during the commit takes nothing back
     show(invocation, report, view, payload, text)
     enforce(report.gate)
 
