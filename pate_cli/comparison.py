@@ -17,10 +17,12 @@ sigma (or gamma), log Pr[answered] and the threshold step's RDP once per
 sum ``accounting.account`` forms, in the same order, so the numbers agree with
 ``analyze`` to the last few ulps (the tests ask for rtol 1e-12).
 
-Agreement is the expected agreement of the released labels with the plurality
-vote, counted over all queries: 1 - mean q (GNMax, LNMax) and
-sum_q Pr[answered_q] (1 - q_q) / Q (threshold mechanisms). q is the Prop. 7
-(Lemma 4 for LNMax) upper bound, so this is a lower bound on the agreement.
+Agreement is the expected agreement of the released labels with the plurality vote (the
+first of the largest counts, as argmax takes it): the mean over the queries of the exact
+probability that the noisy argmax is the plurality label (``core.agreement``, quadrature
+over the Gaussian or Laplace noise), and for the threshold mechanisms the same over the
+answered queries, sum_q Pr[answered_q] P_q / sum_q Pr[answered_q], with the expected answered
+count beside it.
 
 Choosing a setting by its data-dependent cost on the private votes is itself
 a use of the private data, which no row accounts for; every output says so.
@@ -42,6 +44,7 @@ from pate_cli.accountant.compose import CostKey, answer_key, compose, data_indep
 from pate_cli.accountant.figures import EpsilonResult, ExactBound, epsilon_result, exact_bound
 from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE, QueryTerms, answer_weights, query_terms
 from pate_cli.choices import Conversion, GateOn, SortColumn, ThresholdBound
+from pate_cli.core import agreement as agreement_core
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import (
     ConfidentGNMax,
@@ -200,6 +203,7 @@ class _SharedTerms:
     half_even: bool
     chunk_size: int
     logq: dict[CostKey, FloatArray] = field(default_factory=dict)
+    agreements: dict[CostKey, FloatArray] = field(default_factory=dict)
     gate: dict[tuple[float, float, bool], QueryTerms] = field(default_factory=dict)
     grouped: dict[int, tuple[FloatArray, NDArray[np.intp]]] = field(default_factory=dict)
     costs: dict[tuple[int, CostKey], FloatArray] = field(default_factory=dict)
@@ -215,6 +219,18 @@ class _SharedTerms:
             assert terms.logq is not None
             self.logq[key] = terms.logq
         return self.logq[key]
+
+    def agreement(self, mechanism: Mechanism) -> FloatArray:
+        """Per query, the probability that the answer step's noisy label is the plurality
+        label (``core.agreement``, by quadrature), shared by the rows of one answer step."""
+        key = answer_key(mechanism)
+        if key not in self.agreements:
+            if isinstance(mechanism, LNMax):
+                found = agreement_core.laplace_agreement(self.counts, mechanism.gamma)
+            else:
+                found = agreement_core.gaussian_agreement(self.counts, mechanism.sigma)
+            self.agreements[key] = found
+        return self.agreements[key]
 
     def terms(self, mechanism: Mechanism) -> QueryTerms:
         """The per-query terms of one setting, shared with the rows that have the same."""
@@ -325,8 +341,11 @@ def _row(
     steps = compose(mechanism, terms, orders, weights=weights, total=shared.total)
     num = terms.num_seen
     answered = float(num if weights is None else weights.sum())
-    right = -np.expm1(shared.answer_logq(mechanism))  # 1 - q, accurate for small q
-    agreement = float(np.mean(right) if weights is None else np.sum(weights * right) / num)
+    right = shared.agreement(mechanism)
+    # Of the answered queries: the threshold and the answer noise are independent.
+    agreement = float(
+        np.mean(right) if weights is None else np.sum(weights * right) / max(answered, 1e-300)
+    )
     return CompareRow(
         mechanism=mechanism,
         expected_answered=answered,

@@ -32,7 +32,8 @@ def _compare_number(value: float) -> str:
 _COMPARE_LEGEND = (
     "epsilon: data-dependent (private); indep.: data-independent (private where the number "
     "answered depends on the votes); publ.: the smallest publishable figure (every query "
-    "answered, exact where it can be); bold: the best of its column"
+    "answered, exact where it can be); agree: the expected share of the labels equal to the "
+    "plurality vote (of the answered ones, for a threshold); bold: the best of its column"
 )
 
 
