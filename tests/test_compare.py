@@ -312,7 +312,8 @@ def test_table_highlights_the_best_of_each_column(rows, mnist):
     assert "confident" in plain and "lnmax" in plain
 
 
-def test_table_fits_80_columns():
+def test_table_fits_80_columns(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # a terminal's width, as the environment gives it
     result = run_cli(
         [
             "compare",

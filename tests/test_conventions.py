@@ -54,7 +54,8 @@ def test_every_error_is_one_line_in_one_style(args, words):
 def test_quiet_prints_nothing_but_errors():
     quiet = run_cli(["analyze", MNIST, *TABLE2, "--quiet"])
     assert quiet.stdout == "" and quiet.stderr == ""
-    assert run_cli(["analyze", MNIST, *TABLE2, "-q", "--json"]).stdout == ""
+    # --json is for a pipeline: quiet silences the text for people only.
+    assert run_cli(["analyze", MNIST, *TABLE2, "-q", "--json"]).json["command"] == "analyze"
     over = run_cli(
         ["analyze", MNIST, *TABLE2, "-q", "--max-epsilon", 1], expect=ExitCode.BUDGET_EXCEEDED
     )
@@ -94,3 +95,33 @@ def test_one_metavar_style_in_every_help():
                 option,
                 metavar,
             )
+
+
+def test_off_a_terminal_nothing_is_wrapped_or_padded(monkeypatch):
+    """A pipe or a CI log without COLUMNS: every summary line is one line, tables take their
+    natural width, and no line ends in spaces (grep finds what it looks for)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = run_cli(["analyze", MNIST, *TABLE2]).stdout
+    lines = out.splitlines()
+    assert any(
+        line.startswith("publishable: epsilon = ") and "worst-case" in line for line in lines
+    )
+    assert all(line == line.rstrip() for line in lines)
+    assert max(map(len, lines)) > 80  # not folded at the old default width
+
+
+def test_quiet_json_still_prints_the_json_and_no_warning():
+    result = run_cli(["analyze", MNIST, *TABLE2, "--json", "-q"])
+    assert result.json["command"] == "analyze"
+    assert result.stderr == ""
+    assert run_cli(["analyze", MNIST, *TABLE2, "-q"]).stdout == ""
+
+
+def test_an_existing_ledger_or_plot_is_not_replaced_without_force(tmp_path):
+    ledger = tmp_path / "L.csv"
+    ledger.write_text("kept\n")
+    result = run_cli(["analyze", MNIST, *TABLE2, "--ledger", ledger], expect=ExitCode.BAD_INPUT)
+    assert "exists" in result.stderr and "--force" in result.stderr
+    assert ledger.read_text() == "kept\n"
+    run_cli(["analyze", MNIST, *TABLE2, "--ledger", ledger, "--force"])
+    assert ledger.read_text().startswith("index,")

@@ -7,6 +7,7 @@ and document a flag the same way (the Typer form of sqlite-utils'
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -45,6 +46,8 @@ def current_argv() -> list[str]:
 
 #: A ``COLUMNS`` below this is not a width a table can be read at: it is ignored.
 MIN_COLUMNS = 20
+#: The width of text off a terminal without COLUMNS: wide enough that nothing wraps.
+UNWRAPPED = 10_000
 
 
 class StreamError(Exception):
@@ -153,9 +156,10 @@ MaxEpsilonOpt = Annotated[
 ]
 _GATE_HELP = (
     "Which epsilon --max-epsilon checks (default: {default}). publishable: the smallest "
-    "published figure not drawn at random (the data-independent bound, or the worst case "
-    "of Confident/Interactive-GNMax); data-dependent and data-independent may depend on the "
-    "votes; worst-case: every query answered{released}."
+    "publishable figure not drawn at random (the smallest of the exact data-independent "
+    "figure, every query answered, and the RDP data-independent or worst-case bound); "
+    "data-dependent and data-independent may depend on the votes; worst-case: every query "
+    "answered{released}."
 )
 GateOnOpt = Annotated[
     GateOn,
@@ -215,7 +219,8 @@ QuietOpt = Annotated[
     typer.Option(
         "--quiet",
         "-q",
-        help="Print nothing but errors: the exit code says how it went.",
+        help="Print no text for people and no warning, only errors (and the gate's line); "
+        "with --json the JSON is still printed. The exit code says how it went.",
         callback=_set_quiet,
         is_eager=True,
     ),
@@ -232,13 +237,20 @@ def rendered(payload: dict[str, Any], renderable: Any, as_json: bool) -> str:
     if as_json:
         return dumps(payload) + "\n"
     console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # Off a terminal (a pipe, a CI log) nothing is wrapped: tables take their natural
+        # width and every line of text stays one line, for grep. COLUMNS still sets a width.
+        console = Console(highlight=False, width=UNWRAPPED)
     try:
         with console.capture() as capture:
             console.print(renderable)
     except (OSError, ValueError) as error:  # a capture may flush the real stdout
         reason = getattr(error, "strerror", None) or str(error)
         raise StreamError(f"cannot write the report to stdout ({reason})") from None
-    return capture.get()
+    text = capture.get()
+    if console.is_terminal:
+        return text
+    return "".join(line.rstrip() + "\n" for line in text.splitlines())  # no padding, for grep
 
 
 def emit(
@@ -253,8 +265,8 @@ def emit(
     Raises:
         StreamError: stdout cannot be written.
     """
-    if QUIET.get():
-        return
+    if QUIET.get() and not as_json:
+        return  # quiet silences the text for people; --json is for a pipeline, and stays
     if text is None:
         text = rendered(payload, renderable, as_json)
     try:
@@ -263,7 +275,8 @@ def emit(
     except (OSError, ValueError) as error:
         reason = getattr(error, "strerror", None) or str(error)
         raise StreamError(f"cannot write the report to stdout ({reason})") from None
-    warn(warnings)
+    if not QUIET.get():
+        warn(warnings)  # with --json they are in the JSON too
 
 
 def warn(warnings: tuple[str, ...] | list[str]) -> None:
@@ -392,9 +405,10 @@ ForceOpt = Annotated[
     bool,
     typer.Option(
         "--force",
-        help="Replace existing release files (--record and its opening; aggregate's --output "
-        "and --answered-output). Without it an existing one is exit 2 before any work: a "
-        "second run spends the privacy budget again, and with it the run warns that it did.",
+        help="Replace existing files of the run (--record and its opening; aggregate's "
+        "--output and --answered-output; analyze's --ledger and --plot). Without it an "
+        "existing one is exit 2 before any work: a second release spends the privacy budget "
+        "again, and with it the run warns that it did.",
     ),
 ]
 

@@ -81,6 +81,9 @@ class Output:
     release: bool = False
     """A release artefact (aggregate's labels): in the record with its sha256, never
     replaced without ``--force``, and not written at all when the run is over budget."""
+    protected: bool = False
+    """Not a release but data of the votes (analyze's per-query ledger and its plot): never
+    replaced without ``--force`` either."""
 
     def check_path(self) -> None:
         """``check`` the path, when one was given."""
@@ -291,10 +294,12 @@ def run(invocation: Invocation, view: View) -> None:
         check()
     releases = {o.flag: o.path for o in invocation.outputs if o.release}
     records = {"--record": invocation.record, "--opening": invocation.opening_path()}
-    _recover(releases | records)
+    protected = {o.flag: o.path for o in invocation.outputs if o.protected}
+    _recover(releases | records | protected)
     replaced = check_not_replaced(
         releases | records, force=invocation.force, spends_budget=invocation.spends_budget
     )
+    check_not_replaced(protected, force=invocation.force, spends_budget=False)
     # The seed file is not among them: the run may create it, and it is bound by the
     # commitment of the content read.
     read = identities({f.flag: f.path for f in invocation.inputs() if f.role is not None})
@@ -427,7 +432,7 @@ def finish(
             digests[output.key] = files.stage_path(
                 output.path,
                 partial(output.write, result),
-                replace=invocation.force or not output.release,
+                replace=invocation.force or not (output.release or output.protected),
             )
         record = None
         if invocation.record is not None:

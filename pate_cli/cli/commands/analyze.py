@@ -64,6 +64,7 @@ def describe(p: Params) -> Invocation:
         "ledger",
         ledger.check_ledger_path,
         lambda report, path: ledger.write_ledger(report.ledger, path),
+        protected=True,
     )
     plot = Output(
         "--plot",
@@ -71,6 +72,7 @@ def describe(p: Params) -> Invocation:
         "plot",
         plots.check_plot_path,
         lambda report, path: plots.save(plots.plot_analysis(report), path),
+        protected=True,
     )
     options = {
         "delta": p["delta"],
@@ -94,7 +96,7 @@ def describe(p: Params) -> Invocation:
         Call.of(api.analyze, p, mechanism, options, baseline, answered),
         p,
         outputs=(ledger_file, plot),
-        # The ledger and the plot are derived from the report: replaced without --force.
+        # The ledger and the plot hold data of the votes: never replaced without --force.
         spends_budget=False,
         progress=True,
         later_checks=(
