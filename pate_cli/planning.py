@@ -18,7 +18,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import ROUND_CEILING, Context, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
 from typing import Any
 
 import numpy as np
@@ -248,7 +248,10 @@ def plan(
         value = float(_largest_count(cost, epsilon, delta))
     else:
         rising = unknown == "gamma"  # the cost grows with gamma, falls with sigma and sigma1
-        value = _boundary(cost, epsilon, delta, rising=rising, name=unknown)
+        boundary = _boundary(cost, epsilon, delta, rising=rising, name=unknown)
+        value = _copyable(boundary, rising)
+        if not cost(value) <= epsilon:  # a cost not monotone in its last bits: keep it whole
+            value = boundary
     final = cost(value)
     solved = dict(given, **{unknown: value})
     chosen = _mechanism(name, solved["sigma"], threshold, solved["sigma1"], solved["gamma"])
@@ -268,12 +271,28 @@ def plan(
     )
 
 
-def _up(epsilon: float) -> str:
-    """Three significant digits, rounded up: a cost is never printed below its value."""
+#: Significant digits of a solved parameter: what the table prints is the value itself, so a
+#: copied value keeps the promise (within 1e-7 relative of the boundary).
+PLAN_DIGITS = 8
+
+
+def _copyable(value: float, rising: bool) -> float:
+    """``value`` to ``PLAN_DIGITS`` significant digits, on the side that keeps the cost within
+    the target: down where the cost rises with the parameter (gamma), up where it falls
+    (sigma, sigma1)."""
+    if not math.isfinite(value) or value == 0:
+        return value
+    rounding = ROUND_FLOOR if rising else ROUND_CEILING
+    rounded = Context(prec=PLAN_DIGITS, rounding=rounding).plus(Decimal(repr(value)))
+    return float(rounded)
+
+
+def rounded_up(epsilon: float, digits: int = 3) -> str:
+    """``digits`` significant digits, rounded up: a cost is never printed below its value."""
     if not math.isfinite(epsilon):
         return f"{epsilon:g}"
-    rounded = Context(prec=3, rounding=ROUND_CEILING).plus(Decimal(repr(epsilon)))
-    return f"{float(rounded):g}"
+    rounded = Context(prec=digits, rounding=ROUND_CEILING).plus(Decimal(repr(epsilon)))
+    return f"{float(rounded):.{digits}g}"
 
 
 def _unreachable(target: float, delta: float, name: str, floor: float, limit: str) -> UsageError:
@@ -286,9 +305,10 @@ def _unreachable(target: float, delta: float, name: str, floor: float, limit: st
     """
     alone = "even one query costs" if name == "queries" else "the other steps alone cost"
     subject = "number of queries" if name == "queries" else name
+    least = rounded_up(floor)
     return UsageError(
-        f"--epsilon {target:g}: no {subject} reaches it: {alone} epsilon {_up(floor)} at delta "
-        f"{delta:g}; the smallest reachable is {_up(floor)} ({limit})"
+        f"--epsilon {target:g}: no {subject} reaches it: {alone} epsilon {least} at delta "
+        f"{delta:g}; the smallest reachable is {least} ({limit})"
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import pate_cli as pate
 from pate_cli.errors import ExitCode
+from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax
 from tests.conftest import MNIST, run_cli
 
 PLAN = ["plan", "--delta", 1e-5, "--epsilon", 2]
@@ -252,3 +253,44 @@ def test_an_unreachable_target_on_pilot_votes_says_what_the_rest_costs(write_npy
     smallest = float(match[4])
     again = pate.plan(delta=1e-5, epsilon=smallest, threshold=threshold, sigma1=sigma1, votes=votes)
     assert again.epsilon <= smallest
+
+
+@pytest.mark.parametrize(
+    ("args", "setting"),
+    [
+        (["--queries", 640], lambda v: (GNMax(v), 640, "exact")),
+        (["--queries", 640, "--accountant", "rdp"], lambda v: (GNMax(v), 640, "rdp")),
+        (
+            ["--queries", 640, "--threshold", 200, "--sigma1", 150],
+            lambda v: (ConfidentGNMax(200, 150, v), 640, "exact"),
+        ),
+        (
+            ["--queries", 640, "--threshold", 200, "--sigma", 100],
+            lambda v: (ConfidentGNMax(200, v, 100), 640, "exact"),
+        ),
+        (["--queries", 100, "--mechanism", "lnmax"], lambda v: (LNMax(v), 100, "exact")),
+        (["--sigma", 40], lambda v: (GNMax(40), int(v), "exact")),
+    ],
+    ids=["sigma", "sigma-rdp", "confident-sigma", "sigma1", "gamma", "queries"],
+)
+def test_a_printed_value_copied_back_keeps_the_target(args, setting):
+    """The table's value, copied as printed, costs at most the target, by the accountant's
+    own figure computed here from the printed text."""
+    from pate_cli.accountant.compose import data_independent_rdp
+    from pate_cli.accountant.figures import epsilon_result, exact_bound
+    from pate_cli.choices import Conversion
+    from pate_cli.orders import DEFAULT_ORDERS
+
+    delta = 1e-6 if "lnmax" in args else 1e-5
+    table = run_cli(["plan", "--delta", delta, "--epsilon", 2, *args]).stdout
+    name, printed = re.match(r"(\w+) = (\S+)", table).groups()
+    assert f"{name}=" not in table or f"{name}={printed}" in table  # one value, both places
+    assert len(printed.replace(".", "").strip("0")) <= 8  # short enough to copy
+    mechanism, queries, accountant = setting(float(printed))
+    if accountant == "exact":
+        cost = exact_bound(mechanism, queries, queries, delta).epsilon
+    else:
+        rdp = data_independent_rdp(mechanism, DEFAULT_ORDERS, queries, queries)
+        cost = epsilon_result(DEFAULT_ORDERS, rdp, delta, Conversion.CLASSIC).epsilon
+    assert cost <= 2.0
+    assert cost >= 2.0 * (1 - 1e-6) or name == "queries"  # and close to the boundary

@@ -71,6 +71,7 @@ def plan(
     from rich.text import Text
 
     from pate_cli.planning import plan as solve
+    from pate_cli.planning import rounded_up
 
     report = solve(
         delta=delta,
@@ -86,12 +87,17 @@ def plan(
         orders=orders_text,
         votes=votes_path,
     )
-    value = f"{int(report.value)}" if report.solve_for == "queries" else f"{report.value:.6g}"
-    setting = ", ".join(f"{k}={v:g}" for k, v in report.mechanism.items() if k != "name")
+    # The value as solved (8 significant digits, on the safe side): copied, it keeps the target.
+    value = f"{int(report.value)}" if report.solve_for == "queries" else repr(report.value)
+    setting = ", ".join(
+        f"{k}={v!r}" if k == report.solve_for else f"{k}={v:g}"
+        for k, v in report.mechanism.items()
+        if k != "name"
+    )
     rendered = Text.assemble(
         (f"{report.solve_for} = {value}", "bold green"),
         f"  {report.mechanism['name']} {setting}, {report.queries} queries: epsilon "
-        f"{report.epsilon:.6g} <= {report.target:g} at delta {report.delta:g} "
+        f"{rounded_up(report.epsilon, 7)} <= {report.target:g} at delta {report.delta:g} "
         f"({report.accountant} accountant, "
         + (
             "guaranteed data-dependent cost on the pilot votes)"
