@@ -38,7 +38,7 @@ from pate_cli.choices import Conversion, GateOn
 from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_warning, sort_rows
 from pate_cli.errors import UsageError
 from pate_cli.inspection import InspectReport, inspect_votes
-from pate_cli.mechanisms import Mechanism
+from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism
 from pate_cli.orders import as_orders
 from pate_cli.reports.budget import (
     analysis_epsilons,
@@ -101,8 +101,30 @@ def load_votes(
     )
 
 
-def _votes(votes: Votes | Input) -> Votes:
-    return votes if isinstance(votes, Votes) else load_votes(votes)
+def _votes(votes: Votes | Input, reading: dict[str, Any] | None = None) -> Votes:
+    """The votes, read as ``load_votes`` reads them with ``reading`` (format=, teachers=,
+    num_classes=) when they are a path or an array."""
+    given = {key: value for key, value in (reading or {}).items() if value is not None}
+    if isinstance(votes, Votes):
+        if given:
+            raise UsageError(
+                f"{', '.join(f'{k}=' for k in given)}: the votes are already read; give them "
+                "to load_votes, or give the path or the array here"
+            )
+        return votes
+    return load_votes(votes, **given)
+
+
+_MECHANISMS = "pate.GNMax(sigma), pate.ConfidentGNMax(threshold, sigma1, sigma), " + (
+    "pate.InteractiveGNMax(threshold, sigma1, sigma) or pate.LNMax(gamma)"
+)
+
+
+def _mechanism(mechanism: Any, name: str = "mechanism") -> Mechanism:
+    """A mechanism object; anything else (a name, a dict) is a TypeError saying what to pass."""
+    if not isinstance(mechanism, (GNMax, ConfidentGNMax, LNMax)):
+        raise TypeError(f"{name}={mechanism!r}: expected a mechanism object, {_MECHANISMS}")
+    return mechanism
 
 
 def _analysis(
@@ -146,6 +168,9 @@ def analyze(
     votes: Votes | Input,
     mechanism: Mechanism,
     *,
+    format: str | VoteFormat | None = None,
+    teachers: int | None = None,
+    num_classes: int | None = None,
     delta: float,
     orders: str | ArrayLike | None = None,
     conversion: str | Conversion = "classic",
@@ -210,7 +235,8 @@ def analyze(
     noise = noise_source(seed, seed_file)
     options = {"release": release, "data_independent": data_independent, "orders": orders}
     options |= {"beta": beta, "sigma_ss": sigma_ss, "half_even": half_even}
-    votes = _votes(votes)
+    mechanism = _mechanism(mechanism)
+    votes = _votes(votes, {"format": format, "teachers": teachers, "num_classes": num_classes})
     charge = _budget_charge(budget, "analyze", mechanism, votes, options, noise)
     votes, report, baseline_array, answered_mask = _analysis(
         votes,
@@ -264,6 +290,9 @@ def smooth_sensitivity(
     votes: Votes | Input,
     mechanism: Mechanism,
     *,
+    format: str | VoteFormat | None = None,
+    teachers: int | None = None,
+    num_classes: int | None = None,
     delta: float,
     order: float | None = None,
     orders: str | ArrayLike | None = None,
@@ -300,7 +329,8 @@ def smooth_sensitivity(
     on = as_gate_on(gate_on)
     noise = noise_source(seed, seed_file)
     options = {"order": order, "beta": beta, "sigma_ss": sigma_ss, "half_even": half_even}
-    votes = _votes(votes)
+    mechanism = _mechanism(mechanism)
+    votes = _votes(votes, {"format": format, "teachers": teachers, "num_classes": num_classes})
     charge = _budget_charge(budget, "smooth_sensitivity", mechanism, votes, options, noise)
     votes, analysis, baseline_array, answered_mask = _analysis(
         votes,
@@ -348,6 +378,9 @@ def compare(
     votes: Votes | Input,
     mechanisms: Sequence[Mechanism],
     *,
+    format: str | VoteFormat | None = None,
+    teachers: int | None = None,
+    num_classes: int | None = None,
     delta: float,
     orders: str | ArrayLike | None = None,
     conversion: str | Conversion = "classic",
@@ -367,7 +400,10 @@ def compare(
     checks.max_epsilon(max_epsilon)
     on = as_gate_on(gate_on)
     check_gate_choice(on, releases=False, what="compare")
-    votes = _votes(votes)
+    votes = _votes(votes, {"format": format, "teachers": teachers, "num_classes": num_classes})
+    if isinstance(mechanisms, (str, GNMax, ConfidentGNMax, LNMax)):
+        raise TypeError(f"mechanisms={mechanisms!r}: expected a list of mechanism objects")
+    mechanisms = [_mechanism(m, "mechanisms[]") for m in mechanisms]
     if not mechanisms:
         raise UsageError("mechanisms: expected at least one mechanism to compare")
     grid = as_orders(orders)
@@ -410,15 +446,26 @@ def _one_name(mechanisms: Sequence[Mechanism]) -> str:
     return names.pop() if len(names) == 1 else "mixed"
 
 
-def inspect(votes: Votes | Input) -> InspectReport:
-    """What ``pate inspect`` computes: what a vote file is and how strongly teachers agree."""
-    return inspect_votes(_votes(votes))
+def inspect(
+    votes: Votes | Input,
+    *,
+    format: str | VoteFormat | None = None,
+    teachers: int | None = None,
+    num_classes: int | None = None,
+) -> InspectReport:
+    """What ``pate inspect`` computes: what a vote file is and how strongly teachers agree
+    (``format``, ``teachers``, ``num_classes``: as ``load_votes`` reads a path or array)."""
+    reading = {"format": format, "teachers": teachers, "num_classes": num_classes}
+    return inspect_votes(_votes(votes, reading))
 
 
 def aggregate(
     votes: Votes | Input,
     mechanism: Mechanism,
     *,
+    format: str | VoteFormat | None = None,
+    teachers: int | None = None,
+    num_classes: int | None = None,
     delta: float,
     seed: int | np.random.Generator | None = None,
     seed_file: PathLike | None = None,
@@ -444,7 +491,8 @@ def aggregate(
     refused (``BudgetExceeded``, nothing returned) before any noise is drawn when it would
     exceed the limit, and appended under the budget's lock once the labels are drawn.
     """
-    votes = _votes(votes)
+    mechanism = _mechanism(mechanism)
+    votes = _votes(votes, {"format": format, "teachers": teachers, "num_classes": num_classes})
     options = {"max_queries": max_queries, "half_even": half_even}
     noise = noise_source(seed, seed_file) if budget is not None else None
     charge = _budget_charge(budget, "aggregate", mechanism, votes, options, noise)

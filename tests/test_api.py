@@ -12,7 +12,10 @@ import pytest
 
 import pate_cli as pate
 from pate_cli.reports.models import dumps
-from tests.conftest import MNIST, REFERENCE, ROOT, run_cli
+from tests.conftest import MNIST, MNIST_LABELS, REFERENCE, ROOT, run_cli
+
+MNIST_PATH = str(MNIST)
+LABELS_PATH = str(MNIST_LABELS)
 
 TABLE2 = pate.ConfidentGNMax(threshold=200, sigma1=150, sigma=40)
 
@@ -262,3 +265,25 @@ print(sorted(m for m in ("typer", "rich", "click", "matplotlib") if m in sys.mod
         [sys.executable, "-c", script], check=True, capture_output=True, text=True, cwd=ROOT
     ).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("function", ["analyze", "smooth_sensitivity", "aggregate", "compare"])
+def test_a_mechanism_given_by_name_is_a_type_error_naming_the_classes(function):
+    mechanism = "gnmax" if function != "compare" else ["gnmax"]
+    with pytest.raises(TypeError, match=r"pate\.GNMax\(sigma\).*pate\.LNMax\(gamma\)"):
+        getattr(pate, function)(MNIST_PATH, mechanism, delta=1e-5)
+
+
+@pytest.mark.parametrize("function", ["analyze", "smooth_sensitivity", "aggregate", "compare"])
+def test_every_entry_point_reads_an_array_as_load_votes_does(function):
+    labels = np.load(LABELS_PATH, allow_pickle=False)[:, :200]
+    mechanism = pate.ConfidentGNMax(200, 150, 40)
+    given = [mechanism] if function == "compare" else mechanism
+    options = {"release": False} if function == "analyze" else {}
+    read = getattr(pate, function)(
+        labels, given, delta=1e-5, format="labels", teachers=250, **options
+    )
+    expected = pate.load_votes(labels, format="labels", teachers=250)
+    assert read.to_dict()["input"]["sha256"] == pate.inspect(expected).to_dict()["input"]["sha256"]
+    with pytest.raises(pate.UsageError, match="format=: the votes are already read"):
+        getattr(pate, function)(expected, given, delta=1e-5, format="labels", **options)
