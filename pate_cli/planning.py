@@ -152,10 +152,15 @@ def _unknown(
         raise UsageError(f"--{extra[0]}: {name.value} has no such parameter")
     missing = [k for k in wanted if given[k] is None]
     if len(missing) != 1:
-        said = "none" if not missing else ", ".join(f"--{k}" for k in missing)
+        said = (
+            "all are given: leave out the one to solve for"
+            if not missing
+            else f"{len(missing)} are left out ({', '.join(f'--{k}' for k in missing)}): give "
+            "all but the one to solve for"
+        )
         raise UsageError(
             f"plan solves for exactly one of {', '.join('--' + k for k in wanted)} "
-            f"({name.value}); missing: {said}"
+            f"({name.value}); {said}"
         )
     return missing[0], wanted
 

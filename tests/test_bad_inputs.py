@@ -330,3 +330,28 @@ def test_unreadable_file_is_bad_input(tmp_path, monkeypatch):
     monkeypatch.setattr("builtins.open", refuse)
     result = run_cli(["analyze", path, "--sigma", 40, "--delta", 1e-5], expect=ExitCode.BAD_INPUT)
     assert str(path) in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_messages_read_as_one_sentence_and_name_only_fixes_that_work(tmp_path):
+    """An empty file, a directory, and values no format can read: one clause each, and no
+    advice to change --format where that cannot help."""
+    empty = tmp_path / "empty.npy"
+    empty.write_bytes(b"")
+    folder = tmp_path / "d.npy"
+    folder.mkdir()
+    negative = tmp_path / "neg.npy"
+    np.save(negative, np.full((250, 100), -2))
+    lines = {
+        "empty": run_cli(["inspect", empty], expect=ExitCode.BAD_INPUT).stderr.strip(),
+        "folder": run_cli(["inspect", folder], expect=ExitCode.BAD_INPUT).stderr.strip(),
+        "negative": run_cli(["inspect", negative], expect=ExitCode.BAD_INPUT).stderr.strip(),
+    }
+    assert lines["empty"] == (
+        f"pate: error: {empty}: the file is empty; expected the votes saved with numpy.save "
+        "(or a single-array numpy.savez)"
+    )
+    assert lines["folder"] == (
+        f"pate: error: {folder}: is a directory; expected the votes as a .npy or .npz file"
+    )
+    assert "pass --format" not in lines["negative"]
+    assert lines["negative"].endswith("(read as counts, the format detected)")

@@ -294,3 +294,15 @@ def test_a_printed_value_copied_back_keeps_the_target(args, setting):
         cost = epsilon_result(DEFAULT_ORDERS, rdp, delta, Conversion.CLASSIC).epsilon
     assert cost <= 2.0
     assert cost >= 2.0 * (1 - 1e-6) or name == "queries"  # and close to the boundary
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--queries", 640, "--sigma", 40], "all are given: leave out the one to solve for"),
+        (["--threshold", 200], "3 are left out (--sigma1, --sigma, --queries): give all but"),
+    ],
+)
+def test_plan_says_which_unknowns_are_wrong(args, words):
+    result = run_cli(["plan", "--delta", 1e-5, "--epsilon", 2, *args], expect=ExitCode.BAD_INPUT)
+    assert words in result.stderr and "missing: none" not in result.stderr

@@ -152,7 +152,12 @@ def _outputs_of(path, flags: list, extra: list) -> dict[str, dict]:
             5,
             r"teacher 3 for query 700 is 7; expected integer class labels in \[0, 5\)",
         ),
-        (2.5, "auto", None, r"votes rows sum to different totals .*detected --format counts"),
+        (
+            2.5,
+            "auto",
+            None,
+            r"votes rows sum to different totals .*read as counts, the format detected",
+        ),
         (np.nan, "labels", None, r"teacher 3 for query 700 is nan; expected integer class labels"),
         (-2, "labels", None, r"teacher 3 for query 700 is -2; expected integer class labels"),
         # C = 1e300 + 1 rounds to 1e300 as a float, so the label is not below it; the

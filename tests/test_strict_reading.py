@@ -294,7 +294,7 @@ def test_teachers_below_the_row_sums_is_an_error(monkeypatch: pytest.MonkeyPatch
         f"{path}: votes row 0 sums to 250, more than --teachers 100; --teachers must be at "
         "least the largest row sum (250)"
     )
-    detected = " (detected --format counts; pass --format to override)"
+    detected = " (read as counts, the format detected)"
     for kwargs, suffix in (({"fmt": "counts"}, ""), ({}, detected), ({"queries": 640}, detected)):
         with pytest.raises(InputError) as excinfo:
             load_both(path, monkeypatch, block_rows=997, teachers=100, **kwargs)

@@ -270,10 +270,9 @@ def load_votes(
     except InputError as exc:
         if not detected:
             raise
-        # Auto-detection can guess wrong on odd files: say what it guessed and how to override.
-        raise InputError(
-            f"{exc.message} (detected --format {fmt.value}; pass --format to override)"
-        ) from None
+        # Say how the file was read (detected): a wrong guess is then plain to see, and
+        # --format names another reading where one would fit.
+        raise InputError(f"{exc.message} (read as {fmt.value}, the format detected)") from None
     return Votes(
         counts=counts,  # type: ignore[arg-type]
         path=where,

@@ -94,6 +94,8 @@ def _open_regular(path: StrPath, where: str, what: str) -> IO[bytes]:
         if not stat.S_ISREG(mode):
             raise InputError(f"{where}: is not a regular file (FIFO, device or socket); {expected}")
         return open(path, "rb")
+    except InputError:
+        raise
     except FileNotFoundError:
         raise InputError(f"{where}: no such file; {expected}") from None
     except PermissionError:
@@ -350,10 +352,10 @@ def open_array(path: StrPath, what: str) -> ArrayFile:
             with _open_member(path, where, what) as (_, _, header, _):
                 return ArrayFile(path, where, what, header, npz=True)
         if magic != _NPY_MAGIC:
-            empty = " is empty" if not magic else ""
+            reason = "the file is empty" if not magic else "not a .npy or .npz file"
             raise InputError(
-                f"{where}:{empty} not a .npy or .npz file; expected the {what} "
-                "saved with numpy.save (or a single-array numpy.savez)"
+                f"{where}: {reason}; expected the {what} saved with numpy.save (or a "
+                "single-array numpy.savez)"
             )
         f.seek(0)
         header = _read_header(f, where, what)
