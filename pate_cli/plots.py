@@ -20,6 +20,7 @@ in the JSON output.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 from collections.abc import Mapping, Sequence
@@ -72,11 +73,26 @@ def check_plot_path(path: str) -> None:
 def _figure(width: float, height: float) -> Figure:
     _matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(width, height), layout="constrained")
+    figure = _displayable()(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)
     return figure
+
+
+@functools.cache
+def _displayable() -> type[Figure]:
+    """A matplotlib Figure that a notebook shows as an image with no magic: built without
+    pyplot, nothing registers it for display, so it says how to draw itself (IPython calls
+    ``_repr_png_``)."""
+    from matplotlib import figure
+
+    class Figure(figure.Figure):  # the name a user sees (a matplotlib Figure, and it is one)
+        def _repr_png_(self) -> bytes:
+            buffer = io.BytesIO()
+            self.savefig(buffer, format="png", dpi=100)
+            return buffer.getvalue()
+
+    return Figure
 
 
 def save(figure: Figure, path: str) -> None:

@@ -317,3 +317,14 @@ def test_the_figures_are_documented_with_their_arguments():
     for name, arguments in rows:
         assert name in pate.__all__
         assert list(inspect.signature(getattr(pate, name)).parameters) == arguments.split(", ")
+
+
+def test_a_figure_shows_as_an_image_in_a_notebook_without_magic(analysed):
+    """Built without pyplot, a figure is registered with no display hook: it draws itself as
+    a PNG for a notebook (IPython calls ``_repr_png_``)."""
+    figure = plots.plot_analysis(analysed)
+    png = figure._repr_png_()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+    formatters = pytest.importorskip("IPython.core.formatters")
+    shown, _ = formatters.DisplayFormatter().format(figure)
+    assert shown["image/png"].startswith(b"\x89PNG")
