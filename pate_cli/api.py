@@ -33,7 +33,7 @@ from pate_cli.analysis import (
     with_release,
 )
 from pate_cli.budget import Budget, Charge, as_budget
-from pate_cli.budget.charges import charge_of
+from pate_cli.budget.charges import checked_charge
 from pate_cli.choices import Conversion, GateOn
 from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_warning, sort_rows
 from pate_cli.errors import UsageError
@@ -50,7 +50,7 @@ from pate_cli.reports.budget import (
 )
 from pate_cli.reports.ledger import build_ledger
 from pate_cli.reports.models import AnalysisReport, InputSummary, SmoothSensitivityReport
-from pate_cli.seeds import Noise, noise_source
+from pate_cli.seeds import noise_source
 from pate_cli.votes import Input, VoteFormat, Votes, as_vote_format
 from pate_cli.votes import load_votes as _load_votes
 
@@ -237,7 +237,7 @@ def analyze(
     options |= {"beta": beta, "sigma_ss": sigma_ss, "half_even": half_even}
     mechanism = _mechanism(mechanism)
     votes = _votes(votes, {"format": format, "teachers": teachers, "num_classes": num_classes})
-    charge = _budget_charge(budget, "analyze", mechanism, votes, options, noise)
+    charge = _budget_charge(budget, "analyze", mechanism, votes, options, seed, seed_file)
     votes, report, baseline_array, answered_mask = _analysis(
         votes,
         mechanism,
@@ -331,7 +331,9 @@ def smooth_sensitivity(
     options = {"order": order, "beta": beta, "sigma_ss": sigma_ss, "half_even": half_even}
     mechanism = _mechanism(mechanism)
     votes = _votes(votes, {"format": format, "teachers": teachers, "num_classes": num_classes})
-    charge = _budget_charge(budget, "smooth_sensitivity", mechanism, votes, options, noise)
+    charge = _budget_charge(
+        budget, "smooth_sensitivity", mechanism, votes, options, seed, seed_file
+    )
     votes, analysis, baseline_array, answered_mask = _analysis(
         votes,
         mechanism,
@@ -494,8 +496,7 @@ def aggregate(
     mechanism = _mechanism(mechanism)
     votes = _votes(votes, {"format": format, "teachers": teachers, "num_classes": num_classes})
     options = {"max_queries": max_queries, "half_even": half_even}
-    noise = noise_source(seed, seed_file) if budget is not None else None
-    charge = _budget_charge(budget, "aggregate", mechanism, votes, options, noise)
+    charge = _budget_charge(budget, "aggregate", mechanism, votes, options, seed, seed_file)
     result = aggregate_votes(
         votes,
         mechanism,
@@ -523,23 +524,24 @@ def _budget_charge(
     mechanism: Mechanism,
     votes: Votes,
     options: dict[str, Any],
-    noise: Noise | None,
+    seed: object,
+    seed_file: PathLike | None,
 ) -> Charge | None:
-    """What a call charges to ``budget``, refused before any work (``BudgetExceeded`` over
-    the limit; ``UsageError`` for a run without an account that depends on no vote)."""
+    """What a call charges to ``budget`` (``budget.charges.checked_charge``), refused before
+    any work; None without a budget."""
     if budget is None:
         return None
-    charge = charge_of(
+    command = function.replace("_", "-")
+    return checked_charge(
+        budget,
         function,
-        function.replace("_", "-"),
+        command,
         mechanism,
         votes.num_queries,
         options,
-        public_seed=noise is not None and not noise.private,
-        seed_commitment=None if noise is None else noise.commitment,
+        seed=seed,
+        seed_file=seed_file,
     )
-    as_budget(budget).check(charge)
-    return charge
 
 
 def _charged(

@@ -48,14 +48,11 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(
-    path: StrPath, write: Callable[[IO[bytes]], object], *, mode: int | None = None
-) -> None:
+def write_atomic(path: StrPath, write: Callable[[IO[bytes]], object]) -> None:
     """Write a file so that ``path`` is either complete or untouched.
 
     ``write`` fills a temporary file in the same directory (so ``os.replace`` is
-    atomic), which is removed again if anything fails. ``mode``: the file's permissions
-    (default: those of a plain ``open``, under the umask).
+    atomic), which is removed again if anything fails.
 
     Raises:
         InputError: The directory does not exist or the file cannot be written.
@@ -76,8 +73,7 @@ def write_atomic(
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        # mkstemp creates 0600; match a plain open() unless told otherwise
-        os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; match a plain open()
         os.replace(tmp, where)
     except OSError as exc:
         raise InputError(

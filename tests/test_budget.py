@@ -869,3 +869,37 @@ def test_eight_processes_at_once_on_a_limit_that_fits_five(tmp_path):
     report = verify(budget)
     assert report["verdict"] == "verified"
     assert show(budget)["total"]["epsilon"] == pytest.approx(five, rel=1e-12)
+
+
+def test_new_inputs_and_options_refused_with_one_line_and_nothing_written(tmp_path):
+    """--budget, --opening and verify's --records and --opening, each given something they
+    cannot use: exit 2, one line naming it, nothing written."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    labels = folder / "l.npy"
+    aggregate = ["aggregate", MNIST, "--sigma", 40, "--delta", DELTA, "--queries", 50]
+    budget = tmp_path / "b.jsonl"
+    pate.Budget.init(budget, delta=DELTA, max_epsilon=100)
+    record = folder / "r.json"
+    run_cli([*aggregate, "--output", labels, "--record", record, "--budget", budget])
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    not_a_budget = tmp_path / "nb.jsonl"
+    not_a_budget.write_text('{"schema": "something else"}\n')
+    cases = [
+        (
+            [*aggregate, "--output", folder / "x.npy", "--budget", tmp_path / "none.jsonl"],
+            "none.jsonl",
+        ),
+        ([*aggregate, "--output", folder / "x.npy", "--budget", not_a_budget], "nb.jsonl"),
+        ([*aggregate, "--output", folder / "x.npy", "--opening", folder / "o.json"], "--opening"),
+        (["verify", budget, "--records", tmp_path / "nowhere"], "--records"),
+        (["verify", record, "--records", folder], "--records"),
+        (["verify", record, "--opening", not_a_budget], "--opening"),
+        (["budget", "init", budget, "--delta", DELTA, "--max-epsilon", 1], "exists"),
+    ]
+    for args, named in cases:
+        result = run_cli(args, expect=ExitCode.BAD_INPUT)
+        line = result.stderr.strip()
+        assert "\n" not in line and named in line and line.startswith("pate: error: "), args
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert len(budget.read_text().splitlines()) == 2

@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 from pate_cli.budget.book import (
+    MAX_BYTES,
     Budget,
     entry_problem,
     header_problem,
@@ -24,6 +25,7 @@ from pate_cli.budget.book import (
     recomputed_account,
 )
 from pate_cli.errors import InputError
+from pate_cli.records.record import load_record
 from pate_cli.records.verdict import Check
 
 
@@ -46,7 +48,10 @@ def _same_account(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def _lines(path: str) -> list[Any]:
-    """Every line of the file, parsed (a line that is not JSON stays its text)."""
+    """Every line of the file, parsed (a line that is not JSON stays its text); a file
+    larger than any budget is refused before it is read."""
+    if os.path.getsize(path) > MAX_BYTES:
+        raise InputError(f"{path}: larger than {MAX_BYTES >> 20} MiB; not a budget file")
     with open(path, "rb") as stream:
         text = stream.read().decode("utf-8", errors="replace")
     lines: list[Any] = []
@@ -161,15 +166,13 @@ def _record_checks(
         raise InputError(f"--records {folder}: not a folder of records")
     found: dict[str, dict[str, Any]] = {}
     for name in sorted(os.listdir(folder)):
-        if not name.endswith(".json") or not os.path.isfile(os.path.join(folder, name)):
+        if not name.endswith(".json"):
             continue
-        try:
-            with open(os.path.join(folder, name), encoding="utf-8") as stream:
-                record = json.load(stream)
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and record.get("schema") == "pate-record":
-            found[str(record.get("digest"))] = {**record, "_name": name}
+        try:  # checked as verify checks a record: a regular file of a bounded size
+            record = load_record(os.path.join(folder, name))
+        except InputError:
+            continue  # not a record (an opening, another file)
+        found[str(record.get("digest"))] = {**record, "_name": name}
     checks = []
     digests = {entry.get("record_digest") for entry in entries}
     missing = [
@@ -220,8 +223,7 @@ def record_charge_checks(record: dict[str, Any], record_path: str) -> list[Check
     )
     if found is None or not is_budget(found):
         return [Check.skipped("budget charge", f"{path}: the budget file is not found")]
-    with open(found, encoding="utf-8", errors="replace") as stream:
-        lines = [json.loads(line) for line in stream if line.strip()]
+    lines = [line for line in _lines(found) if isinstance(line, dict)]
     mine = [
         n
         for n, line in enumerate(lines[1:], start=1)

@@ -43,7 +43,7 @@ from pate_cli.mechanisms import Mechanism, mechanism_from_dict
 
 SCHEMA = "pate-budget"
 VERSION = 1
-_MAX_BYTES = 256 << 20  # a budget of a million charges is far smaller
+MAX_BYTES = 256 << 20  # a budget of a million charges is far smaller
 
 
 class BudgetExceeded(UsageError):
@@ -363,9 +363,9 @@ def _read(path: str, stream: IO[bytes]) -> tuple[dict[str, Any], list[dict[str, 
     """The header and entries of a budget file, each line checked for its form only (the
     chain is ``verify``'s)."""
     stream.seek(0)
-    data = stream.read(_MAX_BYTES + 1)
-    if len(data) > _MAX_BYTES:
-        raise InputError(f"{path}: larger than {_MAX_BYTES >> 20} MiB; not a budget file")
+    data = stream.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise InputError(f"{path}: larger than {MAX_BYTES >> 20} MiB; not a budget file")
     lines = data.decode("utf-8", errors="replace").splitlines()
     try:
         parsed = [json.loads(line) for line in lines if line.strip()]

@@ -14,10 +14,11 @@ known (and refused when over the limit) before any noise is drawn:
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from pate_cli.budget.accounts import Release
-from pate_cli.budget.book import Charge
+from pate_cli.budget.book import Budget, Charge, as_budget
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import ConfidentGNMax, Mechanism
 from pate_cli.orders import as_orders
@@ -87,3 +88,40 @@ def charge_of(
         seed_commitment=seed_commitment if purposes else None,
         purposes=purposes,
     )
+
+
+def checked_charge(
+    budget: Budget | str | os.PathLike[str],
+    function: str,
+    command: str,
+    mechanism: Mechanism,
+    num_queries: int,
+    options: dict[str, Any],
+    *,
+    seed: object = None,
+    seed_file: str | os.PathLike[str] | None = None,
+) -> Charge:
+    """The charge of one call, refused before any noise is drawn: over the budget's limit
+    (``BudgetExceeded``), without an account, or from a seed file already charged for the
+    same noise. A seed file is read only if it exists (a new one is created by the run, and
+    was charged nowhere); nothing is written.
+
+    Raises:
+        BudgetExceeded, UsageError: as ``charge_of`` and ``Budget.check``.
+    """
+    from pate_cli.seeds import from_seed_file
+
+    commitment = None
+    if seed_file is not None and os.path.isfile(seed_file):
+        commitment = from_seed_file(seed_file, create=False).commitment
+    charge = charge_of(
+        function,
+        command,
+        mechanism,
+        num_queries,
+        options,
+        public_seed=seed is not None,
+        seed_commitment=commitment,
+    )
+    as_budget(budget).check(charge)
+    return charge

@@ -319,28 +319,21 @@ def run(invocation: Invocation, view: View) -> None:
 def _charge(invocation: Invocation, votes: Votes, mechanism: Mechanism) -> Charge | None:
     """What the run charges to its ``--budget``, refused (over the limit, or no account that
     depends on neither votes nor noise) before any noise is drawn."""
-    from pate_cli.budget import Budget
-    from pate_cli.budget.charges import charge_of
-    from pate_cli.seeds import from_seed_file
+    from pate_cli.budget.charges import checked_charge
 
     if invocation.budget is None:
         return None
     call = invocation.call
-    seed_file = call.seed_file
-    commitment = None
-    if seed_file is not None and os.path.isfile(seed_file):
-        commitment = from_seed_file(seed_file, create=False).commitment
-    charge = charge_of(
+    return checked_charge(
+        invocation.budget,
         call.function.__name__,
         invocation.command,
         mechanism,
         votes.num_queries,
         call.options,
-        public_seed=call.seed is not None,
-        seed_commitment=commitment,
+        seed=call.seed,
+        seed_file=call.seed_file,
     )
-    Budget.open(invocation.budget).check(charge)
-    return charge
 
 
 def _recover(paths: dict[str, str | None]) -> None:

@@ -49,8 +49,6 @@ from pate_cli.records.record import (
 from pate_cli.records.verdict import (
     DIFFERS,
     NOT_CHECKED,
-    STATUSES,
-    VERDICTS,
     VERIFIED,
     Check,
     VerifyReport,
@@ -61,8 +59,6 @@ from pate_cli.votes import file_sha256
 __all__ = [
     "DIFFERS",
     "NOT_CHECKED",
-    "STATUSES",
-    "VERDICTS",
     "VERIFIED",
     "Check",
     "VerifyReport",
