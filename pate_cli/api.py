@@ -50,7 +50,8 @@ from pate_cli.reports.budget import (
 )
 from pate_cli.reports.ledger import build_ledger
 from pate_cli.reports.models import AnalysisReport, InputSummary, SmoothSensitivityReport
-from pate_cli.seeds import noise_source
+from pate_cli.seeds import Noise, no_draws, noise_source
+from pate_cli.spelling import options as options_of
 from pate_cli.votes import Input, VoteFormat, Votes, as_vote_format
 from pate_cli.votes import load_votes as _load_votes
 
@@ -127,6 +128,31 @@ def _mechanism(mechanism: Any, name: str = "mechanism") -> Mechanism:
     return mechanism
 
 
+_RELEASE_MODES = {"expected": "expected", "sample": "sample", True: "sample", False: None}
+
+
+def release_mode(release: bool | str) -> str | None:
+    """``analyze``'s ``release=`` as "expected", "sample" or None (no release)."""
+    try:
+        return _RELEASE_MODES[release]
+    except (KeyError, TypeError):
+        raise UsageError(
+            f'release={release!r}: expected "expected" (the default: no noise drawn), '
+            '"sample" (or True: draw the released epsilon) or False'
+        ) from None
+
+
+def drawing_nothing(seed: object, seed_file: PathLike | None) -> Noise:
+    """The noise of an analysis that draws no sample; a seed there would seed nothing."""
+    if seed is not None or seed_file is not None:
+        name = "seed" if seed is not None else "seed_file"
+        raise UsageError(
+            f"{name}= seeds the release's sample, and this call draws none: pass "
+            'release="sample" to draw it'
+        )
+    return no_draws()
+
+
 def _analysis(
     votes: Votes | Input,
     mechanism: Mechanism,
@@ -177,7 +203,7 @@ def analyze(
     baseline: Input | None = None,
     answered: Input | None = None,
     data_independent: bool = False,
-    release: bool = True,
+    release: bool | str = "expected",
     seed: int | np.random.Generator | None = None,
     seed_file: PathLike | None = None,
     beta: float | None = None,
@@ -202,10 +228,13 @@ def analyze(
         baseline: Interactive-GNMax's baseline (queries x classes): a file or an array.
         answered: ``pate aggregate``'s answered mask (file or array): account the realised run.
         data_independent: force data-independent bounds.
-        release: add the GNSS release of the data-dependent epsilon (GNMax family).
-        seed: a public seed of the release's noise, for experiments (the report then says
-            it is not private), or a ``numpy.random.Generator``; default OS entropy, never
-            written anywhere.
+        release: the GNSS release of the data-dependent epsilon (GNMax family).
+            ``"expected"`` (the default) computes its parameters, cost and expected
+            epsilon and draws no noise; ``"sample"`` (or True, as ``pate analyze`` does)
+            also draws the one sampled released epsilon; False adds no release.
+        seed: with ``release="sample"``: a public seed of the sample, for experiments (the
+            report then says it is not private), or a ``numpy.random.Generator``; default
+            OS entropy, never written anywhere.
         seed_file: a seed file that keeps the noise reproducible and private (created,
             mode 0600, when missing; see docs/cli.md, "Secrets"). Not with ``seed``.
         beta: fix the release's smoothness (default: the reference's choice on the votes).
@@ -213,8 +242,10 @@ def analyze(
         reference_local_sensitivity: the 2018 reference's local sensitivity, which can be
             below the truth (to reproduce its numbers).
         half_even: round the threshold statistic half to even, as the reference.
-        breakdown: add the per-query ledger (``report.ledger``) and its summary by teacher
-            agreement (``breakdown`` in the JSON), as ``--breakdown``.
+        breakdown: add the summary of the per-query ledger by teacher agreement
+            (``breakdown`` in the JSON), as ``--breakdown``. The ledger itself
+            (``report.ledger``, what ``plot_analysis`` draws) is always there, its rows
+            computed when read.
         max_epsilon: a budget: ``report.gate`` says whether the ``gate_on`` figure is within
             it (``"publishable"`` by default: the smallest publishable figure not drawn at
             random).
@@ -227,13 +258,17 @@ def analyze(
     checks.sigma_ss(sigma_ss)
     checks.max_epsilon(max_epsilon)
     on = as_gate_on(gate_on)
+    mode = release_mode(release)
     check_gate_choice(
         on,
-        releases=release and not data_independent,
-        what="this analysis (--no-release or --data-independent)",
+        releases=mode is not None and not data_independent,
+        what=f"this analysis ({options_of('no-release', 'data-independent', joined='or')})",
     )
-    noise = noise_source(seed, seed_file)
-    options = {"release": release, "data_independent": data_independent, "orders": orders}
+    noise = (
+        noise_source(seed, seed_file) if mode != "expected" else drawing_nothing(seed, seed_file)
+    )
+    options: dict[str, Any] = {"release": mode == "sample", "data_independent": data_independent}
+    options |= {"orders": orders}
     options |= {"beta": beta, "sigma_ss": sigma_ss, "half_even": half_even}
     mechanism = _mechanism(mechanism)
     votes = _votes(votes, {"format": format, "teachers": teachers, "num_classes": num_classes})
@@ -250,7 +285,7 @@ def analyze(
         half_even=half_even,
         progress=progress,
     )
-    if release:
+    if mode is not None:
         report = with_release(
             votes,
             mechanism,
@@ -265,16 +300,12 @@ def analyze(
             half_even=half_even,
             progress=progress,
         )
-    if breakdown:
-        per_query = build_ledger(
-            votes,
-            mechanism,
-            report,
-            answered=answered_mask,
-            half_even=half_even,
-            terms=report.terms,
-        )
-        report = replace(report, ledger=per_query)
+    # Always kept (its rows are computed only when read), so that plot_analysis needs no
+    # breakdown; the JSON holds its summary only when asked.
+    per_query = build_ledger(
+        votes, mechanism, report, answered=answered_mask, half_even=half_even, terms=report.terms
+    )
+    report = replace(report, ledger=per_query, breakdown=breakdown)
     report = _gated(report, analysis_epsilons, max_epsilon, on)
     return _charged(budget, charge, report, getattr(report.release, "noise", None))
 
@@ -387,7 +418,7 @@ def compare(
     orders: str | ArrayLike | None = None,
     conversion: str | Conversion = "classic",
     baseline: Input | None = None,
-    sort: str | SortColumn = "epsilon",
+    sort: str | SortColumn = "publishable",
     half_even: bool = False,
     max_epsilon: float | None = None,
     gate_on: str | GateOn = GateOn.PUBLISHABLE,

@@ -30,6 +30,7 @@ class Conversion(str, Enum):
 class SortColumn(str, Enum):
     """Columns ``compare --sort`` accepts; rows come best first."""
 
+    PUBLISHABLE = "publishable"
     EPSILON = "epsilon"
     DATA_INDEPENDENT = "data-independent"
     ANSWERED = "answered"

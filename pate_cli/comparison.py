@@ -286,7 +286,8 @@ class CompareRow:
     data_dependent: EpsilonResult
     data_independent: EpsilonResult
     agreement: float
-    """Expected agreement of the released labels with the plurality vote (a lower bound)."""
+    """The expected share of the released labels equal to the plurality vote (of the
+    answered ones, for a threshold), by quadrature (``core.agreement``)."""
     worst_case: EpsilonResult | None = None
     """Data-independent with every query answered: it does not depend on the votes."""
     exact: ExactBound | None = None
@@ -403,7 +404,14 @@ def compare_rows(
     return [_row(shared, mechanism, delta, conversion) for mechanism in mechanisms]
 
 
+def _publishable(row: CompareRow) -> float:
+    """The row's smallest publishable figure (infinite when it has none)."""
+    figure = row.epsilons()[GateOn.PUBLISHABLE]
+    return math.inf if figure is None else figure
+
+
 _SORT_KEYS: dict[SortColumn, Callable[[CompareRow], float]] = {
+    SortColumn.PUBLISHABLE: _publishable,
     SortColumn.EPSILON: lambda row: row.data_dependent.epsilon,
     SortColumn.DATA_INDEPENDENT: lambda row: row.data_independent.epsilon,
     SortColumn.ANSWERED: lambda row: -row.expected_answered,

@@ -47,7 +47,7 @@ _METADATA: dict[str, dict[str, Any]] = {
     ".pdf": {"CreationDate": None},
 }
 #: At most this many settings of the trade-off front are labelled next to their point.
-_MAX_LABELS = 12
+_MAX_KEY_LINES = 40
 
 
 def _matplotlib() -> ModuleType:
@@ -117,13 +117,9 @@ def _setting(mechanism: Mapping[str, Any]) -> str:
 
 
 def _ledger(report: AnalysisReport) -> Ledger:
-    """The report's per-query ledger. It cannot be rebuilt from the report alone: its
-    agreement buckets need the votes' top counts, which the report does not keep."""
+    """The report's per-query ledger (every report of ``analyze`` keeps one)."""
     if report.ledger is None:
-        raise UsageError(
-            "plot_analysis needs the per-query ledger: analyze with breakdown=True "
-            "(the command line's --breakdown)"
-        )
+        raise UsageError("plot_analysis needs a report of analyze (pate.analyze(...))")
     return report.ledger
 
 
@@ -137,14 +133,14 @@ def plot_analysis(report: AnalysisReport) -> Figure:
     and of the privacy cost. ``analyze --plot`` saves this figure.
 
     Args:
-        report: An analysis with its ledger (``pate.analyze(..., breakdown=True)``).
+        report: A report of ``pate.analyze`` (no ``breakdown=True`` needed).
 
     Returns:
         A ``matplotlib.figure.Figure`` (no pyplot state): ``figure.savefig(...)`` or
         display it in a notebook.
 
     Raises:
-        UsageError: The report has no ledger, or matplotlib is missing.
+        UsageError: The report is not one of ``analyze``, or matplotlib is missing.
     """
     per_query = _ledger(report)
     figure = _figure(11.0, 4.2)
@@ -211,20 +207,45 @@ def pareto_front(rows: Sequence[Mapping[str, Any]]) -> list[int]:
     return front[::-1]
 
 
-def _labelled(
-    front: list[int], xs: list[float], ys: list[float], spacing: float = 0.07
-) -> list[tuple[int, float, float, bool]]:
-    """The front's points that get a label: at most ``_MAX_LABELS``, none closer than
-    ``spacing`` (a fraction of the front's extent) to one already labelled, the labels
-    alternately below and above their point so that neighbours do not overlap."""
-    width = (max(xs) - min(xs)) or 1.0
-    height = (max(ys) - min(ys)) or 1.0
-    chosen: list[tuple[int, float, float, bool]] = []
-    for i, x, y in zip(front, xs, ys, strict=True):
-        near = any(math.hypot((x - a) / width, (y - b) / height) < spacing for _, a, b, _ in chosen)
-        if not near and len(chosen) < _MAX_LABELS:
-            chosen.append((i, x, y, len(chosen) % 2 == 0))
-    return chosen
+# Offsets (points) tried in turn for a point's label, nearest first.
+_OFFSETS = tuple(
+    (dx, dy)
+    for ring in (1, 2, 3, 4, 6)
+    for dx, dy in ((4, 3), (4, -11), (-10, 3), (-10, -11), (-3, 8), (-3, -16))
+    for dx, dy in [(dx * ring, dy * ring)]
+)
+
+
+def _label_every_point(axes: Any, labels: Sequence[tuple[str, float, float]]) -> None:
+    """Write each label beside its point, at the first offset of :data:`_OFFSETS` where its
+    box overlaps no label placed before it (the last offset when none is free)."""
+    renderer = axes.figure.canvas.get_renderer()
+    placed: list[Any] = []
+    for text, x, y in labels:
+        for offset in _OFFSETS:
+            note = axes.annotate(
+                text, (x, y), textcoords="offset points", xytext=offset, fontsize=7
+            )
+            box = note.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed) or offset == _OFFSETS[-1]:
+                placed.append(box)
+                break
+            note.remove()
+
+
+def _key(axes: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+    """The settings of the numbered points, in axes of their own beside the plot (the rows'
+    order, as the table)."""
+    lines = [f"{rank}  {_row_name(row)}" for rank, row in enumerate(rows, start=1)]
+    if len(lines) > _MAX_KEY_LINES:
+        lines = [*lines[: _MAX_KEY_LINES - 1], f"... {len(rows) - _MAX_KEY_LINES + 1} more"]
+    axes.axis("off")
+    axes.text(0.0, 1.0, "\n".join(lines), fontsize=7, va="top", family="monospace")
+
+
+def _row_name(row: Mapping[str, Any]) -> str:
+    """A row's mechanism and setting: "confident-gnmax T=200 s1=150 s=40"."""
+    return f"{row['mechanism']['name']} {_setting(row['mechanism'])}".strip()
 
 
 def plot_compare(report: CompareReport | Sequence[Mapping[str, Any]]) -> Figure:
@@ -232,7 +253,9 @@ def plot_compare(report: CompareReport | Sequence[Mapping[str, Any]]) -> Figure:
 
     Filled markers are data-dependent epsilons, hollow ones data-independent, one
     colour per mechanism; infinite values are left out. A line joins the
-    settings on the trade-off front (:func:`pareto_front`), which are labelled.
+    settings on the trade-off front (:func:`pareto_front`). Every filled point carries its
+    row's number (as in the table, no two numbers overlapping), and a key beside the axes
+    names each row's setting.
     ``compare --plot`` saves this figure.
 
     Args:
@@ -245,8 +268,8 @@ def plot_compare(report: CompareReport | Sequence[Mapping[str, Any]]) -> Figure:
         UsageError: matplotlib is missing.
     """
     rows = report if isinstance(report, Sequence) else report.to_dict()["rows"]
-    figure = _figure(7.5, 5.0)
-    axes = figure.subplots()
+    figure = _figure(10.0, 5.0)
+    axes, key = figure.subplots(1, 2, width_ratios=(3, 1))
     names = list(dict.fromkeys(str(row["mechanism"]["name"]) for row in rows))
     colours = {name: f"C{i % 10}" for i, name in enumerate(names)}
     for name in names:
@@ -271,18 +294,20 @@ def plot_compare(report: CompareReport | Sequence[Mapping[str, Any]]) -> Figure:
         xs = [float(rows[i]["expected_answered"]) for i in front]
         ys = [float(rows[i]["data_dependent"]["epsilon"]) for i in front]
         axes.plot(xs, ys, color="black", linewidth=0.8, alpha=0.5, label="best trade-off")
-        for i, x, y, below in _labelled(front, xs, ys):
-            axes.annotate(
-                _setting(rows[i]["mechanism"]),
-                (x, y),
-                textcoords="offset points",
-                xytext=(4, -10) if below else (4, 5),
-                fontsize=7,
-            )
-    axes.margins(x=0.1, y=0.08)  # room for the labels of the extreme settings
+    axes.margins(x=0.12, y=0.1)  # room for the labels of the extreme settings
     axes.set_xlabel("expected answered queries")
     axes.set_ylabel("epsilon")
     axes.set_title(f"{len(rows)} settings: epsilon against expected answered")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
+    _key(key, rows)
+    # Lay the figure out once and keep it: the labels are placed in its final pixels.
+    figure.canvas.draw()
+    figure.set_layout_engine("none")
+    # Every point with a finite data-dependent epsilon is numbered by its row, as in the table.
+    numbered = [
+        (str(rank), float(row["expected_answered"]), _finite(row["data_dependent"]["epsilon"]))
+        for rank, row in enumerate(rows, start=1)
+    ]
+    _label_every_point(axes, [(text, x, y) for text, x, y in numbered if y is not None])
     return figure

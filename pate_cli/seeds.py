@@ -79,7 +79,7 @@ class Noise:
     the seed only when ``source`` is ``"seed"`` (a number the user chose and may publish)."""
 
     source: str
-    """"os-entropy", "seed-file", "seed" or "generator"."""
+    """"os-entropy", "seed-file", "seed", "generator" or "none" (a run that draws nothing)."""
     _seed: int | None = field(default=None, repr=False, compare=False)
     _generator: np.random.Generator | None = field(default=None, repr=False, compare=False)
     commitment: str | None = field(default=None, repr=False)
@@ -104,6 +104,8 @@ class Noise:
         purpose's own stream (the same stream on every call); from OS entropy, a fresh
         generator; a caller's generator is returned as it is (its draws follow one another)."""
         key = PURPOSES[purpose]
+        if self.source == "none":
+            raise AssertionError(f"a run that draws no noise asked for its {purpose!r} stream")
         if self._generator is not None:
             return self._generator
         if self._seed is None:
@@ -123,6 +125,12 @@ class Noise:
         if self.public_seed is not None:
             out["seed"] = json_seed(self.public_seed)
         return out
+
+
+def no_draws() -> Noise:
+    """The source of a run that draws nothing (a library analysis that reports the release's
+    expected value only): asking it for a stream is a bug."""
+    return Noise("none")
 
 
 def os_entropy() -> Noise:

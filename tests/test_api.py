@@ -55,7 +55,7 @@ CASES = [
 @pytest.mark.parametrize(("path", "mechanism", "flags", "extra"), CASES)
 def test_analyze_to_dict_is_the_cli_json(path, mechanism, flags, extra):
     votes = pate.load_votes(path, queries=300)
-    report = pate.analyze(votes, mechanism, delta=1e-5, seed=3, **extra)
+    report = pate.analyze(votes, mechanism, delta=1e-5, release="sample", seed=3, **extra)
     cli = run_cli(
         ["analyze", path, *flags, "--queries", 300, "--delta", 1e-5, "--seed", 3, "--json"]
     )
@@ -73,7 +73,7 @@ def test_smooth_sensitivity_to_dict_is_the_cli_json():
 def test_compare_to_dict_is_the_cli_json():
     votes = pate.load_votes(MNIST, queries=640)
     mechanisms = [pate.GNMax(40), pate.ConfidentGNMax(150, 100, 40), TABLE2]
-    report = pate.compare(votes, mechanisms, delta=1e-5, sort="epsilon")
+    report = pate.compare(votes, mechanisms, delta=1e-5)
     cli = run_cli(
         [
             "compare",
@@ -129,7 +129,7 @@ def test_the_library_imports_no_cli_or_plotting_package():
 import sys
 import pate_cli as pate
 votes = pate.load_votes({str(MNIST)!r}, queries=200)
-pate.analyze(votes, pate.ConfidentGNMax(200, 150, 40), delta=1e-5, seed=0)
+pate.analyze(votes, pate.ConfidentGNMax(200, 150, 40), delta=1e-5, release="sample", seed=0)
 pate.smooth_sensitivity(votes, pate.GNMax(40), delta=1e-5, seed=0)
 pate.compare(votes, [pate.GNMax(40), pate.LNMax(0.1)], delta=1e-5)
 pate.inspect(votes)
@@ -164,7 +164,7 @@ def test_library_calls_write_nothing(tmp_path: Path, monkeypatch):
     np.save(votes, np.load(MNIST)[:100])
     monkeypatch.chdir(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
-    pate.analyze(votes, TABLE2, delta=1e-5, seed=0)
+    pate.analyze(votes, TABLE2, delta=1e-5, release="sample", seed=0)
     pate.compare(votes, [TABLE2], delta=1e-5)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
@@ -248,7 +248,7 @@ import pate_cli as pate
 votes = pate.load_votes({str(MNIST)!r}, queries=200)
 table2 = pate.ConfidentGNMax(200, 150, 40)
 reports = [
-    pate.analyze(votes, table2, delta=1e-5, seed=0),
+    pate.analyze(votes, table2, delta=1e-5, release="sample", seed=0),
     pate.smooth_sensitivity(votes, pate.GNMax(40), delta=1e-5, seed=0),
     pate.aggregate(votes, table2, delta=1e-5, seed=0),
     pate.compare(votes, [pate.GNMax(40), table2], delta=1e-5),

@@ -27,8 +27,8 @@ CONFIDENT = pate.ConfidentGNMax(threshold=30.0, sigma1=15.0, sigma=5.0)
 
 # Each entry point, called on the votes (an array, or its file); seeds fix every draw.
 CALLS: dict[str, Callable[[Any], Any]] = {
-    "analyze-gnmax": lambda v: pate.analyze(v, GNMAX, delta=1e-5, seed=2),
-    "analyze-confident": lambda v: pate.analyze(v, CONFIDENT, delta=1e-5, seed=2),
+    "analyze-gnmax": lambda v: pate.analyze(v, GNMAX, delta=1e-5, release="sample", seed=2),
+    "analyze-confident": lambda v: pate.analyze(v, CONFIDENT, delta=1e-5, release="sample", seed=2),
     "smooth_sensitivity": lambda v: pate.smooth_sensitivity(v, GNMAX, delta=1e-5, seed=2),
     "compare": lambda v: pate.compare(v, [GNMAX, CONFIDENT], delta=1e-5),
     "aggregate": lambda v: pate.aggregate(v, CONFIDENT, delta=1e-5, seed=5),

@@ -445,17 +445,29 @@ def test_the_library_refuses_a_release_not_fixed_in_advance(tmp_path, votes):
     pate.Budget.init(budget, delta=DELTA, max_epsilon=100)
     content = budget.read_bytes()
     with pytest.raises(UsageError, match="fixed in advance"):
-        pate.analyze(votes, pate.GNMax(sigma=40), delta=DELTA, budget=budget)
+        pate.analyze(votes, pate.GNMax(sigma=40), delta=DELTA, release="sample", budget=budget)
     with pytest.raises(UsageError, match="fixed in advance"):
         pate.smooth_sensitivity(votes, pate.GNMax(sigma=40), delta=DELTA, budget=budget)
     assert budget.read_bytes() == content
-    # --no-release and a release fixed in advance are charged
+    # no release, the expected release (no draw) and a sample fixed in advance are charged
     pate.analyze(votes, pate.GNMax(sigma=40), delta=DELTA, release=False, budget=budget)
+    expected = pate.analyze(votes, pate.GNMax(sigma=40), delta=DELTA, budget=budget)
+    assert expected.release.epsilon_released is None
     report = pate.analyze(
-        votes, pate.GNMax(sigma=40), delta=DELTA, orders=[20], beta=0.01, sigma_ss=10, budget=budget
+        votes,
+        pate.GNMax(sigma=40),
+        delta=DELTA,
+        orders=[20],
+        beta=0.01,
+        sigma_ss=10,
+        release="sample",
+        budget=budget,
     )
-    assert report.budget["entries"] == 2
-    assert_chain(budget, 2)
+    assert report.budget["entries"] == 3
+    assert_chain(budget, 3)
+    _, no_release, expected_only, sampled = lines_of(budget)
+    assert no_release["release"] is None and expected_only["release"] is None
+    assert sampled["release"] == {"order": 20.0, "beta": 0.01, "sigma_ss": 10.0}
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,9 @@ ANALYZE = {
 def _analyze(name: str) -> tuple[list[Any], Callable[[], Any]]:
     mechanism, flags, extra = ANALYZE[name]
     args = ["analyze", VOTES, *flags, *DELTA, "--seed", 3]
-    return args, lambda: pate.analyze(_votes(), mechanism, delta=1e-5, seed=3, **extra)
+    return args, lambda: pate.analyze(
+        _votes(), mechanism, delta=1e-5, release="sample", seed=3, **extra
+    )
 
 
 def _smooth() -> tuple[list[Any], Callable[[], Any]]:
@@ -214,7 +216,7 @@ def test_the_markdown_labels_the_sampled_release_as_the_cli_does(seed, label):
         _votes(), TABLE2, delta=1e-5, seed=seed, beta=0.03, sigma_ss=6.0
     )
     assert f"| sampled released epsilon ({label}) |" in report._repr_markdown_()
-    analysis = pate.analyze(_votes(), TABLE2, delta=1e-5, seed=seed)
+    analysis = pate.analyze(_votes(), TABLE2, delta=1e-5, release="sample", seed=seed)
     assert f"| GNSS-released, sampled ({label}) |" in analysis._repr_markdown_()
     flags = [*TABLE2_FLAGS, "--beta", 0.03, "--sigma-ss", 6, *DELTA]
     cli = run_cli(["smooth-sensitivity", VOTES, *flags, *(["--seed", seed] if seed else [])])

@@ -217,10 +217,29 @@ def test_plot_analysis_returns_the_figure(library_reports):
     assert [t.get_text() for t in right.get_legend().get_texts()] == ["queries", "privacy cost"]
 
 
-def test_plot_analysis_without_the_ledger_says_to_ask_for_it(library_reports):
+def test_plot_analysis_needs_no_breakdown(library_reports):
+    """A report made without breakdown=True keeps its (lazy) ledger: the same figure, and the
+    JSON still without the breakdown it did not ask for."""
+    pytest.importorskip("matplotlib")
     import pate_cli as pate
 
-    with pytest.raises(UsageError, match=r"analyze with breakdown=True"):
+    plain = pate.analyze(
+        pate.load_votes(MNIST, queries=640),
+        pate.ConfidentGNMax(200, 150, 40),
+        delta=1e-5,
+        release=False,
+    )
+    assert "breakdown" not in plain.to_dict()
+    assert "breakdown" in library_reports[0].to_dict()
+    drawn = [pate.plot_analysis(report).axes[0].lines[0] for report in (plain, library_reports[0])]
+    assert drawn[0].get_ydata().tolist() == drawn[1].get_ydata().tolist()
+    assert len(drawn[0].get_ydata()) == 640
+
+
+def test_plot_analysis_of_another_report_says_what_it_needs(library_reports):
+    import pate_cli as pate
+
+    with pytest.raises(UsageError, match=r"needs a report of analyze"):
         pate.plot_analysis(replace(library_reports[0], ledger=None))
 
 
@@ -233,7 +252,7 @@ def test_plot_compare_returns_the_figure(library_reports):
     report = library_reports[1]
     figure = pate.plot_compare(report)
     assert isinstance(figure, Figure)
-    (axes,) = figure.axes
+    axes, _key = figure.axes
     assert (axes.get_xlabel(), axes.get_ylabel()) == ("expected answered queries", "epsilon")
     assert axes.get_title() == "3 settings: epsilon against expected answered"
     # One scatter per mechanism and block (filled: data-dependent), one line for the front.
@@ -328,3 +347,29 @@ def test_a_figure_shows_as_an_image_in_a_notebook_without_magic(analysed):
     formatters = pytest.importorskip("IPython.core.formatters")
     shown, _ = formatters.DisplayFormatter().format(figure)
     assert shown["image/png"].startswith(b"\x89PNG")
+
+
+def test_plot_compare_numbers_every_point_without_overlap():
+    """Three GNMax sigmas answer every query (one x): each point still carries its row's
+    number, no two numbers overlap, and the key names every setting in the table's order."""
+    pytest.importorskip("matplotlib")
+    import pate_cli as pate
+
+    votes = pate.load_votes(MNIST, queries=640)
+    settings = [pate.GNMax(s) for s in (40, 80, 120)] + [pate.LNMax(0.05), pate.LNMax(0.1)]
+    settings += [pate.ConfidentGNMax(t, s1, 40) for t in (150, 200) for s1 in (100, 150)]
+    report = pate.compare(votes, settings, delta=1e-5)
+    figure = pate.plot_compare(report)
+    axes, key_axes = figure.axes
+    renderer = figure.canvas.get_renderer()
+    numbers = [t for t in axes.texts if t.get_text().isdigit()]
+    assert sorted(int(t.get_text()) for t in numbers) == list(range(1, len(settings) + 1))
+    boxes = [t.get_window_extent(renderer) for t in numbers]
+    for i, box in enumerate(boxes):
+        assert not any(box.overlaps(other) for other in boxes[i + 1 :])
+    (key,) = key_axes.texts
+    lines = key.get_text().splitlines()
+    assert lines[0].startswith("1  ") and len(lines) == len(settings)
+    names = [row["mechanism"]["name"] for row in report.to_dict()["rows"]]
+    assert [line.split()[1] for line in lines] == names
+    assert "gnmax s=120" in key.get_text()

@@ -245,12 +245,12 @@ def test_verify_with_a_seed_file_for_a_record_without_one_is_a_usage_error(tmp_p
 def test_the_library_keeps_the_noise_secret_too(tmp_path):
     votes = pate.load_votes(MNIST, queries=640)
     mechanism = pate.ConfidentGNMax(200, 150, 40)
-    report = pate.analyze(votes, mechanism, delta=1e-5)
+    report = pate.analyze(votes, mechanism, delta=1e-5, release="sample")
     assert report.to_dict()["release"]["noise"] == {"source": "os-entropy", "private": True}
     assert "seed" not in repr(report.release.noise).lower().replace("source", "")
     seed_file = tmp_path / "lib.seed"
-    first = pate.analyze(votes, mechanism, delta=1e-5, seed_file=seed_file)
-    again = pate.analyze(votes, mechanism, delta=1e-5, seed_file=seed_file)
+    first = pate.analyze(votes, mechanism, delta=1e-5, release="sample", seed_file=seed_file)
+    again = pate.analyze(votes, mechanism, delta=1e-5, release="sample", seed_file=seed_file)
     assert first.release.epsilon_released == again.release.epsilon_released
     record = tmp_path / "r.json"
     run_cli(["analyze", MNIST, *TABLE2, "--seed-file", seed_file, "--record", record])

@@ -36,6 +36,7 @@ from pate_cli.cli.commands import (
 )
 from pate_cli.cli.options import ARGV, MIN_COLUMNS, StreamError, error_line
 from pate_cli.errors import ExitCode, PateError
+from pate_cli.spelling import command_line
 
 # One metavar style in every help: an upper-case word for a value, [a|b] for a choice.
 _LISTS = {"orders_text", "sigma", "threshold", "sigma1", "gamma"}  # comma lists where str
@@ -73,6 +74,11 @@ def _uniform_help(group: TyperGroup) -> None:
 
 class PateGroup(TyperGroup):
     """The single error boundary: typed errors -> one line and their exit code."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        # Messages of the library name flags for the whole invocation (pate_cli.spelling).
+        with command_line():
+            return super().main(*args, **kwargs)
 
     def make_context(self, info_name: str | None, args: list[str], *more: Any, **extra: Any) -> Any:
         # Keep the command line as given: --record stores it for people to read.

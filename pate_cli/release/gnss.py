@@ -541,7 +541,8 @@ def _sampled(
         noise_std = smooth * sigma_ss if smooth > 0 else 0.0
     source = os_entropy() if noise is None else noise
     warnings.extend(source.notes)
-    drawn = 0 < noise_std < math.inf
+    expected_only = source.source == "none"
+    drawn = 0 < noise_std < math.inf and not expected_only
     sample = float(source.generator("gnss-sample").normal(0.0, noise_std)) if drawn else noise_std
     return GnssRelease(
         released=True,
@@ -551,10 +552,10 @@ def _sampled(
         gnss_cost=gnss_cost,
         epsilon_expected_release=_epsilon_at(conversion, order, rdp_at_order + gnss_cost, delta),
         noise_std=noise_std,
-        epsilon_released=on_grid(
-            _epsilon_at(conversion, order, rdp_at_order + gnss_cost + sample, delta)
-        ),
-        noise=source,
+        epsilon_released=None
+        if expected_only
+        else on_grid(_epsilon_at(conversion, order, rdp_at_order + gnss_cost + sample, delta)),
+        noise=None if expected_only else source,
         parameters_chosen_on_data=chosen_on_data,
         local_sensitivity=ls,
         warnings=tuple(warnings),

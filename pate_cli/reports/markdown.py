@@ -102,13 +102,14 @@ def analysis(report: Report) -> str:
                 f"{release['order']:g}",
             )
         )
-        rows.append(
-            (
+        if release["epsilon_released"] is None:
+            sampled = ("GNSS-released, sampled", 'not drawn (release="sample" draws it)')
+        else:
+            sampled = (
                 f"GNSS-released, sampled ({noise_words(release['noise'])})",
                 number(release["epsilon_released"]),
-                f"{release['order']:g}",
             )
-        )
+        rows.append((*sampled, f"{release['order']:g}"))
     realized = report["accounting"] == "realized"
     answered = "answered" if realized else "expected answered"
     publishable = report["publishable"]
@@ -184,21 +185,22 @@ def compare(report: Report) -> str:
     """``pate compare`` (``CompareReport.to_json_dict()``)."""
     rows = []
     for rank, row in enumerate(report["rows"], start=1):
-        worst = row.get("data_independent_worst_case")
+        publishable = [figure["epsilon"] for figure in row.get("publishable", [])]
         rows.append(
             (
                 rank,
                 _mechanism(row["mechanism"]),
                 f"{row['expected_answered']:.1f}",
+                number(min(publishable) if publishable else None),
                 number(row["data_dependent"]["epsilon"]),
                 number(row["data_independent"]["epsilon"]),
-                number(None if worst is None else worst["epsilon"]),
                 f"{row['agreement']:.4f}",
             )
         )
-    header = ("#", "setting", "answered", "epsilon (private)", "indep.", "worst", "agree")
+    header = ("#", "setting", "answered", "publishable", "epsilon (private)", "indep.", "agree")
     return _join(
-        f"### pate compare: {len(report['rows'])} settings at delta {report['delta']:g}",
+        f"### pate compare: {len(report['rows'])} settings at delta {report['delta']:g}, "
+        f"sorted by {report['sort']} (best first)",
         _input(report["input"]),
         _table(header, rows),
         _warnings(report["warnings"]),

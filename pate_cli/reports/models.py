@@ -194,8 +194,10 @@ class AnalysisReport:
     answered_mask: NDArray[np.bool_] | None = field(default=None, repr=False, compare=False)
     """A realised run's answered mask (the queries it saw), as it was accounted."""
     ledger: Ledger | None = field(default=None, repr=False, compare=False)
-    """The per-query ledger (``pate_cli.reports.breakdown.Ledger``) when a breakdown was asked
-    for."""
+    """The per-query ledger (``pate_cli.reports.breakdown.Ledger``), built lazily: its rows
+    are computed when read (a plot, a ledger file), from the votes the analysis read."""
+    breakdown: bool = field(default=False, repr=False)
+    """Whether the JSON (and the Markdown) hold the ledger's summary (``breakdown=True``)."""
     files: tuple[tuple[str, str], ...] = ()
     """(key, path) of the files the command wrote from this report (ledger, plot)."""
     gate: Gate | None = None
@@ -279,7 +281,7 @@ class AnalysisReport:
         if self.gate is not None:
             out["gate"] = self.gate.to_json_dict()
         out["warnings"] = list(self.warnings)
-        if self.ledger is not None:
+        if self.breakdown and self.ledger is not None:
             out["breakdown"] = self.ledger.summary()
         out.update(self.files)
         return out

@@ -70,7 +70,8 @@ SortOpt = Annotated[
     SortColumn,
     typer.Option(
         "--sort",
-        help="Order the rows by this column, best first: epsilon (data-dependent, smallest), "
+        help="Order the rows by this column, best first: publishable (the smallest "
+        "publishable epsilon, the default), epsilon (data-dependent, private), "
         "data-independent (smallest), answered (most), agreement (highest).",
     ),
 ]
@@ -139,7 +140,7 @@ def compare(
     gamma: GammaListOpt = None,
     mechanism: MechanismRestrictOpt = None,
     baseline_path: BaselineOpt = None,
-    sort: SortOpt = SortColumn.EPSILON,
+    sort: SortOpt = SortColumn.PUBLISHABLE,
     orders_text: OrdersOpt = None,
     conversion: ConversionOpt = Conversion.CLASSIC,
     half_even: HalfEvenOpt = False,
