@@ -21,6 +21,7 @@ messages (which name the flags), and invalid arrays :class:`~pate_cli.errors.Inp
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -62,6 +63,7 @@ from pate_cli.reports.budget import (
 from pate_cli.reports.models import AggregateReport, AnalysisReport, InputSummary
 from pate_cli.reports.reprs import cost_fields, short_repr
 from pate_cli.seeds import Noise, noise_source
+from pate_cli.spelling import given, options
 from pate_cli.votes import Votes, load_student_probs, load_true_labels
 from pate_cli.votes.memory import memory_array
 
@@ -207,13 +209,15 @@ def check_parameters(
 
     Raises:
         UsageError: a stop condition below 1, a student confidence
-            outside [0, 1]; the message names the command line's flag.
+            outside [0, 1]; the message names the caller's parameter (``pate_cli.spelling``).
     """
-    for name, value in (("--max-answered", max_answered), ("--max-queries", max_queries)):
+    for name, value in (("max-answered", max_answered), ("max-queries", max_queries)):
         if value is not None and value < 1:
-            raise UsageError(f"{name} {value}: expected a whole number of at least 1")
+            raise UsageError(f"{given(name, value)}: expected a whole number of at least 1")
     if student_confidence is not None and not 0 <= student_confidence <= 1:
-        raise UsageError(f"--student-confidence {student_confidence}: expected a number in [0, 1]")
+        raise UsageError(
+            f"{given('student-confidence', student_confidence)}: expected a number in [0, 1]"
+        )
 
 
 def _per_query(value: ArrayLike, votes: Votes, name: str, ndim: int) -> np.ndarray:
@@ -289,17 +293,17 @@ def _true_labels(value: ArrayLike | PathLike | None, votes: Votes) -> NDArray[np
 
 
 def _run(
-    counts: FloatArray,
+    votes: Votes,
     mechanism: Mechanism,
     noise: Noise,
     student_probs: FloatArray | None,
     student_confidence: float,
-    num_teachers: int,
-    max_answered: int | None,
-    max_queries: int | None,
+    limits: dict[str, int | None],
     half_even: bool,
 ) -> AggregationResult:
-    limits = {"max_answered": max_answered, "max_queries": max_queries}
+    """Draw the noisy labels: the aggregator of ``mechanism`` on the votes, stopped by
+    ``limits`` (``max_answered``, ``max_queries``)."""
+    counts, num_teachers = votes.counts, votes.num_teachers
     # Each step its own stream (seeds.PURPOSES): the threshold noise and the answer noise
     # share no draw, with each other or with a later release.
     rng = noise.generator("aggregate-answer")
@@ -395,6 +399,32 @@ def aggregate_votes(
 
     Shapes: votes.counts (Q, C); student_probs (Q, C); true_labels (Q,).
     """
+    on = _check_run(delta, max_epsilon, gate_on, max_answered, max_queries, student_confidence)
+    noise = noise_source(seed, seed_file)
+    kind = as_conversion(conversion)
+    grid = as_orders(orders)
+    probs = _student_probs(student_probs, votes, mechanism)
+    truth = _true_labels(true_labels, votes)
+    limits = {"max_answered": max_answered, "max_queries": max_queries}
+    run = _run(votes, mechanism, noise, probs, student_confidence, limits, half_even)
+    baseline = None if probs is None else probs * votes.num_teachers
+    report_of = partial(
+        analysis_report, votes, mechanism, grid, delta, kind, baseline=baseline, half_even=half_even
+    )
+    expected, realised = _accounted(report_of, run, progress, max_epsilon, on)
+    return _result(votes, mechanism, noise, run, truth, realised, expected)
+
+
+def _check_run(
+    delta: float,
+    max_epsilon: float | None,
+    gate_on: str | GateOn,
+    max_answered: int | None,
+    max_queries: int | None,
+    student_confidence: float,
+) -> GateOn:
+    """Check the run's parameters before anything is read or drawn; returns the figure the
+    budget gate checks."""
     check_delta(delta)
     checks.max_epsilon(max_epsilon)
     on = as_gate_on(gate_on)
@@ -404,33 +434,26 @@ def aggregate_votes(
         max_queries=max_queries,
         student_confidence=student_confidence,
     )
-    noise = noise_source(seed, seed_file)
-    kind = as_conversion(conversion)
-    grid = as_orders(orders)
-    probs = _student_probs(student_probs, votes, mechanism)
-    truth = _true_labels(true_labels, votes)
-    run = _run(
-        votes.counts,
-        mechanism,
-        noise,
-        probs,
-        student_confidence,
-        votes.num_teachers,
-        max_answered,
-        max_queries,
-        half_even,
-    )
+    return on
+
+
+def _accounted(
+    report_of: Callable[..., AnalysisReport],
+    run: AggregationResult,
+    progress: Progress | None,
+    max_epsilon: float | None,
+    on: GateOn,
+) -> tuple[AnalysisReport, AnalysisReport]:
+    """The expected cost of the setting on every query, and the realised run's: composed
+    over the queries it saw with the answered mask it drew, and gated on ``max_epsilon``."""
     seen = run.num_seen
     mask = run.answered[:seen]
-    baseline = None if probs is None else probs * votes.num_teachers
-    report_of = partial(
-        analysis_report, votes, mechanism, grid, delta, kind, baseline=baseline, half_even=half_even
-    )
     expected = report_of(progress=progress)
     assert expected.terms is not None
     if seen == 0:
         raise UsageError(
-            "the run saw no query (--max-answered or --max-queries stopped it at once)"
+            f"the run saw no query ({options('max-answered', 'max-queries', joined='or')} "
+            "stopped it at once)"
         )
     # The realised run reads the same queries' terms: no second pass over the votes.
     realised = report_of(answered=mask, terms=expected.terms.rows(0, seen))
@@ -439,6 +462,21 @@ def aggregate_votes(
         gate=apply_gate(analysis_epsilons(realised), max_epsilon, on),
         warnings=realised.warnings + gate_warnings(on, realised.mechanism, max_epsilon),
     )
+    return expected, realised
+
+
+def _result(
+    votes: Votes,
+    mechanism: Mechanism,
+    noise: Noise,
+    run: AggregationResult,
+    truth: NDArray[np.int64] | None,
+    realised: AnalysisReport,
+    expected: AnalysisReport,
+) -> AggregateResult:
+    """The run's result: its labels and the answered mask of the queries it saw, how often
+    the released labels agree with the plurality vote (and with ``truth``), and its costs."""
+    seen = run.num_seen
     labels = run.labels[:seen]
     released = labels >= 0
     plurality = votes.counts[:seen].argmax(axis=1)
@@ -452,7 +490,7 @@ def aggregate_votes(
         mechanism=mechanism,
         noise=noise,
         labels=run.labels,
-        answered=mask,
+        answered=run.answered[:seen],
         student_labelled=run.num_student,
         agreement_with_plurality=agreement,
         accuracy=accuracy,

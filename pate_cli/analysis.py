@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 from pate_cli.accountant.compose import account_terms
 from pate_cli.accountant.figures import (
     EpsilonResult,
+    ExactBound,
     delta_warnings,
     epsilon_result,
     exact_bound,
@@ -36,6 +37,7 @@ from pate_cli.release.gnss import (
 )
 from pate_cli.reports.models import AnalysisReport, InputSummary
 from pate_cli.seeds import Noise
+from pate_cli.spelling import given, option
 from pate_cli.votes import Input, Votes, load_answered_mask, load_baseline
 
 FloatArray = NDArray[np.float64]
@@ -79,15 +81,7 @@ def analysis_report(
     that show none of it. ``terms``: the queries' terms when the caller has them (those of
     the queries seen), so that the votes are not walked again."""
     if terms is None:
-        with (progress or _no_progress)("accounting", votes.num_queries) as advance:
-            terms = query_terms(
-                votes.counts,
-                mechanism,
-                num_seen=None if answered is None else len(answered),
-                baseline=baseline,
-                half_even=half_even,
-                progress=advance,
-            )
+        terms = _query_terms(votes, mechanism, baseline, answered, half_even, progress)
     result = account_terms(
         mechanism,
         terms,
@@ -103,22 +97,10 @@ def analysis_report(
         # averaging), so their maximum does too, and the two never tell different stories.
         joint = np.maximum(guaranteed_rdp(mechanism, terms, orders), result.data_dependent)
         joint_result = epsilon_result(orders, joint, delta, conversion)
-    seen = result.num_queries_seen
-    answered_count = seen if answered is None else int(np.count_nonzero(answered))
     moves = terms.threshold_sensitivity
-    exact = exact_bound(mechanism, seen, answered_count, delta, moves)
-    warnings = [*votes.warnings, *delta_warnings(delta, votes.num_queries)]
-    if moves > 1:
-        warnings.append(
-            "--round-half-even: a value of votes - baseline is an exact half, where rounding "
-            "half to even moves the threshold statistic by 2 between neighbours; every figure "
-            "accounts a move of 2 (half up, the default, keeps it at 1)"
-        )
-    if dependent.at_grid_edge:
-        warnings.append(
-            f"the best order {dependent.order:g} is at the edge of the order grid; "
-            "extend --orders to be sure the minimum is inside it"
-        )
+    exact, exact_worst_case = _exact_bounds(
+        mechanism, votes.num_queries, result.num_queries_seen, answered, delta, moves
+    )
     return AnalysisReport(
         input=InputSummary.from_votes(votes),
         mechanism=mechanism.to_json_dict(),
@@ -134,14 +116,68 @@ def analysis_report(
         worst_case=epsilon_result(orders, result.worst_case, delta, conversion),
         exact=exact,
         guaranteed=joint_result,
-        exact_worst_case=exact
-        if (seen, answered_count) == (votes.num_queries,) * 2
-        else exact_bound(mechanism, votes.num_queries, votes.num_queries, delta, moves),
-        warnings=tuple(warnings),
+        exact_worst_case=exact_worst_case,
+        warnings=_warnings(votes, delta, moves, dependent),
         account=result,
         terms=terms,
         answered_mask=answered,
     )
+
+
+def _query_terms(
+    votes: Votes,
+    mechanism: Mechanism,
+    baseline: FloatArray | None,
+    answered: NDArray[np.bool_] | None,
+    half_even: bool,
+    progress: Progress | None,
+) -> QueryTerms:
+    """One pass over the votes (shown as "accounting"): the per-query terms of the queries
+    seen, every one or those of the answered mask."""
+    with (progress or _no_progress)("accounting", votes.num_queries) as advance:
+        return query_terms(
+            votes.counts,
+            mechanism,
+            num_seen=None if answered is None else len(answered),
+            baseline=baseline,
+            half_even=half_even,
+            progress=advance,
+        )
+
+
+def _exact_bounds(
+    mechanism: Mechanism,
+    num_queries: int,
+    seen: int,
+    answered: NDArray[np.bool_] | None,
+    delta: float,
+    moves: int,
+) -> tuple[ExactBound, ExactBound]:
+    """The exact bound of the run (the queries it saw and answered) and of the worst case
+    (every query answered): the same bound when the run answered every query."""
+    answered_count = seen if answered is None else int(np.count_nonzero(answered))
+    exact = exact_bound(mechanism, seen, answered_count, delta, moves)
+    if (seen, answered_count) == (num_queries,) * 2:
+        return exact, exact
+    return exact, exact_bound(mechanism, num_queries, num_queries, delta, moves)
+
+
+def _warnings(votes: Votes, delta: float, moves: int, dependent: EpsilonResult) -> tuple[str, ...]:
+    """The report's warnings: the votes', delta's, a threshold statistic that moves by 2
+    between neighbours, and a best order at the edge of the grid."""
+    warnings = [*votes.warnings, *delta_warnings(delta, votes.num_queries)]
+    if moves > 1:
+        warnings.append(
+            f"{option('round-half-even')}: a value of votes - baseline is an exact half, where "
+            "rounding half to even moves the threshold statistic by 2 between neighbours; every "
+            "figure accounts a move of 2 (half up, the default, keeps it at 1)"
+        )
+    if dependent.at_grid_edge:
+        warnings.append(
+            f"the best order {dependent.order:g} is at the edge of the order grid; "
+            f"extend {option('orders')} to be sure the minimum is inside it"
+        )
+    return tuple(warnings)
 
 
 def release_of(
@@ -166,7 +202,7 @@ def release_of(
     epsilon is the analysis' own number.
     """
     if order is not None and not (np.isfinite(order) and order > 1):
-        raise UsageError(f"--order {order}: expected a finite Renyi order greater than 1")
+        raise UsageError(f"{given('order', order)}: expected a finite Renyi order greater than 1")
     terms = report.terms if report.terms is not None and report.terms.logq is not None else None
     # The analysis composed every order of its grid: an order given there is read, not redone.
     index: int | None = report.data_dependent.order_index

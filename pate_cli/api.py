@@ -5,11 +5,32 @@
 return frozen reports whose ``to_dict()`` is what the matching command prints with
 ``--json``. They never print, never exit, and never import typer, rich or matplotlib; a
 user mistake raises ``InputError`` or ``UsageError`` (both ``ValueError``s) with the
-command line's one-line message.
+command line's one-line message, naming the parameter as the caller wrote it.
 
-Long passes report progress through ``progress``: a callable ``progress(description,
-total)`` returning a context manager that yields ``advance(n)`` (or None); the command
-line gives a Rich bar, a notebook may give tqdm's.
+Parameters the entry points share (each function's docstring lists only its own):
+
+- ``votes``: votes from ``load_votes``, or a path or an array read as ``load_votes`` reads
+  it with ``format=``, ``teachers=``, ``num_classes=`` and ``member=``.
+- ``delta``: the target delta, in (0, 1). ``orders``: Renyi orders (an array, or the
+  command line's text; default the 298 of the 2018 reference). ``conversion``:
+  ``"classic"`` (the 2018 paper) or ``"improved"``.
+- ``baseline``: Interactive-GNMax's baseline (queries x classes); ``answered``: ``pate
+  aggregate``'s answered mask, to account the realised run (each a file or an array).
+- ``seed``: a public seed, for experiments (the report then says the outputs are not
+  private), or a ``numpy.random.Generator``; ``seed_file``: a seed file that keeps the
+  noise reproducible and private (created, mode 0600, when missing; docs/cli.md,
+  "Secrets"). Without either, the noise comes from OS entropy and is never kept.
+- ``beta``, ``sigma_ss``: fix the GNSS release's smoothness and noise multiplier (default:
+  the reference's choice on the votes); ``reference_local_sensitivity``: the 2018
+  reference's local sensitivity, which can be below the truth (to reproduce its numbers);
+  ``half_even``: round the threshold statistic half to even, as the reference.
+- ``max_epsilon``: a budget; ``report.gate`` says whether the ``gate_on`` figure
+  (``GateOn`` or its value; ``"publishable"`` by default: the smallest publishable figure
+  not drawn at random) is within it.
+- ``budget``: a ``Budget`` or its path, charged the run's account as ``--budget`` does.
+- ``progress``: for long passes, a callable ``progress(description, total)`` returning a
+  context manager that yields ``advance(n)`` (or None); the command line gives a Rich bar,
+  a notebook may give tqdm's.
 """
 
 from __future__ import annotations
@@ -32,6 +53,7 @@ from pate_cli.analysis import (
     run_inputs,
     with_release,
 )
+from pate_cli.arguments import as_mechanism, read_votes, reading, release_mode, release_noise
 from pate_cli.budget import Budget, Charge, as_budget
 from pate_cli.budget.charges import checked_charge
 from pate_cli.choices import Conversion, GateOn
@@ -40,6 +62,7 @@ from pate_cli.errors import UsageError
 from pate_cli.inspection import InspectReport, inspect_votes
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism
 from pate_cli.orders import as_orders
+from pate_cli.release.gnss import GnssRelease
 from pate_cli.reports.budget import (
     analysis_epsilons,
     apply_gate,
@@ -50,7 +73,7 @@ from pate_cli.reports.budget import (
 )
 from pate_cli.reports.ledger import build_ledger
 from pate_cli.reports.models import AnalysisReport, InputSummary, SmoothSensitivityReport
-from pate_cli.seeds import Noise, no_draws, noise_source
+from pate_cli.seeds import noise_source
 from pate_cli.spelling import options as options_of
 from pate_cli.votes import Input, VoteFormat, Votes, as_vote_format
 from pate_cli.votes import load_votes as _load_votes
@@ -72,6 +95,7 @@ def load_votes(
     teachers: int | None = None,
     queries: int | None = None,
     indices: Input | None = None,
+    member: str | None = None,
 ) -> Votes:
     """Read teacher votes as the command line's VOTES argument does, from a file or an array.
 
@@ -86,6 +110,8 @@ def load_votes(
         teachers: the number of teachers M (default: from the data).
         queries: keep the first N queries (after ``indices``).
         indices: a .npy, or an array, of query indices to keep, in order.
+        member: the array of an .npz to read, by its ``numpy.savez`` keyword (``--member``;
+            needed when the .npz holds several arrays).
 
     Raises:
         InputError: the votes cannot be read one way only, or are invalid.
@@ -99,58 +125,8 @@ def load_votes(
         teachers=teachers,
         queries=queries,
         indices=indices,
+        member=member,
     )
-
-
-def _votes(votes: Votes | Input, reading: dict[str, Any] | None = None) -> Votes:
-    """The votes, read as ``load_votes`` reads them with ``reading`` (format=, teachers=,
-    num_classes=) when they are a path or an array."""
-    given = {key: value for key, value in (reading or {}).items() if value is not None}
-    if isinstance(votes, Votes):
-        if given:
-            raise UsageError(
-                f"{', '.join(f'{k}=' for k in given)}: the votes are already read; give them "
-                "to load_votes, or give the path or the array here"
-            )
-        return votes
-    return load_votes(votes, **given)
-
-
-_MECHANISMS = "pate.GNMax(sigma), pate.ConfidentGNMax(threshold, sigma1, sigma), " + (
-    "pate.InteractiveGNMax(threshold, sigma1, sigma) or pate.LNMax(gamma)"
-)
-
-
-def _mechanism(mechanism: Any, name: str = "mechanism") -> Mechanism:
-    """A mechanism object; anything else (a name, a dict) is a TypeError saying what to pass."""
-    if not isinstance(mechanism, (GNMax, ConfidentGNMax, LNMax)):
-        raise TypeError(f"{name}={mechanism!r}: expected a mechanism object, {_MECHANISMS}")
-    return mechanism
-
-
-_RELEASE_MODES = {"expected": "expected", "sample": "sample", True: "sample", False: None}
-
-
-def release_mode(release: bool | str) -> str | None:
-    """``analyze``'s ``release=`` as "expected", "sample" or None (no release)."""
-    try:
-        return _RELEASE_MODES[release]
-    except (KeyError, TypeError):
-        raise UsageError(
-            f'release={release!r}: expected "expected" (the default: no noise drawn), '
-            '"sample" (or True: draw the released epsilon) or False'
-        ) from None
-
-
-def drawing_nothing(seed: object, seed_file: PathLike | None) -> Noise:
-    """The noise of an analysis that draws no sample; a seed there would seed nothing."""
-    if seed is not None or seed_file is not None:
-        name = "seed" if seed is not None else "seed_file"
-        raise UsageError(
-            f"{name}= seeds the release's sample, and this call draws none: pass "
-            'release="sample" to draw it'
-        )
-    return no_draws()
 
 
 def _analysis(
@@ -170,7 +146,7 @@ def _analysis(
     """The arguments checked and read, and the analysis: what analyze and smooth_sensitivity
     share (the votes, the report, the baseline and the answered mask)."""
     check_delta(delta)
-    votes = _votes(votes)
+    votes = read_votes(votes)
     grid = as_orders(orders)
     kind = as_conversion(conversion)
     baseline_array, answered_mask = run_inputs(votes, baseline, answered)
@@ -197,6 +173,7 @@ def analyze(
     format: str | VoteFormat | None = None,
     teachers: int | None = None,
     num_classes: int | None = None,
+    member: str | None = None,
     delta: float,
     orders: str | ArrayLike | None = None,
     conversion: str | Conversion = "classic",
@@ -216,63 +193,31 @@ def analyze(
     progress: Progress | None = None,
     budget: Budget | PathLike | None = None,
 ) -> AnalysisReport:
-    """What ``pate analyze`` computes: the cost per order, at the best order, and the release.
+    """What ``pate analyze`` computes: the cost per order, at the best order, and the release;
+    ``to_dict()`` of the report is ``pate analyze --json``.
 
-    Args:
-        votes: votes from ``load_votes``, or a path or an array read with its defaults.
+    Args (the others: the module docstring):
         mechanism: ``GNMax``, ``ConfidentGNMax``, ``InteractiveGNMax`` or ``LNMax``.
-        delta: target delta, in (0, 1).
-        orders: Renyi orders (an array, or the command line's text); default the 298 of
-            the 2018 reference.
-        conversion: "classic" (the 2018 paper) or "improved".
-        baseline: Interactive-GNMax's baseline (queries x classes): a file or an array.
-        answered: ``pate aggregate``'s answered mask (file or array): account the realised run.
         data_independent: force data-independent bounds.
-        release: the GNSS release of the data-dependent epsilon (GNMax family).
-            ``"expected"`` (the default) computes its parameters, cost and expected
-            epsilon and draws no noise; ``"sample"`` (or True, as ``pate analyze`` does)
-            also draws the one sampled released epsilon; False adds no release.
-        seed: with ``release="sample"``: a public seed of the sample, for experiments (the
-            report then says it is not private), or a ``numpy.random.Generator``; default
-            OS entropy, never written anywhere.
-        seed_file: a seed file that keeps the noise reproducible and private (created,
-            mode 0600, when missing; see docs/cli.md, "Secrets"). Not with ``seed``.
-        beta: fix the release's smoothness (default: the reference's choice on the votes).
-        sigma_ss: fix the release's noise multiplier (default: as beta).
-        reference_local_sensitivity: the 2018 reference's local sensitivity, which can be
-            below the truth (to reproduce its numbers).
-        half_even: round the threshold statistic half to even, as the reference.
+        release: the GNSS release of the data-dependent epsilon. ``"expected"`` (the
+            default) computes its parameters, cost and expected epsilon and draws no noise
+            (``seed`` and ``seed_file`` are then refused); ``"sample"`` (or True, as ``pate
+            analyze`` does) also draws the one sampled released epsilon; False adds none.
         breakdown: add the summary of the per-query ledger by teacher agreement
             (``breakdown`` in the JSON), as ``--breakdown``. The ledger itself
             (``report.ledger``, what ``plot_analysis`` draws) is always there, its rows
             computed when read.
-        max_epsilon: a budget: ``report.gate`` says whether the ``gate_on`` figure is within
-            it (``"publishable"`` by default: the smallest publishable figure not drawn at
-            random).
-        gate_on: which epsilon the budget checks (``GateOn`` or its value).
-        progress: see the module docstring.
-
-    Returns:
-        The report; ``to_dict()`` is ``pate analyze --json``.
     """
     checks.sigma_ss(sigma_ss)
     checks.max_epsilon(max_epsilon)
-    on = as_gate_on(gate_on)
-    mode = release_mode(release)
-    check_gate_choice(
-        on,
-        releases=mode is not None and not data_independent,
-        what=f"this analysis ({options_of('no-release', 'data-independent', joined='or')})",
-    )
-    noise = (
-        noise_source(seed, seed_file) if mode != "expected" else drawing_nothing(seed, seed_file)
-    )
-    options: dict[str, Any] = {"release": mode == "sample", "data_independent": data_independent}
-    options |= {"orders": orders}
-    options |= {"beta": beta, "sigma_ss": sigma_ss, "half_even": half_even}
-    mechanism = _mechanism(mechanism)
-    votes = _votes(votes, {"format": format, "teachers": teachers, "num_classes": num_classes})
-    charge = _budget_charge(budget, "analyze", mechanism, votes, options, seed, seed_file)
+    on, mode = as_gate_on(gate_on), release_mode(release)
+    _check_analysis_gate(on, mode, data_independent)
+    noise = release_noise(mode, seed, seed_file)
+    options = {"release": mode == "sample", "data_independent": data_independent, "orders": orders}
+    mechanism = as_mechanism(mechanism)
+    votes = read_votes(votes, reading(format, teachers, num_classes, member))
+    tuning: dict[str, Any] = {"beta": beta, "sigma_ss": sigma_ss, "half_even": half_even}
+    charge = _budget_charge(budget, "analyze", mechanism, votes, options | tuning, seed, seed_file)
     votes, report, baseline_array, answered_mask = _analysis(
         votes,
         mechanism,
@@ -294,20 +239,39 @@ def analyze(
             answered=answered_mask,
             data_independent=data_independent,
             noise=noise,
-            beta=beta,
-            sigma_ss=sigma_ss,
             reference_local_sensitivity=reference_local_sensitivity,
-            half_even=half_even,
             progress=progress,
+            **tuning,
         )
-    # Always kept (its rows are computed only when read), so that plot_analysis needs no
-    # breakdown; the JSON holds its summary only when asked.
-    per_query = build_ledger(
-        votes, mechanism, report, answered=answered_mask, half_even=half_even, terms=report.terms
-    )
-    report = replace(report, ledger=per_query, breakdown=breakdown)
+    report = _with_ledger(report, votes, mechanism, answered_mask, half_even, breakdown)
     report = _gated(report, analysis_epsilons, max_epsilon, on)
     return _charged(budget, charge, report, getattr(report.release, "noise", None))
+
+
+def _check_analysis_gate(on: GateOn, mode: str | None, data_independent: bool) -> None:
+    """Refuse, before any work, a gate on a figure this analysis cannot compute."""
+    check_gate_choice(
+        on,
+        releases=mode is not None and not data_independent,
+        what=f"this analysis ({options_of('no-release', 'data-independent', joined='or')})",
+    )
+
+
+def _with_ledger(
+    report: AnalysisReport,
+    votes: Votes,
+    mechanism: Mechanism,
+    answered: NDArray[np.bool_] | None,
+    half_even: bool,
+    breakdown: bool,
+) -> AnalysisReport:
+    """The report with its per-query ledger, always kept (its rows are computed only when
+    read, so ``plot_analysis`` needs no breakdown); the JSON holds its summary only when
+    ``breakdown`` asks for it."""
+    per_query = build_ledger(
+        votes, mechanism, report, answered=answered, half_even=half_even, terms=report.terms
+    )
+    return replace(report, ledger=per_query, breakdown=breakdown)
 
 
 def _gated(report: Any, epsilons: Any, max_epsilon: float | None, on: GateOn) -> Any:
@@ -324,6 +288,7 @@ def smooth_sensitivity(
     format: str | VoteFormat | None = None,
     teachers: int | None = None,
     num_classes: int | None = None,
+    member: str | None = None,
     delta: float,
     order: float | None = None,
     orders: str | ArrayLike | None = None,
@@ -359,9 +324,10 @@ def smooth_sensitivity(
     checks.max_epsilon(max_epsilon)
     on = as_gate_on(gate_on)
     noise = noise_source(seed, seed_file)
-    options = {"order": order, "beta": beta, "sigma_ss": sigma_ss, "half_even": half_even}
-    mechanism = _mechanism(mechanism)
-    votes = _votes(votes, {"format": format, "teachers": teachers, "num_classes": num_classes})
+    options: dict[str, Any] = {"order": order, "beta": beta, "sigma_ss": sigma_ss}
+    options["half_even"] = half_even
+    mechanism = as_mechanism(mechanism)
+    votes = read_votes(votes, reading(format, teachers, num_classes, member))
     charge = _budget_charge(
         budget, "smooth_sensitivity", mechanism, votes, options, seed, seed_file
     )
@@ -382,29 +348,32 @@ def smooth_sensitivity(
         votes,
         mechanism,
         analysis,
-        order=order,
         baseline=baseline_array,
         answered=answered_mask,
-        beta=beta,
-        sigma_ss=sigma_ss,
         noise=noise,
         reference_local_sensitivity=reference_local_sensitivity,
         skip_conditions=skip_conditions,
-        half_even=half_even,
         progress=progress,
+        **options,
     )
-    report = SmoothSensitivityReport(
+    report = _gated(_release_report(votes, analysis, gnss), release_epsilons, max_epsilon, on)
+    return _charged(budget, charge, report, gnss.noise)
+
+
+def _release_report(
+    votes: Votes, analysis: AnalysisReport, gnss: GnssRelease
+) -> SmoothSensitivityReport:
+    """``smooth_sensitivity``'s report: the release and the analysis it was made from."""
+    return SmoothSensitivityReport(
         input=InputSummary.from_votes(votes),
-        mechanism=mechanism.to_json_dict(),
-        delta=delta,
+        mechanism=analysis.mechanism,
+        delta=analysis.delta,
         conversion=analysis.conversion,
-        realized=answered_mask is not None,
+        realized=analysis.realized,
         release=gnss,
         warnings=votes.warnings + gnss.warnings,
         analysis=analysis,
     )
-    report = _gated(report, release_epsilons, max_epsilon, on)
-    return _charged(budget, charge, report, gnss.noise)
 
 
 def compare(
@@ -414,6 +383,7 @@ def compare(
     format: str | VoteFormat | None = None,
     teachers: int | None = None,
     num_classes: int | None = None,
+    member: str | None = None,
     delta: float,
     orders: str | ArrayLike | None = None,
     conversion: str | Conversion = "classic",
@@ -433,10 +403,10 @@ def compare(
     checks.max_epsilon(max_epsilon)
     on = as_gate_on(gate_on)
     check_gate_choice(on, releases=False, what="compare")
-    votes = _votes(votes, {"format": format, "teachers": teachers, "num_classes": num_classes})
+    votes = read_votes(votes, reading(format, teachers, num_classes, member))
     if isinstance(mechanisms, (str, GNMax, ConfidentGNMax, LNMax)):
         raise TypeError(f"mechanisms={mechanisms!r}: expected a list of mechanism objects")
-    mechanisms = [_mechanism(m, "mechanisms[]") for m in mechanisms]
+    mechanisms = [as_mechanism(m, "mechanisms[]") for m in mechanisms]
     if not mechanisms:
         raise UsageError("mechanisms: expected at least one mechanism to compare")
     grid = as_orders(orders)
@@ -485,11 +455,12 @@ def inspect(
     format: str | VoteFormat | None = None,
     teachers: int | None = None,
     num_classes: int | None = None,
+    member: str | None = None,
 ) -> InspectReport:
     """What ``pate inspect`` computes: what a vote file is and how strongly teachers agree
-    (``format``, ``teachers``, ``num_classes``: as ``load_votes`` reads a path or array)."""
-    reading = {"format": format, "teachers": teachers, "num_classes": num_classes}
-    return inspect_votes(_votes(votes, reading))
+    (``format``, ``teachers``, ``num_classes``, ``member``: as ``load_votes`` reads a path or
+    an array)."""
+    return inspect_votes(read_votes(votes, reading(format, teachers, num_classes, member)))
 
 
 def aggregate(
@@ -499,6 +470,7 @@ def aggregate(
     format: str | VoteFormat | None = None,
     teachers: int | None = None,
     num_classes: int | None = None,
+    member: str | None = None,
     delta: float,
     seed: int | np.random.Generator | None = None,
     seed_file: PathLike | None = None,
@@ -524,8 +496,8 @@ def aggregate(
     refused (``BudgetExceeded``, nothing returned) before any noise is drawn when it would
     exceed the limit, and appended under the budget's lock once the labels are drawn.
     """
-    mechanism = _mechanism(mechanism)
-    votes = _votes(votes, {"format": format, "teachers": teachers, "num_classes": num_classes})
+    mechanism = as_mechanism(mechanism)
+    votes = read_votes(votes, reading(format, teachers, num_classes, member))
     options = {"max_queries": max_queries, "half_even": half_even}
     charge = _budget_charge(budget, "aggregate", mechanism, votes, options, seed, seed_file)
     result = aggregate_votes(

@@ -13,6 +13,7 @@ from enum import Enum
 from typing import TypeVar
 
 from pate_cli.errors import UsageError
+from pate_cli.spelling import given
 
 E = TypeVar("E", bound=Enum)
 
@@ -20,14 +21,14 @@ E = TypeVar("E", bound=Enum)
 def max_epsilon(value: float | None) -> float | None:
     """A budget: finite and >= 0 (a NaN budget could never be compared honestly)."""
     if value is not None and not (math.isfinite(value) and value >= 0):
-        raise UsageError(f"--max-epsilon {value}: expected a finite number >= 0")
+        raise UsageError(f"{given('max-epsilon', value)}: expected a finite number >= 0")
     return value
 
 
 def sigma_ss(value: float | None) -> float | None:
     """The GNSS noise multiplier: finite and > 0."""
     if value is not None and not (math.isfinite(value) and value > 0):
-        raise UsageError(f"--sigma-ss {value}: expected a finite number greater than 0")
+        raise UsageError(f"{given('sigma-ss', value)}: expected a finite number greater than 0")
     return value
 
 
@@ -38,16 +39,19 @@ def seed(value: int | None) -> int | None:
     try:
         number = operator.index(value)
     except TypeError:
-        raise UsageError(f"--seed {value!r}: expected a non-negative integer") from None
+        raise UsageError(
+            f"{given('seed', value, quote=True)}: expected a non-negative integer"
+        ) from None
     if number < 0:
-        raise UsageError(f"--seed {value}: expected a non-negative integer")
+        raise UsageError(f"{given('seed', value)}: expected a non-negative integer")
     return number
 
 
 def choice(kind: type[E], value: E | str, name: str) -> E:
-    """One of the named choices of ``kind`` (a member or its value), for the option ``name``."""
+    """One of the named choices of ``kind`` (a member or its value), for the parameter ``name``
+    (spelled as its flag: ``"gate-on"``)."""
     try:
         return kind(value)
     except ValueError:
         choices = ", ".join(str(member.value) for member in kind)
-        raise UsageError(f"{name} {value!r}: expected one of {choices}") from None
+        raise UsageError(f"{given(name, value, quote=True)}: expected one of {choices}") from None

@@ -161,7 +161,7 @@ def mechanism_grid(
         "--baseline": has_baseline,
     }
     rows: list[Mechanism] = []
-    bound = checks.choice(ThresholdBound, threshold_bound, "--threshold-bound").value
+    bound = checks.choice(ThresholdBound, threshold_bound, "threshold-bound").value
     chosen_names = _chosen_mechanisms(name, given)
     if bound != ThresholdBound.THEOREM6 and not any(
         n in (MechanismName.CONFIDENT_GNMAX, MechanismName.INTERACTIVE_GNMAX) for n in chosen_names

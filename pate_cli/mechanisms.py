@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 from pate_cli import checks
 from pate_cli.choices import ThresholdBound
 from pate_cli.errors import UsageError
+from pate_cli.spelling import given
 
 
 class MechanismName(str, Enum):
@@ -32,21 +33,21 @@ def assert_never(value: NoReturn) -> NoReturn:
     raise AssertionError(f"unhandled value: {value!r}")
 
 
-def _as_float(owner: object, field: str, flag: str) -> float:
+def _as_float(owner: object, field: str) -> float:
     """The field as a float (so that 40 and 40.0 are one setting, in JSON too), set back."""
     value = getattr(owner, field)
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise UsageError(f"{flag} {value!r}: expected a number") from None
+        raise UsageError(f"{given(field, value, quote=True)}: expected a number") from None
     object.__setattr__(owner, field, number)  # frozen: only __post_init__ normalises
     return number
 
 
-def _positive(owner: object, field: str, flag: str) -> None:
-    value = _as_float(owner, field, flag)
+def _positive(owner: object, field: str) -> None:
+    value = _as_float(owner, field)
     if not (math.isfinite(value) and value > 0):
-        raise UsageError(f"{flag} {value}: expected a finite number greater than 0")
+        raise UsageError(f"{given(field, value)}: expected a finite number greater than 0")
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class GNMax:
     sigma: float
 
     def __post_init__(self) -> None:
-        _positive(self, "sigma", "--sigma")
+        _positive(self, "sigma")
 
     @property
     def name(self) -> MechanismName:
@@ -78,11 +79,11 @@ class ConfidentGNMax:
     or "exact" (the divergence of its two outcomes, maximised over the neighbours)."""
 
     def __post_init__(self) -> None:
-        if not math.isfinite(_as_float(self, "threshold", "--threshold")):
-            raise UsageError(f"--threshold {self.threshold}: expected a finite number")
-        _positive(self, "sigma1", "--sigma1")
-        _positive(self, "sigma", "--sigma")
-        bound = checks.choice(ThresholdBound, self.threshold_bound, "--threshold-bound")
+        if not math.isfinite(_as_float(self, "threshold")):
+            raise UsageError(f"{given('threshold', self.threshold)}: expected a finite number")
+        _positive(self, "sigma1")
+        _positive(self, "sigma")
+        bound = checks.choice(ThresholdBound, self.threshold_bound, "threshold-bound")
         object.__setattr__(self, "threshold_bound", bound.value)  # plain text in the JSON
 
     @property
@@ -117,7 +118,7 @@ class LNMax:
     gamma: float
 
     def __post_init__(self) -> None:
-        _positive(self, "gamma", "--gamma")
+        _positive(self, "gamma")
 
     @property
     def name(self) -> MechanismName:
@@ -176,7 +177,7 @@ def infer_mechanism(
     Raises:
         UsageError: a required flag is missing or a flag belongs to another mechanism.
     """
-    given = {
+    flags_given = {
         "--sigma": sigma is not None,
         "--threshold": threshold is not None,
         "--sigma1": sigma1 is not None,
@@ -198,8 +199,8 @@ def infer_mechanism(
                 "(confident-gnmax), add --baseline (interactive-gnmax), or --gamma (lnmax)"
             )
     needed = FLAGS_OF[name]
-    extra = [flag for flag, on in given.items() if on and flag not in needed]
-    missing = [flag for flag in needed if not given[flag]]
+    extra = [flag for flag, on in flags_given.items() if on and flag not in needed]
+    missing = [flag for flag in needed if not flags_given[flag]]
     shown = {"--baseline": baseline_flag}
     if extra:
         raise UsageError(
@@ -208,9 +209,11 @@ def infer_mechanism(
         )
     if missing:
         raise UsageError(f"{name.value} needs {', '.join(shown.get(f, f) for f in missing)}")
-    bound = checks.choice(ThresholdBound, threshold_bound, "--threshold-bound")
+    bound = checks.choice(ThresholdBound, threshold_bound, "threshold-bound")
     if bound is not ThresholdBound.THEOREM6 and name in (MechanismName.GNMAX, MechanismName.LNMAX):
-        raise UsageError(f"--threshold-bound {bound.value}: {name.value} has no threshold step")
+        raise UsageError(
+            f"{given('threshold-bound', bound.value)}: {name.value} has no threshold step"
+        )
     if name is MechanismName.GNMAX:
         assert sigma is not None
         return GNMax(sigma)

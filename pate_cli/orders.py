@@ -6,6 +6,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pate_cli.errors import UsageError
+from pate_cli.spelling import given
 
 # The 2018 reference's list, exactly: 2, 2.5, ..., 100.5 then 100 ... 500 on a
 # log scale. It is not sorted and 100.0 appears twice; argmin keeps the first.
@@ -64,19 +65,22 @@ def parse_orders(text: str | None) -> NDArray[np.float64]:
             start, stop, step = parts
             if not np.isfinite(parts).all() or step <= 0:
                 raise UsageError(
-                    f"--orders {text!r}: start:stop:step needs finite numbers and a positive step"
+                    f"{given('orders', text, quote=True)}: start:stop:step needs finite numbers "
+                    "and a positive step"
                 )
             if (stop - start) / step > _MAX_ORDERS:
-                raise UsageError(f"--orders {text!r}: more than {_MAX_ORDERS} orders")
+                raise UsageError(
+                    f"{given('orders', text, quote=True)}: more than {_MAX_ORDERS} orders"
+                )
             orders = np.arange(start, stop, step, dtype=np.float64)
         else:
             orders = np.array([float(p) for p in spec.split(",") if p.strip()], dtype=np.float64)
     except ValueError:
         raise UsageError(
-            f"--orders {text!r}: expected a comma list such as 2,4,8 "
+            f"{given('orders', text, quote=True)}: expected a comma list such as 2,4,8 "
             "or start:stop:step such as 2:64:0.5"
         ) from None
-    return _checked(orders, f"--orders {text!r}")
+    return _checked(orders, given("orders", text, quote=True))
 
 
 def as_orders(orders: str | ArrayLike | None) -> NDArray[np.float64]:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli import checks
+from pate_cli import checks, spelling
 from pate_cli.accountant.compose import data_independent_rdp
 from pate_cli.accountant.figures import as_conversion, check_delta, epsilon_result, exact_bound
 from pate_cli.choices import Accountant, Conversion
@@ -134,7 +134,7 @@ def _which(
     gamma: float | None,
 ) -> MechanismName:
     if mechanism is not None:
-        return checks.choice(MechanismName, mechanism, "--mechanism")
+        return checks.choice(MechanismName, mechanism, "mechanism")
     if gamma is not None:
         return MechanismName.LNMAX
     if threshold is not None or sigma1 is not None:
@@ -149,17 +149,17 @@ def _unknown(
     wanted = (*(f[2:] for f in FLAGS_OF[name] if f[2:] in UNKNOWNS), "queries")
     extra = [k for k in UNKNOWNS if k not in wanted and given[k] is not None]
     if extra:
-        raise UsageError(f"--{extra[0]}: {name.value} has no such parameter")
+        raise UsageError(f"{spelling.option(extra[0])}: {name.value} has no such parameter")
     missing = [k for k in wanted if given[k] is None]
     if len(missing) != 1:
         said = (
             "all are given: leave out the one to solve for"
             if not missing
-            else f"{len(missing)} are left out ({', '.join(f'--{k}' for k in missing)}): give "
-            "all but the one to solve for"
+            else f"{len(missing)} are left out ({', '.join(map(spelling.option, missing))}): "
+            "give all but the one to solve for"
         )
         raise UsageError(
-            f"plan solves for exactly one of {', '.join('--' + k for k in wanted)} "
+            f"plan solves for exactly one of {', '.join(map(spelling.option, wanted))} "
             f"({name.value}); {said}"
         )
     return missing[0], wanted
@@ -202,16 +202,17 @@ def plan(
     """
     check_delta(delta)
     if not (math.isfinite(epsilon) and epsilon > 0):
-        raise UsageError(f"--epsilon {epsilon}: expected a finite number greater than 0")
-    accountant = checks.choice(Accountant, accountant, "--accountant").value
+        raise UsageError(
+            f"{spelling.given('epsilon', epsilon)}: expected a finite number greater than 0"
+        )
+    accountant = checks.choice(Accountant, accountant, "accountant").value
     if queries is not None and queries < 1:
-        raise UsageError(f"--queries {queries}: expected a whole number of at least 1")
+        raise UsageError(
+            f"{spelling.given('queries', queries)}: expected a whole number of at least 1"
+        )
     name = _which(mechanism, sigma, threshold, sigma1, gamma)
-    pilot = None
-    if votes is not None:
-        if queries is not None:
-            raise UsageError("--votes: the pilot votes fix the number of queries")
-        pilot = votes if isinstance(votes, Votes) else load_votes(votes)
+    pilot = None if votes is None else _pilot(votes, queries)
+    if pilot is not None:
         queries = pilot.num_queries
     given: dict[str, float | int | None] = {
         "sigma": sigma,
@@ -224,56 +225,110 @@ def plan(
     kind = as_conversion(conversion)
     grid = as_orders(orders)
     if pilot is not None:
-        if not isinstance(base, ConfidentGNMax):
-            raise UsageError("--votes plans Confident-GNMax's guaranteed cost: give --threshold")
+        _check_pilot_mechanism(base)
         accountant = "rdp"
-    notes: tuple[str, ...] = ()
-    if pilot is not None:
-        notes = (
-            f"planned on the votes of {pilot.path}: choosing parameters on votes is itself a "
-            "use of them, unless they are public or a pilot set apart from the private data",
+    problem = _Problem(name, given, unknown, threshold, pilot, accountant, grid, delta, kind)
+    return problem.report(_solve(problem.cost, unknown, epsilon, delta), epsilon)
+
+
+def _pilot(votes: Votes | str | os.PathLike[str], queries: int | None) -> Votes:
+    """The pilot votes, read when given as a path; they fix the number of queries."""
+    if queries is not None:
+        raise UsageError(f"{spelling.option('votes')}: the pilot votes fix the number of queries")
+    return votes if isinstance(votes, Votes) else load_votes(votes)
+
+
+def _check_pilot_mechanism(base: Mechanism) -> None:
+    """Pilot votes plan Confident-GNMax's guaranteed cost: the mechanism must be one."""
+    if not isinstance(base, ConfidentGNMax):
+        raise UsageError(
+            f"{spelling.option('votes')} plans Confident-GNMax's guaranteed cost: give "
+            f"{spelling.option('threshold')}"
         )
 
-    def cost(value: float) -> float:
-        setting = dict(given, **{unknown: value})
-        count = int(setting["queries"] or 0) if pilot is None else pilot.num_queries
-        chosen = _mechanism(name, setting["sigma"], threshold, setting["sigma1"], setting["gamma"])
-        if pilot is not None:
+
+@dataclass(frozen=True)
+class _Problem:
+    """What ``plan`` solves: the mechanism ``name`` with every parameter ``given`` but
+    ``unknown``, and how its planned cost is accounted (by ``accountant``, or on the
+    ``pilot`` votes)."""
+
+    name: MechanismName
+    given: dict[str, float | int | None]
+    unknown: str
+    threshold: float | None
+    pilot: Votes | None
+    accountant: str
+    grid: NDArray[np.float64]
+    delta: float
+    kind: Conversion
+
+    def mechanism(self, value: float) -> Mechanism:
+        """The mechanism with the unknown at ``value``."""
+        setting = dict(self.given, **{self.unknown: value})
+        return _mechanism(
+            self.name, setting["sigma"], self.threshold, setting["sigma1"], setting["gamma"]
+        )
+
+    def num_queries(self, value: float) -> int:
+        """The number of queries with the unknown at ``value`` (the pilot's, with one)."""
+        if self.pilot is not None:
+            return self.pilot.num_queries
+        return int(dict(self.given, **{self.unknown: value})["queries"] or 0)
+
+    def cost(self, value: float) -> float:
+        """The planned epsilon with the unknown at ``value``: the guaranteed cost on the
+        pilot votes, or the publishable one (every query answered, data-independent)."""
+        count = self.num_queries(value)
+        chosen = self.mechanism(value)
+        if self.pilot is not None:
             from pate_cli.analysis import analysis_report
 
-            joint = analysis_report(pilot, chosen, grid, delta, kind).guaranteed
+            joint = analysis_report(self.pilot, chosen, self.grid, self.delta, self.kind).guaranteed
             assert joint is not None  # computed for every Confident-GNMax analysis
             return joint.epsilon
-        if accountant == "exact":
-            return exact_bound(chosen, count, count, delta).epsilon
-        rdp = data_independent_rdp(chosen, grid, count, count)
-        return epsilon_result(grid, rdp, delta, kind).epsilon
+        if self.accountant == "exact":
+            return exact_bound(chosen, count, count, self.delta).epsilon
+        rdp = data_independent_rdp(chosen, self.grid, count, count)
+        return epsilon_result(self.grid, rdp, self.delta, self.kind).epsilon
 
+    def report(self, value: float, target: float) -> PlanReport:
+        """The plan with the unknown at ``value``, for the target epsilon ``target``."""
+        pilot = self.pilot
+        notes: tuple[str, ...] = ()
+        if pilot is not None:
+            notes = (
+                f"planned on the votes of {pilot.path}: choosing parameters on votes is itself "
+                "a use of them, unless they are public or a pilot set apart from the private "
+                "data",
+            )
+        final = self.cost(value)
+        return PlanReport(
+            solve_for=self.unknown,
+            value=value,
+            epsilon=final,
+            target=target,
+            delta=self.delta,
+            accountant=self.accountant,
+            conversion=self.kind.value if self.accountant == "rdp" else None,
+            mechanism=self.mechanism(value).to_json_dict(),
+            queries=self.num_queries(value),
+            votes=None if pilot is None else pilot.path,
+            notes=notes,
+        )
+
+
+def _solve(cost: Callable[[float], float], unknown: str, target: float, delta: float) -> float:
+    """The value of the unknown: the largest number of queries within the target, or the
+    boundary of a parameter, to ``PLAN_DIGITS`` digits on the feasible side."""
     if unknown == "queries":
-        value = float(_largest_count(cost, epsilon, delta))
-    else:
-        rising = unknown == "gamma"  # the cost grows with gamma, falls with sigma and sigma1
-        boundary = _boundary(cost, epsilon, delta, rising=rising, name=unknown)
-        value = _copyable(boundary, rising)
-        if not cost(value) <= epsilon:  # a cost not monotone in its last bits: keep it whole
-            value = boundary
-    final = cost(value)
-    solved = dict(given, **{unknown: value})
-    chosen = _mechanism(name, solved["sigma"], threshold, solved["sigma1"], solved["gamma"])
-    count = pilot.num_queries if pilot is not None else int(solved["queries"] or 0)
-    return PlanReport(
-        solve_for=unknown,
-        value=value,
-        epsilon=final,
-        target=epsilon,
-        delta=delta,
-        accountant=accountant,
-        conversion=kind.value if accountant == "rdp" else None,
-        mechanism=chosen.to_json_dict(),
-        queries=count,
-        votes=None if pilot is None else pilot.path,
-        notes=notes,
-    )
+        return float(_largest_count(cost, target, delta))
+    rising = unknown == "gamma"  # the cost grows with gamma, falls with sigma and sigma1
+    boundary = _boundary(cost, target, delta, rising=rising, name=unknown)
+    value = _copyable(boundary, rising)
+    if not cost(value) <= target:  # a cost not monotone in its last bits: keep it whole
+        value = boundary
+    return value
 
 
 #: Significant digits of a solved parameter: what the table prints is the value itself, so a
@@ -312,7 +367,9 @@ def _unreachable(target: float, delta: float, name: str, floor: float, limit: st
     subject = "number of queries" if name == "queries" else name
     least = rounded_up(floor)
     return UsageError(
-        f"--epsilon {target:g}: no {subject} reaches it: {alone} epsilon {least} at delta "
+        f"{spelling.given('epsilon', spelling.Placeholder(f'{target:g}'))}: "
+        f"no {subject} reaches it: "
+        f"{alone} epsilon {least} at delta "
         f"{delta:g}; the smallest reachable is {least} ({limit})"
     )
 
@@ -325,7 +382,10 @@ def _largest_count(cost: Callable[[float], float], target: float, delta: float) 
     while cost(float(high)) <= target:
         low, high = high, high * 2
         if high > _MAX_QUERIES:
-            raise UsageError(f"--epsilon {target:g}: more than {_MAX_QUERIES:g} queries fit")
+            raise UsageError(
+                f"{spelling.given('epsilon', spelling.Placeholder(f'{target:g}'))}: more than "
+                f"{_MAX_QUERIES:g} queries fit"
+            )
     while high - low > 1:
         middle = (low + high) // 2
         if cost(float(middle)) <= target:

@@ -35,22 +35,27 @@ import numpy as np
 
 from pate_cli import checks
 from pate_cli.errors import InputError, UsageError
+from pate_cli.spelling import given, option, options
 
 #: What a seed file holds: the seed as 32 hex digits and a newline.
 _SEED_TEXT = re.compile(rb"\A([0-9a-f]{32})\n?\Z")
 _MAX_SEED_FILE_BYTES = 64
 # JSON readers such as jq hold numbers as doubles: integers beyond 2**53 lose digits there.
 _EXACT_JSON_INTEGERS = 2**53
-_PUBLIC_NOTE = (
-    "--seed {seed}: anyone who knows the seed can recompute the noise; the outputs are not a "
-    "private release (use --seed-file, or no seed, for one)"
-)
 #: The note on a seed file that others may read (a circumstance of the run, not of its votes).
 READABLE_SEED_FILE = "others than its owner may read it"
 _GENERATOR_NOTE = (
     "the noise comes from the caller's generator: pate cannot vouch that it is secret, so the "
     "outputs are reported as not private"
 )
+
+
+def _public_note(seed: int) -> str:
+    """The note on a public seed, in its caller's words (``pate_cli.spelling``)."""
+    return (
+        f"{given('seed', seed)}: anyone who knows the seed can recompute the noise; the "
+        f"outputs are not a private release (use {option('seed-file')}, or no seed, for one)"
+    )
 
 
 #: The purposes a run draws noise for, each with its stream's spawn key. Part of the record
@@ -142,7 +147,7 @@ def from_seed(value: int) -> Noise:
     """A public seed (``--seed N``): reproducible by anyone, so not a private release."""
     seed = checks.seed(value)
     assert seed is not None
-    return Noise("seed", seed, notes=(_PUBLIC_NOTE.format(seed=seed),))
+    return Noise("seed", seed, notes=(_public_note(seed),))
 
 
 def from_generator(generator: np.random.Generator) -> Noise:
@@ -161,19 +166,19 @@ def _read_seed_file(path: str) -> bytes:
     try:
         info = os.stat(path)
     except OSError as error:
-        raise InputError(f"--seed-file {path}: cannot be read ({error.strerror})") from None
+        raise InputError(f"{given('seed-file', path)}: cannot be read ({error.strerror})") from None
     if not stat.S_ISREG(info.st_mode):
-        raise InputError(f"--seed-file {path}: not a regular file; expected a seed file")
+        raise InputError(f"{given('seed-file', path)}: not a regular file; expected a seed file")
     if info.st_size > _MAX_SEED_FILE_BYTES:
         raise InputError(
-            f"--seed-file {path}: {info.st_size} bytes; a seed file holds 32 hex digits "
+            f"{given('seed-file', path)}: {info.st_size} bytes; a seed file holds 32 hex digits "
             "(remove it to have pate create a fresh one)"
         )
     try:
         with open(path, "rb") as stream:
             return stream.read(_MAX_SEED_FILE_BYTES + 1)
     except OSError as error:
-        raise InputError(f"--seed-file {path}: cannot be read ({error.strerror})") from None
+        raise InputError(f"{given('seed-file', path)}: cannot be read ({error.strerror})") from None
 
 
 def _create_seed_file(path: str) -> bytes | None:
@@ -185,8 +190,8 @@ def _create_seed_file(path: str) -> bytes | None:
         return None
     except OSError as error:
         raise UsageError(
-            f"--seed-file {path}: cannot be created ({error.strerror}); expected a path in a "
-            "writable folder"
+            f"{given('seed-file', path)}: cannot be created ({error.strerror}); expected a "
+            "path in a writable folder"
         ) from None
     try:
         with os.fdopen(fd, "wb") as stream:
@@ -195,7 +200,9 @@ def _create_seed_file(path: str) -> bytes | None:
             os.fsync(stream.fileno())
     except OSError as error:
         os.unlink(path)
-        raise UsageError(f"--seed-file {path}: cannot be written ({error.strerror})") from None
+        raise UsageError(
+            f"{given('seed-file', path)}: cannot be written ({error.strerror})"
+        ) from None
     return content
 
 
@@ -214,17 +221,19 @@ def from_seed_file(path: str | os.PathLike[str], *, create: bool = True) -> Nois
         content = _create_seed_file(path)
     if content is None:
         if not os.path.exists(path):
-            raise InputError(f"--seed-file {path}: no such file; expected the run's seed file")
+            raise InputError(
+                f"{given('seed-file', path)}: no such file; expected the run's seed file"
+            )
         content = _read_seed_file(path)
     match = _SEED_TEXT.match(content)
     if match is None:
         raise InputError(
-            f"--seed-file {path}: not a seed file; expected the 32 hex digits pate writes "
+            f"{given('seed-file', path)}: not a seed file; expected the 32 hex digits pate writes "
             "(remove it to have pate create a fresh one)"
         )
     notes: tuple[str, ...] = ()
     if os.stat(path).st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        notes = (f"--seed-file {path}: {READABLE_SEED_FILE} (chmod 600 {path})",)
+        notes = (f"{given('seed-file', path)}: {READABLE_SEED_FILE} (chmod 600 {path})",)
     return Noise(
         "seed-file",
         int(match.group(1), 16),
@@ -240,7 +249,10 @@ def noise_source(
 ) -> Noise:
     """The noise of a run from the ``seed`` and ``seed_file`` options (at most one)."""
     if seed is not None and seed_file is not None:
-        raise UsageError("--seed and --seed-file: give one (--seed-file keeps the noise private)")
+        raise UsageError(
+            f"{options('seed', 'seed-file')}: give one ({option('seed-file')} keeps the noise "
+            "private)"
+        )
     if seed_file is not None:
         return from_seed_file(seed_file)
     if isinstance(seed, np.random.Generator):

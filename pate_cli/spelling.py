@@ -6,7 +6,8 @@ for both callers; only its words differ. A Python caller reads ``sigma=-1.0`` an
 :func:`command_line`, reads ``--sigma -1.0`` and ``--format counts --teachers M``.
 
 Names are given in the command line's spelling (``"seed-file"``); the keyword is the same
-name with ``_`` for ``-`` unless :data:`_KEYWORDS` says otherwise.
+name with ``_`` for ``-`` unless :data:`_KEYWORDS` says otherwise, and a switch
+(``--no-release``) is its keyword with its value (``release=False``).
 """
 
 from __future__ import annotations
@@ -18,20 +19,26 @@ from contextvars import ContextVar
 
 _ON_COMMAND_LINE: ContextVar[bool] = ContextVar("pate_on_command_line", default=False)
 
-# Flags whose Python spelling is not the flag's name with "_" for "-".
-_KEYWORDS = {
+# Switches: a flag without a value, in Python a keyword with its value.
+_SWITCHES = {
     "no-release": "release=False",
     "data-independent": "data_independent=True",
     "skip-conditions": "skip_conditions=True",
     "reference-local-sensitivity": "reference_local_sensitivity=True",
-    "half-even": "half_even=True",
+    "round-half-even": "half_even=True",
+    "breakdown": "breakdown=True",
     "force": "force=True",
-    "public": "public=True",
-    "votes": "votes",
-    "input": "the input",
-    "budget": "budget",
-    "records": "records",
 }
+# Flags whose keyword is not the flag's name with "_" for "-".
+_KEYWORDS = {"round-half-even": "half_even", "student-probs": "student_probs"}
+
+
+class Placeholder(str):
+    """A value written as it is in both vocabularies: a placeholder the user fills in (the
+    ``M`` of ``--teachers M`` and ``teachers=M``) or a number as printed (``epsilon=0.05``)."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 @contextmanager
@@ -53,6 +60,10 @@ def option(name: str) -> str:
     """The parameter ``name`` as its caller wrote it: ``--seed-file`` or ``seed_file``."""
     if on_command_line():
         return f"--{name}"
+    return _SWITCHES.get(name) or _keyword(name)
+
+
+def _keyword(name: str) -> str:
     return _KEYWORDS.get(name, name.replace("-", "_"))
 
 
@@ -66,7 +77,7 @@ def given(name: str, value: object, *, quote: bool = False) -> str:
         value = os.fspath(value)
     if on_command_line():
         return f"--{name} {value!r}" if quote else f"--{name} {value}"
-    return f"{name.replace('-', '_')}={value!r}"
+    return f"{_keyword(name)}={value!r}"
 
 
 def options(*names: str, joined: str = "and") -> str:

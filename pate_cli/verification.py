@@ -21,6 +21,7 @@ from pate_cli.outputs import save_npy_atomic
 from pate_cli.records.record import FILE_ROLES, as_printed, load_record
 from pate_cli.records.verify import CommandLine, VerifyReport
 from pate_cli.records.verify import verify as verify_record
+from pate_cli.spelling import command_line, given
 from pate_cli.votes import Votes
 from pate_cli.votes.memory import file_path
 
@@ -56,7 +57,21 @@ def _replay(
 ) -> tuple[dict[str, Any], dict[str, str], tuple[str, ...]]:
     """Run the recorded library call on the resolved files: its report's JSON, the files it
     writes (aggregate's labels and answered mask) under ``scratch`` by role, and the fields
-    it could not reproduce (everything the random draw decides, when ``noise`` is None)."""
+    it could not reproduce (everything the random draw decides, when ``noise`` is None).
+
+    A record is written by the command line, so its warnings name flags: the replay spells
+    them so too (``pate_cli.spelling``), from ``pate verify`` and from ``pate.verify``."""
+    with command_line():
+        return _replay_call(record, resolved, scratch, noise)
+
+
+def _replay_call(
+    record: dict[str, Any],
+    resolved: dict[str, str],
+    scratch: str,
+    noise: dict[str, Any] | None,
+) -> tuple[dict[str, Any], dict[str, str], tuple[str, ...]]:
+    """``_replay``'s call, in the command line's words."""
     call = record["call"]
     function = call["function"]
     votes = load_votes(resolved["votes"], indices=resolved.get("indices"), **call["votes"])
@@ -123,12 +138,12 @@ def verify_file(
     its records); ``command_line`` re-parses a record's command line (``pate verify`` passes
     pate's parser)."""
     if rtol is not None and not 0 <= rtol < 1:
-        raise UsageError(f"--rtol {rtol}: expected a number in [0, 1)")
+        raise UsageError(f"{given('rtol', rtol)}: expected a number in [0, 1)")
     if is_budget(record_path):
         header = {"command": "budget", "kind": "budget"}
         return VerifyReport(record_path, header, tuple(verify_budget(record_path, records)))
     if records is not None:
-        raise UsageError(f"--records {records}: only a budget file's charges have records")
+        raise UsageError(f"{given('records', records)}: only a budget file's charges have records")
     record = load_record(record_path)
     checks = verify_record(
         record,

@@ -118,3 +118,13 @@ def deadline(seconds: int) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def on_the_command_line() -> Iterator[None]:
+    """Run a test as the command line does, its library calls spelling parameters as flags
+    (``pate_cli.spelling.command_line``): for tests that pin the command line's words."""
+    from pate_cli import spelling
+
+    with spelling.command_line():
+        yield

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import pate_cli as pate
+from pate_cli import spelling
 from pate_cli.reports.models import dumps
 from tests.conftest import MNIST, MNIST_LABELS, REFERENCE, ROOT, run_cli
 
@@ -55,15 +56,30 @@ CASES = [
 @pytest.mark.parametrize(("path", "mechanism", "flags", "extra"), CASES)
 def test_analyze_to_dict_is_the_cli_json(path, mechanism, flags, extra):
     votes = pate.load_votes(path, queries=300)
-    report = pate.analyze(votes, mechanism, delta=1e-5, release="sample", seed=3, **extra)
+    with spelling.command_line():
+        report = pate.analyze(votes, mechanism, delta=1e-5, release="sample", seed=3, **extra)
     cli = run_cli(
         ["analyze", path, *flags, "--queries", 300, "--delta", 1e-5, "--seed", 3, "--json"]
     )
     assert as_json(report.to_dict()) == cli.json
+    # From Python the same call gives the same report; only its warnings name keywords.
+    python = as_json(
+        pate.analyze(votes, mechanism, delta=1e-5, release="sample", seed=3, **extra).to_dict()
+    )
+    assert {k: v for k, v in python.items() if k != "warnings"} == {
+        k: v for k, v in cli.json.items() if k != "warnings"
+    }
+    assert len(python["warnings"]) == len(cli.json["warnings"])
+    assert not any("--" in warning for warning in python["warnings"])
+    assert any(warning.startswith("seed=3: ") for warning in python["warnings"])
+    assert any(w.startswith("--seed 3: ") for w in cli.json["warnings"])
+    assert any("(fix them with beta=... and sigma_ss=...)" in w for w in python["warnings"])
+    assert any("(fix them with --beta and --sigma-ss)" in w for w in cli.json["warnings"])
 
 
 def test_smooth_sensitivity_to_dict_is_the_cli_json():
-    report = pate.smooth_sensitivity(MNIST, TABLE2, delta=1e-5, seed=5, beta=0.03, sigma_ss=6.0)
+    with spelling.command_line():
+        report = pate.smooth_sensitivity(MNIST, TABLE2, delta=1e-5, seed=5, beta=0.03, sigma_ss=6.0)
     flags = ["--threshold", 200, "--sigma1", 150, "--sigma", 40, "--beta", 0.03, "--sigma-ss", 6]
     cli = run_cli(["smooth-sensitivity", MNIST, *flags, "--delta", 1e-5, "--seed", 5, "--json"])
     assert as_json(report.to_dict()) == cli.json
@@ -101,8 +117,8 @@ def test_compare_to_dict_is_the_cli_json():
     }
 
 
-def test_errors_are_value_errors_with_the_cli_message(tmp_path: Path):
-    with pytest.raises(ValueError, match="--sigma -1"):
+def test_errors_are_value_errors_that_name_the_parameter(tmp_path: Path):
+    with pytest.raises(ValueError, match=r"^sigma=-1\.0: expected a finite number greater than 0$"):
         pate.GNMax(sigma=-1)
     with pytest.raises(pate.UsageError, match="strictly between 0 and 1"):
         pate.analyze(MNIST, pate.GNMax(40), delta=2)
@@ -172,10 +188,10 @@ def test_library_calls_write_nothing(tmp_path: Path, monkeypatch):
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: pate.load_votes(MNIST, fmt="csv"), "fmt 'csv': expected one of auto, counts"),
+        (lambda: pate.load_votes(MNIST, fmt="csv"), "fmt='csv': expected one of auto, counts"),
         (
             lambda: pate.analyze(MNIST, TABLE2, delta=1e-5, conversion="tight"),
-            "conversion 'tight': expected one of classic, improved",
+            "conversion='tight': expected one of classic, improved",
         ),
         (
             lambda: pate.analyze(MNIST, TABLE2, delta=1e-5, orders=[2.0, 1.0]),
@@ -187,16 +203,16 @@ def test_library_calls_write_nothing(tmp_path: Path, monkeypatch):
         ),
         (
             lambda: pate.compare(MNIST, [TABLE2], delta=1e-5, sort="best"),
-            "sort 'best': expected one of epsilon, data-independent",
+            "sort='best': expected one of publishable, epsilon, data-independent, answered",
         ),
         (lambda: pate.compare(MNIST, [], delta=1e-5), "expected at least one mechanism"),
         (
             lambda: pate.smooth_sensitivity(
                 MNIST, pate.LNMax(0.1), delta=1e-5, reference_local_sensitivity=True
             ),
-            "--reference-local-sensitivity reproduces the 2018 reference's GNMax bounds",
+            "reference_local_sensitivity=True reproduces the 2018 reference's GNMax bounds",
         ),
-        (lambda: pate.GNMax(sigma="forty"), "--sigma 'forty': expected a number"),
+        (lambda: pate.GNMax(sigma="forty"), "sigma='forty': expected a number"),
     ],
 )
 def test_bad_arguments_are_usage_errors(call, message):
@@ -236,7 +252,7 @@ def test_verify_to_dict_is_the_cli_json():
     assert ours == cli
     with pytest.raises(pate.UsageError, match="was not made with a seed file"):
         pate.verify(record, seed_file="seed")
-    with pytest.raises(pate.UsageError, match="--rtol 2"):
+    with pytest.raises(pate.UsageError, match=r"^rtol=2: expected a number in \[0, 1\)$"):
         pate.verify(record, rtol=2)
 
 

@@ -115,7 +115,7 @@ def test_an_ambiguous_array_is_refused_as_its_file_is(tmp_path: Path):
 def test_format_and_fmt_that_differ_are_a_usage_error():
     with pytest.raises(pate.UsageError, match="fmt='counts' and format='labels'"):
         pate.load_votes(LABELS, fmt="counts", format="labels")
-    with pytest.raises(pate.UsageError, match="format 'csv': expected one of"):
+    with pytest.raises(pate.UsageError, match="format='csv': expected one of"):
         pate.load_votes(LABELS, format="csv")
 
 

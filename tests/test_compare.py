@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from pate_cli import comparison
+from pate_cli import comparison, spelling
 from pate_cli.analysis import analysis_report
 from pate_cli.choices import Conversion
 from pate_cli.cli import render
@@ -99,7 +99,9 @@ def test_grid_infers_every_mechanism_whose_flags_are_given():
     ],
 )
 def test_grid_rejects(name, flags, words):
-    with pytest.raises(UsageError, match=words):
+    # The grid is pate compare's, built from its flags: its messages name flags, as the
+    # command that calls it (inside spelling.command_line()) prints them.
+    with pytest.raises(UsageError, match=words), spelling.command_line():
         comparison.mechanism_grid(name, **flags)
 
 

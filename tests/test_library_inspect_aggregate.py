@@ -1,8 +1,10 @@
 """The library under ``pate inspect`` and ``pate aggregate``: same numbers, no files, no CLI.
 
 ``inspect_votes`` and ``aggregate_votes`` are what the commands call; their reports'
-``to_dict()`` must be exactly what the commands print with ``--json``, a library call must
-write nothing, and importing and calling them must not load the terminal libraries.
+``to_dict()`` must be exactly what the commands print with ``--json`` when called as the
+commands call them (inside ``spelling.command_line()``; from Python only the warnings differ,
+naming keywords where the commands name flags), a library call must write nothing, and
+importing and calling them must not load the terminal libraries.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from pate_cli import spelling
 from pate_cli.aggregation import AggregateResult, aggregate_votes, check_parameters
 from pate_cli.api import analysis_report
 from pate_cli.choices import Conversion
@@ -118,9 +121,21 @@ MNIST_640 = [MNIST, "--queries", 640, "--delta", 1e-5]
     ids=["gnmax", "confident-gnmax", "lnmax"],
 )
 def test_aggregate_result_is_the_cli_json(tmp_path, mnist_640, mechanism, flags):
-    result = aggregate_votes(mnist_640, mechanism, delta=1e-5, seed=0)
+    with spelling.command_line():
+        result = aggregate_votes(mnist_640, mechanism, delta=1e-5, seed=0)
     cli, labels, mask = _cli_aggregate(tmp_path, MNIST_640, flags)
     assert _plain(result.to_dict(output=str(labels), answered_mask=str(mask))) == cli
+    # From Python the same call gives the same result; only its warnings name keywords.
+    python = aggregate_votes(mnist_640, mechanism, delta=1e-5, seed=0)
+    payload = _plain(python.to_dict(output=str(labels), answered_mask=str(mask)))
+    assert {k: v for k, v in payload.items() if k != "warnings"} == {
+        k: v for k, v in cli.items() if k != "warnings"
+    }
+    note = (
+        "anyone who knows the seed can recompute the noise; the outputs are not a private release"
+    )
+    assert cli["warnings"] == [f"--seed 0: {note} (use --seed-file, or no seed, for one)"]
+    assert payload["warnings"] == [f"seed=0: {note} (use seed_file, or no seed, for one)"]
     assert np.array_equal(np.load(labels), result.labels) and result.labels.dtype == np.int64
     assert np.array_equal(np.load(mask), result.answered) and result.answered.dtype == bool
 
@@ -130,8 +145,9 @@ def test_interactive_with_probabilities_as_an_array_or_a_file(tmp_path, mnist_64
     np.save(probs_path, student_probs)
     mechanism = InteractiveGNMax(100.0, 50.0, 40.0)
     common = {"delta": 1e-5, "seed": 0, "student_confidence": 0.5}
-    from_array = aggregate_votes(mnist_640, mechanism, student_probs=student_probs, **common)
-    from_file = aggregate_votes(mnist_640, mechanism, student_probs=str(probs_path), **common)
+    with spelling.command_line():
+        from_array = aggregate_votes(mnist_640, mechanism, student_probs=student_probs, **common)
+        from_file = aggregate_votes(mnist_640, mechanism, student_probs=str(probs_path), **common)
     flags = ["--threshold", 100, "--sigma1", 50, "--sigma", 40, "--student-probs", probs_path]
     cli, labels, mask = _cli_aggregate(tmp_path, MNIST_640, flags, ["--student-confidence", 0.5])
     for result in (from_array, from_file):
@@ -148,30 +164,35 @@ def test_lnmax_on_labels_with_a_selection_orders_and_true_labels(tmp_path):
     truth = np.load(MNIST).argmax(axis=1)  # one per query of the file: selected like the votes
     truth_path = tmp_path / "truth.npy"
     np.save(truth_path, truth)
-    result = aggregate_votes(
-        votes, LNMax(0.1), delta=1e-5, seed=0, orders=np.arange(2, 10), true_labels=truth
-    )
+    call = {"delta": 1e-5, "seed": 0, "orders": np.arange(2, 10), "true_labels": truth}
+    result = aggregate_votes(votes, LNMax(0.1), **call)
     assert result.accuracy == result.agreement_with_plurality
     args = [MNIST_LABELS, "--indices", MNIST_INDICES, "--delta", 1e-5, "--orders", "2:10:1"]
     cli, labels, mask = _cli_aggregate(
         tmp_path, args, ["--gamma", 0.1], ["--true-labels", truth_path]
     )
-    assert _plain(result.to_dict(output=str(labels), answered_mask=str(mask))) == cli
-    assert any("edge of the order grid" in warning for warning in result.warnings)
-    assert result.warnings[0].startswith("--seed 0: anyone who knows the seed")
+    with spelling.command_line():
+        shown = aggregate_votes(votes, LNMax(0.1), **call)
+    assert _plain(shown.to_dict(output=str(labels), answered_mask=str(mask))) == cli
+    # From Python the warnings name the keywords the caller wrote.
+    assert result.warnings[0].startswith("seed=0: anyone who knows the seed")
+    edge = "the best order 9 is at the edge of the order grid; extend {} to be sure"
+    assert any(warning.startswith(edge.format("orders")) for warning in result.warnings)
+    assert any(warning.startswith(edge.format("--orders")) for warning in shown.warnings)
 
 
 def test_stop_conditions_conversion_and_rounding(tmp_path, mnist_640):
-    result = aggregate_votes(
-        mnist_640,
-        ConfidentGNMax(200.0, 150.0, 40.0),
-        delta=1e-5,
-        seed=0,
-        orders="2:64:0.5",
-        conversion="improved",
-        max_answered=50,
-        half_even=True,
-    )
+    with spelling.command_line():
+        result = aggregate_votes(
+            mnist_640,
+            ConfidentGNMax(200.0, 150.0, 40.0),
+            delta=1e-5,
+            seed=0,
+            orders="2:64:0.5",
+            conversion="improved",
+            max_answered=50,
+            half_even=True,
+        )
     assert result.num_answered == 50 and result.num_seen < 640
     assert result.answered.shape == (result.num_seen,)
     assert np.all(result.labels[result.num_seen :] == -1)
@@ -280,29 +301,34 @@ def test_importing_and_calling_loads_no_terminal_library():
 
 
 # ---------------------------------------------------------------------------
-# Errors: the command line's messages, raised, never printed
+# Errors: raised, never printed; named as the caller wrote them (a keyword, or the
+# command line's flag)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "flag", "words"),
     [
-        ({"max_answered": 0}, "--max-answered", "--max-answered 0: expected a whole number"),
-        ({"max_queries": 0}, "--max-queries", "--max-queries 0: expected a whole number"),
-        ({"seed": -1}, "--seed", "--seed -1: expected a non-negative integer"),
-        ({"student_confidence": 3.0}, "--student-confidence", "--student-confidence 3.0"),
-        ({"delta": 2.0}, "--delta", "--delta 2.0: expected a number strictly between 0 and 1"),
+        ({"max_answered": 0}, "--max-answered", "0: expected a whole number of at least 1"),
+        ({"max_queries": 0}, "--max-queries", "0: expected a whole number of at least 1"),
+        ({"seed": -1}, "--seed", "-1: expected a non-negative integer"),
+        ({"student_confidence": 3.0}, "--student-confidence", "3.0: expected a number in [0, 1]"),
+        ({"delta": 2.0}, "--delta", "2.0: expected a number strictly between 0 and 1"),
     ],
     ids=["max-answered", "max-queries", "seed", "student-confidence", "delta"],
 )
-def test_bad_parameters_raise_the_cli_message(tmp_path, mnist_640, kwargs, flag, words):
+def test_bad_parameters_name_the_parameter(tmp_path, mnist_640, kwargs, flag, words):
     call = {"delta": 1e-5, "seed": 0, **kwargs}
+    ((keyword, value),) = kwargs.items()
     with pytest.raises(UsageError) as raised:
         aggregate_votes(mnist_640, GNMax(40.0), **call)
-    assert words in raised.value.message
-    value = next(iter(kwargs.values()))
+    assert raised.value.message == f"{keyword}={words}"
+    # The same check under the command line names the flag, and is what pate prints.
+    with pytest.raises(UsageError) as shown, spelling.command_line():
+        aggregate_votes(mnist_640, GNMax(40.0), **call)
+    assert shown.value.message == f"{flag} {words}"
     args = ["aggregate", *MNIST_640, "--sigma", 40, "--output", tmp_path / "l.npy"]
     cli = run_cli([*args, flag, value], expect=ExitCode.BAD_INPUT)
-    assert cli.stderr == f"pate: error: {raised.value.message}\n"
+    assert cli.stderr == f"pate: error: {shown.value.message}\n"
     assert list(tmp_path.iterdir()) == []
 
 
@@ -351,7 +377,9 @@ def test_bad_arrays_raise_input_errors(mnist_640, kwargs, words):
 def test_bad_orders_and_conversion(mnist_640):
     with pytest.raises(UsageError, match="orders"):
         aggregate_votes(mnist_640, GNMax(40.0), delta=1e-5, seed=0, orders=[0.5, 2.0])
-    with pytest.raises(UsageError, match="--orders"):
+    with pytest.raises(UsageError, match=r"^orders='2:x': expected a comma list such as 2,4,8"):
         aggregate_votes(mnist_640, GNMax(40.0), delta=1e-5, seed=0, orders="2:x")
-    with pytest.raises(UsageError, match="conversion 'optimal'"):
+    with pytest.raises(
+        UsageError, match=r"^conversion='optimal': expected one of classic, improved"
+    ):
         aggregate_votes(mnist_640, GNMax(40.0), delta=1e-5, seed=0, conversion="optimal")

@@ -58,3 +58,28 @@ def test_a_seed_without_a_sample_is_refused(votes, extra, message):
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
         pate.analyze(votes, TABLE2, delta=1e-5, **extra)
     pate.analyze(votes, TABLE2, delta=1e-5, release=False, seed=3)  # as --no-release --seed
+
+
+def test_compare_from_python_orders_and_shows_as_the_command_line(votes):
+    """Best publishable first, in the report, its JSON and its Markdown (which has the
+    publishable column the command line's table has)."""
+    settings = [TABLE2, pate.GNMax(40), pate.LNMax(0.05)]
+    report = pate.compare(votes, settings, delta=1e-5)
+    publishable = [
+        min(f["epsilon"] for f in row["publishable"]) for row in report.to_dict()["rows"]
+    ]
+    assert publishable == sorted(publishable) and report.to_dict()["sort"] == "publishable"
+    assert [row.mechanism.name for row in report.rows][:2] == ["gnmax", "confident-gnmax"]
+    markdown = report._repr_markdown_()
+    header = next(line for line in markdown.splitlines() if line.startswith("| #"))
+    assert header.split("|")[4].strip() == "publishable"
+    first = next(line for line in markdown.splitlines() if line.startswith("| 1 "))
+    assert first.split("|")[4].strip() == f"{publishable[0]:.4f}"
+    assert "sorted by publishable (best first)" in markdown
+    cli = run_cli(
+        ["compare", MNIST, "--queries", 640, "--delta", 1e-5, "--sigma", 40, "--json"]
+        + ["--threshold", 200, "--sigma1", 150, "--gamma", 0.05]
+    ).json
+    assert [row["mechanism"]["name"] for row in cli["rows"]] == [
+        row["mechanism"]["name"] for row in report.to_dict()["rows"]
+    ]

@@ -3,9 +3,11 @@ byte for byte what ``--json`` prints; ``repr`` is one short line; counts print a
 
 Every command runs twice, through the CLI (``run_cli``) and through the library
 (``import pate_cli as pate``, public names only), with ``--seed`` so the sampled numbers
-match. The one check that differs by design: ``pate verify`` re-parses the recorded command
-line and the library does not, so the library's check is not made ("not-checked") and its
-verdict is "incomplete" where the CLI's is "verified"; everything else is compared.
+match; the library call runs inside ``spelling.command_line()``, so its warnings name flags
+as the CLI's do (called plainly, they name keywords and nothing else differs). The one check
+that differs by design: ``pate verify`` re-parses the recorded command line and the library
+does not, so the library's check is not made ("not-checked") and its verdict is
+"incomplete" where the CLI's is "verified"; everything else is compared.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 import pytest
 
 import pate_cli as pate
+from pate_cli import spelling
 from tests.conftest import MNIST, SAMPLE, run_cli
 
 VOTES = str(MNIST)
@@ -130,10 +133,25 @@ RUNS = [
 def test_json_dumps_of_to_dict_is_the_cli_stdout(tmp_path, case, public):
     args, call = case(tmp_path)
     stdout = run_cli([*args, *(["--public"] if public else []), "--json"]).stdout
-    report = call()
+    with spelling.command_line():
+        report = call()
     payload = _to_dict(report, tmp_path / "labels.npy", public)
     _assert_native(payload)
     assert json.dumps(payload) + "\n" == stdout
+    # From Python the same call gives the same report; only its warnings name keywords
+    # (seed=3, not --seed 3). A public report carries no warnings.
+    python = _to_dict(call(), tmp_path / "labels.npy", public)
+    assert _but_warnings(python) == _but_warnings(payload)
+    flags, keywords = payload.get("warnings", []), python.get("warnings", [])
+    assert len(keywords) == len(flags)
+    assert not any("--" in warning for warning in keywords)
+    seed_notes = [warning for warning in flags if warning.startswith("--seed ")]
+    assert len([warning for warning in keywords if warning.startswith("seed=")]) == len(seed_notes)
+    assert seed_notes or public or args[0] in ("compare", "inspect", "plan")
+
+
+def _but_warnings(payload: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in payload.items() if key != "warnings"}
 
 
 def test_verify_to_dict_is_the_cli_stdout_but_the_command_line_check():

@@ -465,11 +465,9 @@ def test_an_existing_record_is_not_replaced_without_force(tmp_path, command, os_
     if command == "aggregate":
         args += ["--output", tmp_path / "labels.npy"]
     result = run_cli(args, expect=ExitCode.BAD_INPUT)
-    why = (
-        "exists; pass --force to replace it"
-        if command == "analyze"
-        else "exists: a second run spends the privacy budget again; pass --force to replace it"
-    )
+    # Each of these runs draws a sample, analyze too (without --no-release or
+    # --data-independent): a second run spends the budget again.
+    why = "exists: a second run spends the privacy budget again; pass --force to replace it"
     assert result.stderr == f"pate: error: {record} {why}\n"
     assert record.read_bytes() == b"the first release's record\n"
     assert not seed_file.exists() and not (tmp_path / "labels.npy").exists()

@@ -40,6 +40,10 @@ ANALYZE = ["--sigma", 40, "--delta", 1e-5, "--json"]
 AMBIGUOUS_FIX = "pass --format labels, or --format counts --teachers M"
 
 
+# These tests pin the command line's words (tests/test_spelling.py checks Python's).
+pytestmark = pytest.mark.usefixtures("on_the_command_line")
+
+
 def save(tmp_path: Path, name: str, array: Any) -> str:
     path = str(tmp_path / name)
     np.save(path, np.asarray(array), allow_pickle=False)

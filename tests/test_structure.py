@@ -205,6 +205,35 @@ def test_no_file_over_the_line_limit():
     assert not long, f"files over {MAX_LINES} lines: {long}"
 
 
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(root: Path) -> dict[str, int]:
+    """Every function under ``root`` longer than :data:`MAX_FUNCTION_LINES`, from its
+    ``def`` to its last line (docstring included), by ``path:name``."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    found[f"{path.relative_to(root.parent)}:{node.name}"] = length
+    return found
+
+
+def test_no_function_over_the_line_limit():
+    """Each function reads as a short sequence of named steps."""
+    assert not long_functions(PACKAGE)
+
+
+def test_a_long_function_is_found(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    (package / "a.py").write_text(f"def short():\n    pass\n\n\ndef long():\n{body}\n")
+    assert long_functions(package) == {"pkg/a.py:long": MAX_FUNCTION_LINES + 1}
+
+
 # The checks themselves, on a small package made for each case.
 
 

@@ -37,6 +37,10 @@ COUNTS = np.array([[3.0, 1.0, 0.0], [0.0, 4.0, 0.0], [2.0, 1.0, 1.0], [1.0, 1.0,
 LABELS = np.array([[0, 1, 2, 1, 0], [1, 1, 2, 0, 0], [0, 2, 2, 1, 1]], dtype=np.int32)  # 3 x 5
 
 
+# These tests pin the command line's words (tests/test_spelling.py checks Python's).
+pytestmark = pytest.mark.usefixtures("on_the_command_line")
+
+
 def save(tmp_path: Path, name: str, array: object) -> str:
     """Save ``array`` as ``tmp_path/name`` and return the path as a user would type it."""
     path = str(tmp_path / name)

@@ -263,43 +263,11 @@ def compose(
     Shapes: terms (Q,), weights (Q,), orders (K,) -> StepCosts of (K,) or (Q, K) arrays.
     """
     orders = np.asarray(orders, dtype=np.float64)
-    num = terms.num_seen
-    per_answer = _data_independent_answer(mechanism, orders)
-    rows = total is per_query
-    if rows:
-        answer_independent = (np.ones(num) if weights is None else weights)[:, None] * per_answer
-    else:
-        answered = float(num if weights is None else weights.sum())
-        answer_independent = scaled_cost(answered, per_answer)
+    answer_independent = _answer_independent_cost(mechanism, terms.num_seen, orders, weights, total)
     if isinstance(mechanism, ConfidentGNMax):
-        moves = terms.threshold_sensitivity
-        per_query_seen = threshold.rdp_threshold_data_independent(
-            mechanism.sigma1, orders, sensitivity=moves
+        threshold_total, threshold_independent = _threshold_costs(
+            mechanism, terms, orders, forced=data_independent[0], total=total
         )
-        threshold_independent = (
-            np.broadcast_to(per_query_seen, (num, orders.size)).copy()
-            if rows
-            else scaled_cost(num, per_query_seen)
-        )
-        if data_independent[0]:
-            threshold_total = threshold_independent
-        elif mechanism.threshold_bound == "exact":
-            assert terms.margins is not None
-            key = ("threshold-exact", mechanism.sigma1, moves)
-            exact_cost = partial(
-                threshold.rdp_threshold_joint,
-                sigma1=mechanism.sigma1,
-                orders=orders,
-                shift=float(moves),
-            )
-            threshold_total = total(terms.margins, None, key, exact_cost)
-        else:
-            assert terms.logq_threshold is not None
-            key = ("threshold", mechanism.sigma1, moves)
-            cost = partial(
-                threshold.rdp_threshold, sigma1=mechanism.sigma1, orders=orders, sensitivity=moves
-            )
-            threshold_total = total(terms.logq_threshold, None, key, cost)
     else:
         threshold_independent = np.zeros_like(answer_independent)
         threshold_total = threshold_independent
@@ -311,6 +279,55 @@ def compose(
             terms.logq, weights, answer_key(mechanism), answer_cost(mechanism, orders)
         )
     return StepCosts(threshold_total, answer_total, threshold_independent, answer_independent)
+
+
+def _answer_independent_cost(
+    mechanism: Mechanism, num: int, orders: FloatArray, weights: FloatArray | None, total: Total
+) -> FloatArray:
+    """The answer step's data-independent cost, each query's weighted: per query (Q, K) for
+    ``per_query``, else the total (K,)."""
+    per_answer = _data_independent_answer(mechanism, orders)
+    if total is per_query:
+        weighted: FloatArray = (np.ones(num) if weights is None else weights)[:, None] * per_answer
+        return weighted
+    answered = float(num if weights is None else weights.sum())
+    return scaled_cost(answered, per_answer)
+
+
+def _threshold_costs(
+    mechanism: ConfidentGNMax, terms: QueryTerms, orders: FloatArray, *, forced: bool, total: Total
+) -> tuple[FloatArray, FloatArray]:
+    """The threshold step's (cost, data-independent cost) on every query seen: Theorem 6 on
+    the less likely outcome (sigma -> sqrt(2) sigma1), its exact cost (``threshold_bound``
+    "exact"), or Prop. 8's where ``forced``."""
+    num = terms.num_seen
+    moves = terms.threshold_sensitivity
+    per_query_seen = threshold.rdp_threshold_data_independent(
+        mechanism.sigma1, orders, sensitivity=moves
+    )
+    independent = (
+        np.broadcast_to(per_query_seen, (num, orders.size)).copy()
+        if total is per_query
+        else scaled_cost(num, per_query_seen)
+    )
+    if forced:
+        return independent, independent
+    if mechanism.threshold_bound == "exact":
+        assert terms.margins is not None
+        key = ("threshold-exact", mechanism.sigma1, moves)
+        exact_cost = partial(
+            threshold.rdp_threshold_joint,
+            sigma1=mechanism.sigma1,
+            orders=orders,
+            shift=float(moves),
+        )
+        return total(terms.margins, None, key, exact_cost), independent
+    assert terms.logq_threshold is not None
+    key = ("threshold", mechanism.sigma1, moves)
+    cost = partial(
+        threshold.rdp_threshold, sigma1=mechanism.sigma1, orders=orders, sensitivity=moves
+    )
+    return total(terms.logq_threshold, None, key, cost), independent
 
 
 @dataclass(frozen=True)

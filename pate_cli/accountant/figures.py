@@ -17,6 +17,7 @@ from pate_cli.choices import Conversion
 from pate_cli.core import conversion, exact, gnmax, threshold
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism, assert_never
+from pate_cli.spelling import given
 
 
 def as_conversion(conversion: str | Conversion) -> Conversion:
@@ -27,7 +28,7 @@ def as_conversion(conversion: str | Conversion) -> Conversion:
 def check_delta(delta: float) -> None:
     """delta must lie strictly between 0 and 1."""
     if not 0 < delta < 1:
-        raise UsageError(f"--delta {delta}: expected a number strictly between 0 and 1")
+        raise UsageError(f"{given('delta', delta)}: expected a number strictly between 0 and 1")
 
 
 def delta_warnings(delta: float, num_queries: int) -> list[str]:

@@ -27,6 +27,7 @@ from pate_cli.budget.book import (
 from pate_cli.errors import InputError
 from pate_cli.records.record import load_record
 from pate_cli.records.verdict import Check
+from pate_cli.spelling import given, option
 
 
 def _same_account(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -144,7 +145,8 @@ def verify_budget(path: str, records: str | None = None) -> list[Check]:
         checks.append(
             Check.skipped(
                 "records",
-                "the charges name records: give their folder with --records to match them "
+                f"the charges name records: give their folder with {option('records')} to "
+                "match them "
                 "(and to find lines removed from the end, which no chain shows)",
             )
         )
@@ -163,7 +165,7 @@ def _record_checks(
     path: str, identity: str | None, entries: list[dict[str, Any]], folder: str
 ) -> list[Check]:
     if not os.path.isdir(folder):
-        raise InputError(f"--records {folder}: not a folder of records")
+        raise InputError(f"{given('records', folder)}: not a folder of records")
     found: dict[str, dict[str, Any]] = {}
     for name in sorted(os.listdir(folder)):
         if not name.endswith(".json"):

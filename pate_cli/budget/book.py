@@ -40,6 +40,7 @@ from pate_cli.budget.accounts import (
 from pate_cli.choices import Conversion
 from pate_cli.errors import ExitCode, InputError, UsageError
 from pate_cli.mechanisms import Mechanism, mechanism_from_dict
+from pate_cli.spelling import given, option
 
 SCHEMA = "pate-budget"
 VERSION = 1
@@ -143,14 +144,14 @@ class Budget:
         check_delta(delta)
         checks.max_epsilon(max_epsilon)
         if max_epsilon is None or not math.isfinite(max_epsilon):
-            raise UsageError(f"max_epsilon={max_epsilon}: expected a finite number >= 0")
+            raise UsageError(f"{given('max-epsilon', max_epsilon)}: expected a finite number >= 0")
         header = {
             "schema": SCHEMA,
             "version": VERSION,
             "name": name,
             "delta": delta,
             "max_epsilon": max_epsilon,
-            "conversion": checks.choice(Conversion, conversion, "--conversion").value,
+            "conversion": checks.choice(Conversion, conversion, "conversion").value,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
@@ -159,7 +160,7 @@ class Budget:
         except FileExistsError:
             raise UsageError(
                 f"{where} exists: a budget is never replaced (its charges would be lost); "
-                "pass --force to start it again"
+                f"pass {option('force')} to start it again"
             ) from None
         except OSError as error:
             raise InputError(f"{where}: cannot create the budget ({error.strerror})") from None

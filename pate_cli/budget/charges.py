@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from pate_cli import spelling
 from pate_cli.budget.accounts import Release
 from pate_cli.budget.book import Budget, Charge, as_budget
 from pate_cli.errors import UsageError
@@ -39,13 +40,16 @@ def _release(function: str, options: dict[str, Any]) -> Release | None:
     beta, sigma_ss = options.get("beta"), options.get("sigma_ss")
     if function == "smooth_sensitivity":
         order = options.get("order")
-        how = "pass --order, --beta and --sigma-ss"
+        how = f"pass {spelling.options('order', 'beta', 'sigma-ss')}"
     else:
         grid = as_orders(options.get("orders"))
         order = float(grid[0]) if grid.size == 1 else None
-        how = "pass one order (--orders), --beta and --sigma-ss, or --no-release"
+        how = (
+            f"pass one order ({spelling.option('orders')}), "
+            f"{spelling.options('beta', 'sigma-ss')}, or {spelling.option('no-release')}"
+        )
     if order is None or beta is None or sigma_ss is None:
-        raise UsageError(_FIXED.format(what="--budget", how=how))
+        raise UsageError(_FIXED.format(what=spelling.option("budget"), how=how))
     return Release(float(order), float(beta), float(sigma_ss))
 
 
@@ -66,8 +70,9 @@ def charge_of(
     """
     if public_seed:
         raise UsageError(
-            "--budget: a run whose noise is not private (--seed, or a caller's generator) is "
-            "not a private release, so there is nothing to charge (use --seed-file, or no seed)"
+            f"{spelling.option('budget')}: a run whose noise is not private "
+            f"({spelling.option('seed')}, or a caller's generator) is not a private release, "
+            f"so there is nothing to charge (use {spelling.option('seed-file')}, or no seed)"
         )
     queries = num_queries
     if function == "aggregate" and options.get("max_queries") is not None:

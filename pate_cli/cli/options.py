@@ -80,6 +80,15 @@ FormatOpt = Annotated[
 NumClassesOpt = Annotated[
     int | None, typer.Option("--num-classes", help="Class count for labels input.")
 ]
+MemberOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--member",
+        metavar="NAME",
+        help="The array of an .npz VOTES file to read (its numpy.savez name), when it holds "
+        "several.",
+    ),
+]
 TeachersOpt = Annotated[
     int | None,
     typer.Option("--teachers", help="Number of teachers M (default: from the data)."),

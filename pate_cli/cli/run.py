@@ -101,12 +101,19 @@ class Selection:
     teachers: int | None
     queries: int | None
     indices: str | None
+    member: str | None = None
 
     @classmethod
     def of(cls, p: Params) -> Selection:
         """The selection of a command's parameters (every command names them alike)."""
         return cls(
-            p["votes_path"], p["fmt"], p["num_classes"], p["teachers"], p["queries"], p["indices"]
+            p["votes_path"],
+            p["fmt"],
+            p["num_classes"],
+            p["teachers"],
+            p["queries"],
+            p["indices"],
+            p.get("member"),
         )
 
     @property
@@ -122,7 +129,8 @@ class Selection:
     def to_call(self) -> dict[str, Any]:
         """The flags as a record's call holds them (the files are among its inputs)."""
         shape = {"num_classes": self.num_classes, "teachers": self.teachers}
-        return {"fmt": self.fmt.value, **shape, "queries": self.queries}
+        member = {} if self.member is None else {"member": self.member}  # older records: none
+        return {"fmt": self.fmt.value, **shape, "queries": self.queries, **member}
 
 
 @dataclass(frozen=True)

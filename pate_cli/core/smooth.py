@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -83,6 +84,100 @@ class _AnswerWeights:
         return self.sensitivity * self.change.at(top, distance + 2 * (self.sensitivity - 1))
 
 
+@dataclass(frozen=True)
+class _Pairs:
+    """The live queries grouped by (canonical row, h): a row's walk runs once for all its
+    pairs. Shapes: P pairs, R canonical rows."""
+
+    row: NDArray[np.int64]  # canonical row of each pair (P,), non-decreasing
+    top: NDArray[np.int64]  # h of each pair (P,)
+    weight: NDArray[np.float64]  # the summed weights of the pair's queries (P,)
+    start: NDArray[np.intp]  # each row's first pair (R,)
+    count: NDArray[np.intp]  # each row's number of pairs (R,)
+    highest: int  # the largest top h
+
+    @classmethod
+    def group(
+        cls,
+        inverse: NDArray[np.intp],
+        tops: NDArray[np.int64],
+        weights: NDArray[np.float64],
+        num_rows: int,
+        highest: int,
+    ) -> _Pairs:
+        """Pairs of the queries (canonical row ``inverse``, top ``tops``), weights summed."""
+        key, pair_of_query = np.unique(inverse * (highest + 1) + tops, return_inverse=True)
+        pair_row, pair_top = np.divmod(key, highest + 1)
+        pair_weight = np.asarray(
+            np.bincount(pair_of_query.reshape(-1), weights=weights), dtype=np.float64
+        )
+        pair_start = np.searchsorted(pair_row, np.arange(num_rows))
+        pair_count = np.diff(np.append(pair_start, pair_row.size))
+        return cls(pair_row, pair_top, pair_weight, pair_start, pair_count, highest)
+
+    def weight_at(
+        self, pair: NDArray[np.intp], step: NDArray[np.int64], answer: _AnswerWeights
+    ) -> NDArray[np.float64]:
+        """The pairs' weights at distance ``step``: times Pr[answered] at the highest top a
+        histogram that far (or its neighbour) can have, in expectation."""
+        pr = answer.pr_answered
+        if pr is None:
+            return self.weight[pair]
+        return (
+            self.weight[pair] * pr[np.minimum(self.top[pair] + step + answer.ahead, self.highest)]
+        )
+
+
+def _chunk_sums(
+    pairs: _Pairs, answer: _AnswerWeights, evaluate: Callable[[], WalkChunk]
+) -> tuple[int, NDArray[np.float64]]:
+    """A chunk's terms summed per distance: (first distance, sums from there)."""
+    row, step, ls, cost = evaluate()
+    counts = pairs.count[row]
+    owner = np.repeat(np.arange(row.size), counts)
+    pair = (
+        pairs.start[row][owner]
+        + np.arange(owner.size)
+        - np.repeat(np.cumsum(counts) - counts, counts)
+    )
+    at = step[owner]
+    terms = pairs.weight_at(pair, at, answer) * ls[owner]
+    if answer.change is not None:
+        terms += pairs.weight[pair] * answer.change_at(pairs.top[pair], at) * cost[owner]
+    first = int(at.min()) if at.size else 0
+    return first, np.asarray(np.bincount(at - first, weights=terms), dtype=np.float64)
+
+
+def _add_answered_plateau(
+    total: NDArray[np.float64],
+    pairs: _Pairs,
+    pair_done: NDArray[np.int64],
+    answer: _AnswerWeights,
+    pr: NDArray[np.float64],
+    plateau: float,
+) -> None:
+    """Add (in place) the plateau of the pairs from the distance they leave their walk on,
+    weighted by Pr[answered] and its change, grouped by distinct h and in blocks."""
+    num_teachers = total.size
+    distinct, top_index = np.unique(pairs.top, return_inverse=True)
+    finished = np.zeros((0, num_teachers))
+    for block, span in _blocks(distinct.size, num_teachers):
+        rows = distinct[block]
+        if span.start == 0:
+            mine = (top_index >= block.start) & (top_index < block.start + rows.size)
+            cells = (top_index[mine] - block.start) * (num_teachers + 1) + pair_done[mine]
+            done = np.bincount(
+                cells, weights=pairs.weight[mine], minlength=rows.size * (num_teachers + 1)
+            )
+            finished = np.asarray(done, dtype=np.float64).reshape(rows.size, num_teachers + 1)
+            np.cumsum(finished, axis=1, out=finished)  # in place: M entries a row
+        distance = np.arange(span.start, span.stop)
+        weight = plateau * pr[np.minimum(rows[:, None] + distance + answer.ahead, pairs.highest)]
+        if answer.change is not None:
+            weight += answer.independent * answer.change_at(rows[:, None], distance)
+        total[span] += np.sum(finished[:, span] * weight, axis=0)
+
+
 def _gnmax_total(
     votes: NDArray[np.int64],
     answer: _AnswerWeights,
@@ -91,7 +186,8 @@ def _gnmax_total(
 ) -> NDArray[np.float64]:
     """sum_q w_q(d) LS_gnmax(q)[d] without a (Q, M) array. Shapes: (Q, C) -> (M,).
 
-    Queries are grouped by (canonical row, h); the walks run once per canonical row.
+    Queries are grouped by (canonical row, h); the walks run once per canonical row, on
+    distinct sorted rows in chunks.
     """
     live = answer.weights != 0
     if not np.any(live):
@@ -101,70 +197,126 @@ def _gnmax_total(
     tops = np.zeros(inverse.size, dtype=np.int64) if answer.tops is None else answer.tops[live]
     pr = answer.pr_answered
     highest = num_teachers if pr is None else pr.size - 1  # the largest top h
-    key, pair_of_query = np.unique(inverse * (highest + 1) + tops, return_inverse=True)
-    pair_row, pair_top = np.divmod(key, highest + 1)
-    pair_weight = np.asarray(
-        np.bincount(pair_of_query.reshape(-1), weights=answer.weights[live]), dtype=np.float64
-    )
-    pair_start = np.searchsorted(pair_row, np.arange(num_rows))
-    pair_count = np.diff(np.append(pair_start, pair_row.size))
-
-    def weight_at(pair: NDArray[np.intp], step: NDArray[np.int64]) -> NDArray[np.float64]:
-        if pr is None:
-            return pair_weight[pair]
-        return pair_weight[pair] * pr[np.minimum(pair_top[pair] + step + answer.ahead, highest)]
-
-    def contribution(evaluate: Callable[[], WalkChunk]) -> tuple[int, NDArray[np.float64]]:
-        """A chunk's terms summed per distance: (first distance, sums from there)."""
-        row, step, ls, cost = evaluate()
-        counts = pair_count[row]
-        owner = np.repeat(np.arange(row.size), counts)
-        pair = (
-            pair_start[row][owner]
-            + np.arange(owner.size)
-            - np.repeat(np.cumsum(counts) - counts, counts)
-        )
-        at = step[owner]
-        terms = weight_at(pair, at) * ls[owner]
-        if answer.change is not None:
-            terms += pair_weight[pair] * answer.change_at(pair_top[pair], at) * cost[owner]
-        first = int(at.min()) if at.size else 0
-        return first, np.asarray(np.bincount(at - first, weights=terms), dtype=np.float64)
-
+    pairs = _Pairs.group(inverse, tops, answer.weights[live], num_rows, highest)
     plan = _plan_walks(unique, num_teachers, params)
     total = np.zeros(num_teachers)
     # Chunks on threads; their sums are added in chunk order, whatever the thread count.
-    for first, sums in _ordered_map(contribution, _walk_chunks(plan)):
+    for first, sums in _ordered_map(partial(_chunk_sums, pairs, answer), _walk_chunks(plan)):
         total[first : first + sums.size] += sums
     # Rows off their walk (or on the plateau throughout) contribute the plateau.
     done_from = np.zeros(num_rows, dtype=np.int64)
     done_from[plan.walking] = plan.last_step + 1
     del plan  # its tail tables and per-gap bounds run to M entries each: no longer needed
-    pair_done = done_from[pair_row]
-    finished: NDArray[np.float64]
+    pair_done = done_from[pairs.row]
     if pr is None:
         finished = np.cumsum(
-            np.bincount(pair_done, weights=pair_weight, minlength=num_teachers + 1)
+            np.bincount(pair_done, weights=pairs.weight, minlength=num_teachers + 1)
         )
         return total + params.plateau * finished[:num_teachers]
-    distinct, top_index = np.unique(pair_top, return_inverse=True)
-    finished = np.zeros((0, num_teachers))
-    for block, span in _blocks(distinct.size, num_teachers):
-        rows = distinct[block]
-        if span.start == 0:
-            mine = (top_index >= block.start) & (top_index < block.start + rows.size)
-            cells = (top_index[mine] - block.start) * (num_teachers + 1) + pair_done[mine]
-            done = np.bincount(
-                cells, weights=pair_weight[mine], minlength=rows.size * (num_teachers + 1)
-            )
-            finished = np.asarray(done, dtype=np.float64).reshape(rows.size, num_teachers + 1)
-            np.cumsum(finished, axis=1, out=finished)  # in place: M entries a row
-        distance = np.arange(span.start, span.stop)
-        weight = params.plateau * pr[np.minimum(rows[:, None] + distance + answer.ahead, highest)]
-        if answer.change is not None:
-            weight += answer.independent * answer.change_at(rows[:, None], distance)
-        total[span] += np.sum(finished[:, span] * weight, axis=0)
+    _add_answered_plateau(total, pairs, pair_done, answer, pr, params.plateau)
     return total
+
+
+@dataclass(frozen=True)
+class _ThresholdStep:
+    """The threshold step (step 1) of Confident/Interactive GNMax: its rounded statistic h
+    per query, on tables over h = 0 .. ``levels`` shifted by an offset (see ``build``)."""
+
+    step1: NDArray[np.float64]  # what step 1 thresholds (Q, C)
+    num_teachers: int  # M
+    tops: NDArray[np.int64]  # the shifted h of each query (Q,)
+    levels: int  # the largest shifted h
+    threshold: float  # T
+    shifted: float  # T shifted as h is
+    sigma1: float
+    sensitivity: int  # how far a neighbour moves h
+    half_even: bool
+
+    @classmethod
+    def build(
+        cls,
+        counts: NDArray[np.float64],
+        step1_votes: ArrayLike | None,
+        num_teachers: int,
+        threshold: float,
+        sigma1: float | None,
+        half_even: bool,
+        sensitivity: int | None,
+    ) -> _ThresholdStep:
+        """Check sigma1 and step1_votes, and round the statistic (arguments as
+        ``local_sensitivity_total``'s)."""
+        if sigma1 is None:
+            raise ValueError("sigma1 is required together with threshold")
+        sigma1 = _check_positive("sigma1", sigma1)
+        step1 = counts if step1_votes is None else _as_counts(step1_votes, "step1_votes")
+        if step1.shape != counts.shape:
+            raise ValueError(f"step1_votes has shape {step1.shape}, votes {counts.shape}")
+        # With a baseline, abstaining teachers make votes - baseline sum below 0, and the
+        # statistic h of the votes or of a neighbour can be negative, down to -M: the tables
+        # then run over h = -M .. M, shifted by M (they depend on h - T alone).
+        offset = 0
+        if step1_votes is not None and np.any(step1.sum(axis=1) < -0.5):
+            offset = num_teachers
+        levels = num_teachers + offset  # the largest shifted h
+        tops = _threshold_tops(step1, num_teachers, half_even, lowest=-offset) + offset
+        shifted = float(threshold) + offset
+        if sensitivity is None:
+            sensitivity = statistic_sensitivity(step1, half_even=half_even)
+        return cls(
+            step1,
+            num_teachers,
+            tops,
+            levels,
+            float(threshold),
+            shifted,
+            sigma1,
+            sensitivity,
+            half_even,
+        )
+
+    def local_sensitivity(
+        self, order: float, *, reference: bool, exact: bool
+    ) -> NDArray[np.float64]:
+        """The step's local sensitivity summed over queries, per distance (M,): strict (a
+        running maximum, every distance filled) unless ``reference``. Its table runs over h,
+        and the queries are grouped by h = round(max(step1 votes)): no (Q, M) array."""
+        table = _threshold_ls_table(
+            self.levels,
+            self.shifted,
+            self.sigma1,
+            order,
+            rounded_up=not reference,
+            exact=exact,
+            sensitivity=self.sensitivity,
+        )
+        total = _threshold_total(self.tops, table, not reference, self.sensitivity - 1)
+        return total[: self.num_teachers]
+
+    def answer_weights(self, sigma: float, order: float, *, reference: bool) -> _AnswerWeights:
+        """Pr[answered] as the answer step's weight: at the votes themselves for
+        ``reference``, else a function of h whose change within each distance is bounded."""
+        if reference:
+            pr = np.exp(
+                log_pr_answered_threshold(
+                    self.step1, self.threshold, self.sigma1, half_even=self.half_even
+                )
+            )
+            return _AnswerWeights(pr)
+        pr, change = _pr_answered_table(self.levels, self.shifted, self.sigma1)
+        window = _ChangeWindow.build(change)
+        del change  # M entries, no longer needed: the window holds its running maxima
+        # The answer step's cost is at most Prop. 8's, whether or not it is data-dependent.
+        independent = float(rdp_gnmax_data_independent(sigma, np.array([order]))[0])
+        return _AnswerWeights(
+            np.ones(self.tops.size), self.tops, pr, window, independent, self.sensitivity
+        )
+
+    def moved_total(self, window: _ChangeWindow, independent: float) -> NDArray[np.float64]:
+        """An answer step at Prop. 8's cost ``independent``: that cost times the change of
+        Pr[answered] within each distance, summed over queries (M,)."""
+        moved = window.total(self.tops, self.levels, 2 * (self.sensitivity - 1))
+        moved = moved[: self.num_teachers]
+        return independent * self.sensitivity * moved
 
 
 def local_sensitivity_total(
@@ -187,44 +339,38 @@ def local_sensitivity_total(
 ) -> NDArray[np.float64]:
     """Local-sensitivity bound of the total RDP at each distance d (Theorem 24).
 
-    The sum over queries of a bound on the change of each query's published cost,
-    thr(n) + w(n) g(n), over every histogram within distance d and its neighbours:
-    the threshold step's (strict: a running maximum, every distance filled) plus the
-    answer step's, whose weight w is Pr[answered] in expectation and so moves with the
-    votes too (``_AnswerWeights``), or a fixed 0/1 mask for a realised run. A
-    data-independent step has no sensitivity of its own, but in expectation its cost
-    still moves with Pr[answered]. Never materialises a (Q, M) array: GNMax walks run on
-    distinct sorted rows in chunks, and the threshold step is grouped by round(max(step1
-    votes)).
-
-    ``reference=True`` accumulates as the reference's
-    ``_find_optimal_smooth_sensitivity_parameters``: its GNMax bounds, its threshold
-    bounds (distances past max(h, M-h) left at 0, no running maximum), and each
-    answer step weighted by Pr[answered] at the votes themselves.
+    The sum over queries of a bound on the change of each query's published cost, thr(n) +
+    w(n) g(n), over every histogram within distance d and its neighbours: the threshold step's
+    (strict: a running maximum, every distance filled) plus the answer step's, whose weight w
+    is Pr[answered] in expectation and so moves with the votes too (``_AnswerWeights``), or a
+    fixed 0/1 mask for a realised run. A data-independent step has no sensitivity of its own,
+    but in expectation its cost still moves with Pr[answered]. Never materialises a (Q, M) array.
 
     Args:
         votes: integer teacher vote counts (step 2, GNMax).
         num_teachers: M.
         order: Renyi order.
         sigma: GNMax (step 2) noise standard deviation.
-        threshold: T of Confident/Interactive GNMax; None for plain GNMax
-            (no step 1, all weights 1).
+        threshold: T of Confident/Interactive GNMax; None for plain GNMax (no step 1, all
+            weights 1).
         sigma1: threshold-step noise standard deviation (required with threshold).
-        step1_votes: what step 1 thresholds; votes - baseline for Interactive
-            GNMax. Defaults to ``votes``.
-        step2_weights: a realised run's 0/1 answered mask (or any fixed weights).
-            Defaults to Pr[answered] (the expectation the reference uses), or 1
-            without a threshold.
+        step1_votes: what step 1 thresholds; votes - baseline for Interactive GNMax. Defaults
+            to ``votes``.
+        step2_weights: a realised run's 0/1 answered mask (or any fixed weights). Defaults to
+            Pr[answered] (the expectation the reference uses), or 1 without a threshold.
         data_independent_step1: step 1 uses Prop. 8's bound (no sensitivity).
         data_independent_step2: step 2 uses Prop. 8's bound (no sensitivity).
-        reference: the reference's bounds, which can be below the truth.
+        reference: the reference's bounds, which can be below the truth: as its
+            ``_find_optimal_smooth_sensitivity_parameters``, its GNMax bounds, its threshold
+            bounds (distances past max(h, M-h) left at 0, no running maximum), and each answer
+            step weighted by Pr[answered] at the votes themselves.
         increments_verified: C6 holds at this order (see ``local_sensitivity_gnmax``).
         half_even: round the threshold statistic half to even, as the reference.
-        threshold_sensitivity: how far a neighbour moves the rounded statistic (1, or 2
-            under half to even at exact halves); None: from ``step1_votes`` and
-            ``half_even`` (``threshold.statistic_sensitivity``).
-        threshold_exact: the threshold step is accounted exactly (``--threshold-bound
-            exact``): its table is of that cost.
+        threshold_sensitivity: how far a neighbour moves the rounded statistic (1, or 2 under
+            half to even at exact halves); None: from ``step1_votes`` and ``half_even``
+            (``threshold.statistic_sensitivity``).
+        threshold_exact: the threshold step is accounted exactly (``--threshold-bound exact``):
+            its table is of that cost.
 
     Returns:
         The summed bound per distance.
@@ -234,78 +380,55 @@ def local_sensitivity_total(
 
     Shapes: votes (Q, C), step1_votes (Q, C), step2_weights (Q,) -> (M,).
     """
-    counts = _as_counts(votes, "votes")
+    counts, num_teachers, order, sigma = _checked(votes, num_teachers, order, sigma)
     num_queries, num_classes = counts.shape
-    num_teachers = _check_num_teachers(num_teachers)
-    order = _check_order(order)
-    sigma = _check_positive("sigma", sigma)
     total = np.zeros(num_teachers)
     answer = _AnswerWeights(np.ones(num_queries))
-
-    if threshold is None:
-        if step2_weights is not None:
-            answer = _AnswerWeights(_fixed_weights(step2_weights, num_queries))
-    else:
-        if sigma1 is None:
-            raise ValueError("sigma1 is required together with threshold")
-        sigma1 = _check_positive("sigma1", sigma1)
-        step1 = counts if step1_votes is None else _as_counts(step1_votes, "step1_votes")
-        if step1.shape != counts.shape:
-            raise ValueError(f"step1_votes has shape {step1.shape}, votes {counts.shape}")
-        # With a baseline, abstaining teachers make votes - baseline sum below 0, and the
-        # statistic h of the votes or of a neighbour can be negative, down to -M: the tables
-        # then run over h = -M .. M, shifted by M (they depend on h - T alone).
-        offset = 0
-        if step1_votes is not None and np.any(step1.sum(axis=1) < -0.5):
-            offset = num_teachers
-        levels = num_teachers + offset  # the largest shifted h
-        tops = _threshold_tops(step1, num_teachers, half_even, lowest=-offset) + offset
-        shifted = float(threshold) + offset
-        if threshold_sensitivity is None:
-            threshold_sensitivity = statistic_sensitivity(step1, half_even=half_even)
-        reach = threshold_sensitivity - 1
-        if not data_independent_step1:
-            table = _threshold_ls_table(
-                levels,
-                shifted,
-                sigma1,
-                order,
-                rounded_up=not reference,
-                exact=threshold_exact,
-                sensitivity=threshold_sensitivity,
-            )
-            total += _threshold_total(tops, table, not reference, reach)[:num_teachers]
-            del table  # M entries, used
-        if step2_weights is not None:
-            answer = _AnswerWeights(_fixed_weights(step2_weights, num_queries))
-        elif reference:
-            pr = np.exp(
-                log_pr_answered_threshold(step1, float(threshold), sigma1, half_even=half_even)
-            )
-            answer = _AnswerWeights(pr)
-        else:
-            pr, change = _pr_answered_table(levels, shifted, sigma1)
-            window = _ChangeWindow.build(change)
-            del change  # M entries, no longer needed: the window holds its running maxima
-            # The answer step's cost is at most Prop. 8's, whether or not it is data-dependent.
-            independent = float(rdp_gnmax_data_independent(sigma, np.array([order]))[0])
-            answer = _AnswerWeights(
-                np.ones(num_queries), tops, pr, window, independent, threshold_sensitivity
-            )
-            if data_independent_step2 or num_classes == 1:
-                moved = window.total(tops, levels, 2 * reach)[:num_teachers]
-                total += independent * threshold_sensitivity * moved
-
-    if not data_independent_step2 and num_classes > 1 and num_queries > 0:
-        params = _GnmaxSensitivity.build(
-            sigma,
-            order,
-            num_classes,
-            reference=reference,
-            increments_verified=increments_verified,
+    if threshold is not None:
+        step = _ThresholdStep.build(
+            counts, step1_votes, num_teachers, threshold, sigma1, half_even, threshold_sensitivity
         )
-        total += _gnmax_total(_as_integer_votes(counts), answer, num_teachers, params)
+        if not data_independent_step1:
+            total += step.local_sensitivity(order, reference=reference, exact=threshold_exact)
+        if step2_weights is None:
+            answer = step.answer_weights(sigma, order, reference=reference)
+            if answer.change is not None and (data_independent_step2 or num_classes == 1):
+                total += step.moved_total(answer.change, answer.independent)
+    if step2_weights is not None:
+        answer = _AnswerWeights(_fixed_weights(step2_weights, num_queries))
+    if not data_independent_step2 and num_classes > 1 and num_queries > 0:
+        _add_answer_step(total, counts, answer, sigma, order, reference, increments_verified)
     return total
+
+
+def _checked(
+    votes: ArrayLike, num_teachers: int, order: float, sigma: float
+) -> tuple[NDArray[np.float64], int, float, float]:
+    """The votes as counts (Q, C), then M, the order and sigma, each checked."""
+    counts = _as_counts(votes, "votes")
+    return (
+        counts,
+        _check_num_teachers(num_teachers),
+        _check_order(order),
+        _check_positive("sigma", sigma),
+    )
+
+
+def _add_answer_step(
+    total: NDArray[np.float64],
+    counts: NDArray[np.float64],
+    answer: _AnswerWeights,
+    sigma: float,
+    order: float,
+    reference: bool,
+    increments_verified: bool,
+) -> None:
+    """Add (in place) the answer (GNMax) step's weighted local sensitivity, summed over
+    queries, to ``total`` (M,)."""
+    params = _GnmaxSensitivity.build(
+        sigma, order, counts.shape[1], reference=reference, increments_verified=increments_verified
+    )
+    total += _gnmax_total(_as_integer_votes(counts), answer, total.size, params)
 
 
 def _fixed_weights(weights: ArrayLike, num_queries: int) -> NDArray[np.float64]:

@@ -58,6 +58,7 @@ from pate_cli import __version__
 from pate_cli.errors import InputError
 from pate_cli.reports.encoding import dumps
 from pate_cli.seeds import Noise, json_seed
+from pate_cli.spelling import given
 from pate_cli.votes import check_output_path, file_sha256
 
 SCHEMA = "pate-record"
@@ -219,14 +220,16 @@ def load_opening(path: str, record: dict[str, Any]) -> dict[str, bytes]:
             commitments, and verify says which.)
     """
     if not os.path.isfile(path):
-        raise InputError(f"--opening {path}: no such file; expected the opening of the record")
+        raise InputError(
+            f"{given('opening', path)}: no such file; expected the opening of the record"
+        )
     if os.path.getsize(path) > _MAX_OPENING_BYTES:
-        raise InputError(f"--opening {path}: too large to be an opening written by pate")
+        raise InputError(f"{given('opening', path)}: too large to be an opening written by pate")
     try:
         with open(path, encoding="utf-8") as stream:
             opening = json.load(stream)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise InputError(f"--opening {path}: not a readable JSON opening") from None
+        raise InputError(f"{given('opening', path)}: not a readable JSON opening") from None
     salts = opening.get("salts") if isinstance(opening, dict) else None
     if (
         opening.get("schema") != OPENING_SCHEMA
@@ -234,12 +237,13 @@ def load_opening(path: str, record: dict[str, Any]) -> dict[str, bytes]:
         or not all(isinstance(s, str) and _SALT_TEXT.match(s) for s in salts.values())
     ):
         raise InputError(
-            f'--opening {path}: not a pate opening (expected "schema": "{OPENING_SCHEMA}" and '
-            "its salts)"
+            f"{given('opening', path)}: not a pate opening (expected "
+            f'"schema": "{OPENING_SCHEMA}" and its salts)'
         )
     if record_kind(record) != PUBLIC:
         raise InputError(
-            f"--opening {path}: the record is a private one; only a public record has an opening"
+            f"{given('opening', path)}: the record is a private one; only a public record has "
+            "an opening"
         )
     return {role: bytes.fromhex(salt) for role, salt in salts.items()}
 

@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from pate_cli import spelling
 from pate_cli.errors import InputError, PateError, UsageError
 from pate_cli.records.compare import (
     KEY_FIELDS,
@@ -91,7 +92,7 @@ def resolve_inputs(
         if found is None:
             raise InputError(
                 f"{record_path}: the {role} file {candidates[0]} is not found; give it with "
-                f"{'--votes' if role == 'votes' else f'--input {role}=PATH'}"
+                f"{_input_option(role)}"
             )
         resolved[role] = found
     unknown = set(overrides) - set(record["inputs"])
@@ -101,6 +102,15 @@ def resolve_inputs(
             f"(it has {', '.join(sorted(record['inputs']))})"
         )
     return resolved
+
+
+def _input_option(role: str) -> str:
+    """How the caller gives the file of an input ``role``: ``--votes`` or ``--input
+    role=PATH`` on the command line, ``votes=PATH`` or ``inputs={'role': PATH}`` to
+    ``pate.verify``."""
+    if spelling.on_command_line():
+        return "--votes" if role == "votes" else f"--input {role}=PATH"
+    return "votes=PATH" if role == "votes" else f"inputs={{{role!r}: PATH}}"
 
 
 Replay = Callable[
@@ -123,7 +133,8 @@ def noise_options(
     if record.get("seed") is not None:
         if seed_file is not None:
             raise UsageError(
-                f"--seed-file {seed_file}: the record was made with a public --seed; no seed "
+                f"{spelling.given('seed-file', seed_file)}: the record was made with a public "
+                "--seed; no seed "
                 "file is needed"
             )
         return {"seed": int(record["seed"])}, []
@@ -133,7 +144,8 @@ def noise_options(
     salted = (record.get("commitments") or {}).get("seed")
     if plain is None and salted is None:
         raise UsageError(
-            f"--seed-file {seed_file}: the record was not made with a seed file "
+            f"{spelling.given('seed-file', seed_file)}: the record was not made with a seed "
+            "file "
             "(it has no commitment to one)"
         )
     given = from_seed_file(seed_file, create=False)
@@ -142,8 +154,8 @@ def noise_options(
     elif salts is None or "seed" not in salts:
         check = Check.skipped(
             "seed file",
-            "a public record commits to its seed file with a salt: give --opening to check "
-            "that this is the run's seed file",
+            "a public record commits to its seed file with a salt: give "
+            f"{spelling.option('opening')} to check that this is the run's seed file",
         )
         return {"seed_file": seed_file}, [check]
     else:
@@ -202,7 +214,7 @@ def _sample_check(record: dict[str, Any], noise: dict[str, Any] | None) -> Check
     else:
         detail = (
             f"not re-derivable without the seed file (seed commitment {commitment}); give it "
-            "with --seed-file to replay it"
+            f"with {spelling.option('seed-file')} to replay it"
         )
     return Check.skipped("random sample", f"{what}: {detail}")
 
@@ -223,7 +235,7 @@ def _why_not_drawn(record: dict[str, Any]) -> str:
             f"decided by the run's noise, which this pate does not replay for a version "
             f"{record.get('version')} record"
         )
-    return "decided by the run's noise: give --seed-file to replay it"
+    return f"decided by the run's noise: give {spelling.option('seed-file')} to replay it"
 
 
 CommandLine = Callable[[dict[str, Any]], list[str]]
@@ -293,7 +305,8 @@ def _input_checks(
                 Check.skipped(
                     name,
                     f"{resolved[role]}: a public record commits to its inputs with a salt; "
-                    "give --opening to check that this is the file the run read",
+                    f"give {spelling.option('opening')} to check that this is the file the "
+                    "run read",
                 )
             )
             continue

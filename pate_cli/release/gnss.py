@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,95 +40,46 @@ from pate_cli.core import smooth as smooth_core
 from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.errors import PateError, UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism
+from pate_cli.release.model import GnssRelease, NotReleased, Release, gated_epsilon
 from pate_cli.seeds import Noise, os_entropy
+from pate_cli.spelling import given, on_command_line, option, options
+
+# The release's records live in ``pate_cli.release.model``; they are imported from here.
+__all__ = [
+    "SAMPLE_DECIMALS",
+    "ConditionError",
+    "GnssRelease",
+    "NotReleased",
+    "Release",
+    "fixed_beta_sigma_ss",
+    "gated_epsilon",
+    "gnss_release",
+    "not_private_note",
+    "on_grid",
+]
 
 FloatArray = NDArray[np.float64]
 
-NOT_PRIVATE_NOTE = (
-    "beta and sigma_ss were chosen by looking at the private votes; that choice is "
-    "not itself differentially private (fix them with --beta and --sigma-ss)"
-)
+
+def fixed_beta_sigma_ss() -> str:
+    """What fixes beta and sigma_ss, in its caller's words: the flags to give (``--beta and
+    --sigma-ss``), or the keywords to pass (``beta=... and sigma_ss=...``)."""
+    names = ("beta", "sigma-ss")
+    if on_command_line():
+        return options(*names)
+    return " and ".join(f"{option(name)}=..." for name in names)
+
+
+def not_private_note() -> str:
+    """The note on beta and sigma_ss chosen on the votes (``pate_cli.spelling``)."""
+    return (
+        "beta and sigma_ss were chosen by looking at the private votes; that choice is "
+        f"not itself differentially private (fix them with {fixed_beta_sigma_ss()})"
+    )
 
 
 class ConditionError(PateError):
     """Conditions C5/C6 fail at the order used: the smooth-sensitivity bound does not hold."""
-
-
-@dataclass(frozen=True)
-class GnssRelease:
-    """The smooth-sensitivity analysis at one order, and one sampled release."""
-
-    order: float
-    data_independent_steps: tuple[bool, bool]
-    """(threshold step, answer step) accounted data-independently at ``order``."""
-    conditions: tuple[bool, bool] | None
-    """(C5, C6) at ``order``; None when not checked (nothing to release, or not checkable)."""
-    expected_answered: float
-    rdp_at_order: float
-    """Total RDP at ``order``, with data-independent steps at their bound."""
-    epsilon_data_dependent: float
-    epsilon_data_independent_at_order: float
-    """The data-independent epsilon at ``order``: an upper bound of the data-dependent one."""
-    released: bool
-    reason: str | None = None
-    epsilon_data_independent: float | None = None
-    epsilon_worst_case: float | None = None
-    """With nothing to release: the data-independent epsilon with every query answered,
-    the one that does not depend on the votes (see ``RdpAccount.worst_case``)."""
-    beta: float | None = None
-    smooth_sensitivity: float | None = None
-    sigma_ss: float | None = None
-    gnss_cost: float | None = None
-    epsilon_expected_release: float | None = None
-    noise_std: float | None = None
-    epsilon_released: float | None = None
-    noise: Noise | None = None
-    """Where the sample's noise came from (its seed is never shown unless public)."""
-    parameters_chosen_on_data: bool = False
-    order_chosen_on_data: bool = True
-    """The order is the best data-dependent one of several (not fixed in advance)."""
-    strict_local_sensitivity: bool = False
-    conditions_apply: bool = True
-    """False for LNMax: its bound is non-decreasing in q by proof, C5/C6 are GNMax's."""
-    local_sensitivity: FloatArray | None = None
-    warnings: tuple[str, ...] = field(default_factory=tuple)
-
-    def to_json_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "released": self.released,
-            "order": self.order,
-            "data_independent_steps": {
-                "threshold": self.data_independent_steps[0],
-                "gnmax": self.data_independent_steps[1],
-            },
-            "expected_answered": self.expected_answered,
-            "rdp_at_order": self.rdp_at_order,
-            "epsilon_data_dependent": self.epsilon_data_dependent,
-            "epsilon_data_independent_at_order": self.epsilon_data_independent_at_order,
-        }
-        if self.conditions is not None:
-            out["conditions"] = {"c5": self.conditions[0], "c6": self.conditions[1]}
-        elif self.released and self.conditions_apply:  # under --skip-conditions, unchecked
-            out["conditions"] = {"c5": None, "c6": None}
-        if not self.released:
-            out["reason"] = self.reason
-            out["epsilon_data_independent"] = self.epsilon_data_independent
-            out["epsilon_worst_case"] = self.epsilon_worst_case
-            return out
-        out.update(
-            beta=self.beta,
-            smooth_sensitivity=self.smooth_sensitivity,
-            sigma_ss=self.sigma_ss,
-            gnss_cost=self.gnss_cost,
-            epsilon_expected_release=self.epsilon_expected_release,
-            noise_std=self.noise_std,
-            epsilon_released=self.epsilon_released,
-            noise=None if self.noise is None else self.noise.to_dict(),
-            parameters_chosen_on_data=self.parameters_chosen_on_data,
-            order_chosen_on_data=self.order_chosen_on_data,
-            strict_local_sensitivity=self.strict_local_sensitivity,
-        )
-        return out
 
 
 #: A sampled released epsilon is published rounded up to this many decimals.
@@ -160,7 +111,8 @@ def _local_sensitivity_total(*args: Any, **kwargs: Any) -> FloatArray:
         return smooth_core.local_sensitivity_total(*args, **kwargs)
     except NumericalRangeError as exc:
         raise ConditionError(
-            f"{exc}: the local sensitivity cannot be bounded there; choose another --sigma"
+            f"{exc}: the local sensitivity cannot be bounded there; choose another "
+            f"{option('sigma')}"
         ) from exc
 
 
@@ -179,29 +131,87 @@ def _beta_for_sigma_ss(ls: FloatArray, rdp: float, order: float, sigma_ss: float
 
 
 @dataclass(frozen=True)
-class NotReleased:
-    """No GNSS release was attempted: LNMax, forced data-independent bounds, or conditions
-    that fail or cannot be checked at the order."""
+class _AtOrder:
+    """The order of the release, how RDP there becomes epsilon, and the analysis' step costs
+    at every order (``steps``, with ``order_index`` the index of ``order``) when it passes
+    them."""
 
-    reason: str
+    order: float
+    delta: float
+    conversion: Conversion
+    steps: StepCosts | None
+    order_index: int | None
 
-    def to_json_dict(self) -> dict[str, Any]:
-        return {"released": False, "reason": self.reason}
+    def fields(
+        self,
+        mechanism: Mechanism,
+        terms: QueryTerms,
+        weights: FloatArray | None,
+        data_independent: tuple[bool, bool],
+        num_seen: int,
+    ) -> dict[str, Any]:
+        """The release's fields known before its sensitivity: the costs at ``order`` (read
+        from the analysis' steps when it passes them, else composed), with the steps flagged
+        in ``data_independent`` (threshold, answer) at their data-independent bound."""
+        if self.steps is not None and self.order_index is not None:
+            at_order = self.steps.at(self.order_index, data_independent=data_independent)
+        else:
+            orders = np.array([self.order])
+            at_order = compose(
+                mechanism, terms, orders, weights=weights, data_independent=data_independent
+            )
+        rdp_at_order = float(at_order.data_dependent[0])
+        rdp_independent = float(at_order.data_independent[0])
+        return {
+            "order": self.order,
+            "data_independent_steps": data_independent,
+            "expected_answered": float(num_seen if weights is None else weights.sum()),
+            "rdp_at_order": rdp_at_order,
+            "epsilon_data_dependent": _epsilon_at(
+                self.conversion, self.order, rdp_at_order, self.delta
+            ),
+            "epsilon_data_independent_at_order": _epsilon_at(
+                self.conversion, self.order, rdp_independent, self.delta
+            ),
+        }
 
 
-Release = GnssRelease | NotReleased
-"""What an analysis says about releasing its data-dependent epsilon."""
+@dataclass(frozen=True)
+class _Draw:
+    """How the release is sampled: beta and sigma_ss when fixed (None: chosen on the votes),
+    the source of its noise, and whether its order was chosen on the votes."""
+
+    beta: float | None
+    sigma_ss: float | None
+    noise: Noise | None
+    order_chosen_on_data: bool
 
 
-def gated_epsilon(release: Release) -> float | None:
-    """What ``--gate-on released`` checks: the expected released epsilon, or with nothing to
-    release the worst case (the data-independent epsilon can depend on the votes through the
-    number answered). None when no release was attempted."""
-    if isinstance(release, NotReleased):
-        return None
-    if release.released:
-        return release.epsilon_expected_release
-    return release.epsilon_worst_case
+@dataclass(frozen=True)
+class _Walk:
+    """The pass over the votes that bounds the local sensitivity, a chunk at a time."""
+
+    num_teachers: int
+    chunk_size: int
+    progress: Callable[[int], None] | None
+
+    def local_sensitivity(
+        self,
+        counts: FloatArray,
+        num_seen: int,
+        block_bound: Callable[[FloatArray, slice], FloatArray],
+    ) -> FloatArray:
+        """The local sensitivity of the total RDP at each distance d = 0 .. M-1, over the
+        first ``num_seen`` queries: ``block_bound(block, rows)`` of each block of whole
+        counts (its rows of the votes given as a slice), summed."""
+        # Theorem 24: the bound of the total is the sum of the per-query bounds, chunk by chunk.
+        ls = np.zeros(self.num_teachers)
+        for start in range(0, num_seen, self.chunk_size):
+            stop = min(start + self.chunk_size, num_seen)
+            ls += block_bound(_whole_counts(counts[start:stop]), slice(start, stop))
+            if self.progress is not None:
+                self.progress(stop - start)
+        return ls
 
 
 def gnss_release(
@@ -262,45 +272,127 @@ def gnss_release(
         UsageError: beta outside (0, 1/(2 order)), or LNMax with ``strict`` off.
         ConditionError: C5 or C6 fails at ``order`` and ``skip_conditions`` is off.
     """
-    num_seen = len(counts) if answered is None else answered.shape[0]
-    num_classes = counts.shape[1]
+    _check_releasable(counts.shape[1], mechanism, strict)
+    at = _AtOrder(order, delta, conversion, steps, order_index)
+    draw = _Draw(beta, sigma_ss, noise, order_chosen_on_data)
+    walk = _Walk(num_teachers, chunk_size, progress)
+    if isinstance(mechanism, LNMax):
+        return _lnmax_release(counts, mechanism, answered, terms, at, draw, walk)
+    return _gnmax_release(
+        counts,
+        mechanism,
+        at,
+        draw,
+        walk,
+        baseline=baseline,
+        answered=answered,
+        terms=terms,
+        strict=strict,
+        skip_conditions=skip_conditions,
+        half_even=half_even,
+        published=(epsilon_data_independent, epsilon_worst_case),
+    )
+
+
+def _check_releasable(num_classes: int, mechanism: Mechanism, strict: bool) -> None:
+    """The errors known before any pass over the votes: a single class (no sensitivity to
+    release), or LNMax with the reference's bounds (it has only its sound one)."""
     if num_classes < 2:
         raise ConditionError(
             "the votes have a single class: every answer is that class, so the answer step "
             "costs nothing and there is no smooth sensitivity to release"
         )
-    if isinstance(mechanism, LNMax):
-        if not strict:
-            raise UsageError(
-                "--reference-local-sensitivity reproduces the 2018 reference's GNMax bounds; "
-                "LNMax has only its sound bound (drop the flag)"
-            )
-        return _lnmax_release(
-            counts[:num_seen],
-            num_teachers,
-            mechanism,
-            order,
-            delta,
-            conversion,
-            answered=answered,
-            beta=beta,
-            sigma_ss=sigma_ss,
-            noise=noise,
-            order_chosen_on_data=order_chosen_on_data,
-            terms=terms,
-            steps=steps,
-            order_index=order_index,
-            chunk_size=chunk_size,
-            progress=progress,
+    if isinstance(mechanism, LNMax) and not strict:
+        raise UsageError(
+            f"{option('reference-local-sensitivity')} reproduces the 2018 reference's "
+            "GNMax bounds; LNMax has only its sound bound "
+            f"(leave out {option('reference-local-sensitivity')})"
         )
-    assert isinstance(mechanism, (GNMax, ConfidentGNMax))
-    orders = np.array([order])
-    sigma = mechanism.sigma
-    threshold_step = mechanism if isinstance(mechanism, ConfidentGNMax) else None
 
+
+def _num_seen(counts: FloatArray, answered: NDArray[np.bool_] | None) -> int:
+    """The queries the run saw: every one, or those of the answered mask (a prefix)."""
+    return len(counts) if answered is None else answered.shape[0]
+
+
+def _gnmax_release(
+    counts: FloatArray,
+    mechanism: GNMax | ConfidentGNMax,
+    at: _AtOrder,
+    draw: _Draw,
+    walk: _Walk,
+    *,
+    baseline: FloatArray | None,
+    answered: NDArray[np.bool_] | None,
+    terms: QueryTerms | None,
+    strict: bool,
+    skip_conditions: bool,
+    half_even: bool,
+    published: tuple[float, float],
+) -> GnssRelease:
+    """(Confident-, Interactive-)GNMax's release: the steps accounted data-independently at
+    the order, conditions C5/C6 there, and the local sensitivity of ``core.smooth``.
+    ``published`` (the data-independent and the worst-case epsilon) is reported when both
+    steps are data-independent: there is nothing to release then."""
+    num_seen = _num_seen(counts, answered)
+    threshold_step = mechanism if isinstance(mechanism, ConfidentGNMax) else None
+    exact_threshold = threshold_step is not None and threshold_step.threshold_bound == "exact"
+    terms, forced = _data_independent_steps(
+        counts, mechanism, at.order, walk, terms, num_seen, baseline, half_even
+    )
+    moves = terms.threshold_sensitivity
+    weights = answer_weights(terms, answered)
+    # As the reference: a data-independent step is accounted at Prop. 8's bound.
+    fields = at.fields(mechanism, terms, weights, forced, num_seen)
+    if all(forced):
+        fixed_count = threshold_step is None and answered is None
+        return _nothing_to_release(fields, fixed_count, *published)
+    conditions, warnings = _checked_conditions(
+        mechanism.sigma, counts.shape[1], at.order, strict, skip_conditions
+    )
+
+    def block_bound(block: FloatArray, rows: slice) -> FloatArray:
+        """One block's bound of ``core.smooth.local_sensitivity_total``."""
+        return _local_sensitivity_total(
+            block,
+            walk.num_teachers,
+            at.order,
+            mechanism.sigma,
+            threshold=None if threshold_step is None else threshold_step.threshold,
+            sigma1=None if threshold_step is None else threshold_step.sigma1,
+            step1_votes=block if baseline is None else block - baseline[rows],
+            step2_weights=None if answered is None or weights is None else weights[rows],
+            data_independent_step1=forced[0],
+            data_independent_step2=forced[1],
+            reference=not strict,
+            increments_verified=conditions is not None and all(conditions),
+            half_even=half_even,
+            threshold_exact=exact_threshold,
+            threshold_sensitivity=moves,
+        )
+
+    ls = walk.local_sensitivity(counts, num_seen, block_bound)
+    fields.update(conditions=conditions, strict_local_sensitivity=strict)
+    return _sampled(ls, fields, warnings, at, draw)
+
+
+def _data_independent_steps(
+    counts: FloatArray,
+    mechanism: GNMax | ConfidentGNMax,
+    order: float,
+    walk: _Walk,
+    terms: QueryTerms | None,
+    num_seen: int,
+    baseline: FloatArray | None,
+    half_even: bool,
+) -> tuple[QueryTerms, tuple[bool, bool]]:
+    """The per-query terms (the analysis' own, or one pass over the votes) and which steps
+    (threshold, answer) are accounted data-independently at ``order``: those whose
+    data-dependent bound can never beat the data-independent one there."""
+    threshold_step = mechanism if isinstance(mechanism, ConfidentGNMax) else None
     # The data-independent shortcut of the reference, per step, at this order.
     ind_gnmax = cond_core.is_data_independent_always_opt_gnmax(
-        num_teachers, num_classes, sigma, order
+        walk.num_teachers, counts.shape[1], mechanism.sigma, order
     )
     exact_threshold = threshold_step is not None and threshold_step.threshold_bound == "exact"
     # The per-query scalars once (the analysis passes its own); a second pass for the
@@ -313,46 +405,56 @@ def gnss_release(
             baseline=baseline,
             half_even=half_even,
             need_logq=not ind_gnmax,
-            chunk_size=chunk_size,
+            chunk_size=walk.chunk_size,
         )
-    moves = terms.threshold_sensitivity
     # The exact divergence of the two outcomes is below Prop. 8's by data processing, so it
     # is the data-dependent one at every order.
     ind_threshold = threshold_step is None or (
         not exact_threshold
         and cond_core.is_data_independent_always_opt_threshold(
-            num_teachers, threshold_step.threshold, threshold_step.sigma1, order, moves
+            walk.num_teachers,
+            threshold_step.threshold,
+            threshold_step.sigma1,
+            order,
+            terms.threshold_sensitivity,
         )
     )
-    weights = answer_weights(terms, answered)
-    # As the reference: a data-independent step is accounted at Prop. 8's bound.
-    forced = (ind_threshold, ind_gnmax)
-    if steps is not None and order_index is not None:
-        at_order = steps.at(order_index, data_independent=forced)
-    else:
-        at_order = compose(mechanism, terms, orders, weights=weights, data_independent=forced)
-    expected_answered = float(num_seen if weights is None else weights.sum())
-    common = _fields(
-        order, (ind_threshold, ind_gnmax), expected_answered, at_order, delta, conversion
-    )
-    if ind_threshold and ind_gnmax:
-        return GnssRelease(
-            conditions=None,
-            released=False,
-            reason=(
-                f"both steps are data-independent at order {order:g}: "
-                + (
-                    "the data-independent epsilon can be published as it is"
-                    if threshold_step is None and answered is None
-                    else "the number answered depends on the votes, so publish the worst-case "
-                    "epsilon (every query answered)"
-                )
-            ),
-            epsilon_data_independent=epsilon_data_independent,
-            epsilon_worst_case=epsilon_worst_case,
-            **common,
-        )
+    return terms, (ind_threshold, ind_gnmax)
 
+
+def _nothing_to_release(
+    fields: dict[str, Any],
+    fixed_count: bool,
+    epsilon_data_independent: float,
+    epsilon_worst_case: float,
+) -> GnssRelease:
+    """Both steps data-independent at the order: nothing to release. The epsilon to publish
+    is the data-independent one when the number answered is fixed (``fixed_count``: no
+    threshold, not a realised run), else the worst case."""
+    return GnssRelease(
+        conditions=None,
+        released=False,
+        reason=(
+            f"both steps are data-independent at order {fields['order']:g}: "
+            + (
+                "the data-independent epsilon can be published as it is"
+                if fixed_count
+                else "the number answered depends on the votes, so publish the worst-case "
+                "epsilon (every query answered)"
+            )
+        ),
+        epsilon_data_independent=epsilon_data_independent,
+        epsilon_worst_case=epsilon_worst_case,
+        **fields,
+    )
+
+
+def _checked_conditions(
+    sigma: float, num_classes: int, order: float, strict: bool, skip_conditions: bool
+) -> tuple[tuple[bool, bool] | None, list[str]]:
+    """Conditions C5 and C6 (Appendix B.4) at ``order``, None where they cannot be checked,
+    and the warnings they give; a ConditionError where the release bound is not proven and
+    ``skip_conditions`` is off."""
     warnings: list[str] = []
     conditions: tuple[bool, bool] | None
     try:
@@ -361,10 +463,11 @@ def gnss_release(
         if not skip_conditions:
             raise ConditionError(
                 f"{exc} (order {order:g}, sigma {sigma:g}); the release bound is not verified "
-                "there: choose another --order or --sigma, or pass --skip-conditions"
+                f"there: choose another {options('order', 'sigma', joined='or')}, or pass "
+                f"{option('skip-conditions')}"
             ) from exc
         conditions = None
-        warnings.append(f"{exc}; computed anyway because of --skip-conditions")
+        warnings.append(f"{exc}; computed anyway because of {option('skip-conditions')}")
     if strict and conditions == (True, False):
         # The sound bounds need only C5 (a non-decreasing per-query bound); without C6
         # they take a cell-wise bound of the increments instead of Algorithm 3's plateau.
@@ -382,89 +485,41 @@ def gnss_release(
         )
         if not skip_conditions:
             raise ConditionError(
-                f"{message}; the release bound is not proven there: choose another --order, "
-                "or pass --skip-conditions to compute it anyway"
+                f"{message}; the release bound is not proven there: choose another "
+                f"{option('order')}, or pass {option('skip-conditions')} to compute it anyway"
             )
-        warnings.append(f"{message}; computed anyway because of --skip-conditions")
-
-    # Theorem 24: the bound of the total is the sum of the per-query bounds, chunk by chunk.
-    ls = np.zeros(num_teachers)
-    for start in range(0, num_seen, chunk_size):
-        stop = min(start + chunk_size, num_seen)
-        block = _whole_counts(counts[start:stop])
-        ls += _local_sensitivity_total(
-            block,
-            num_teachers,
-            order,
-            sigma,
-            threshold=None if threshold_step is None else threshold_step.threshold,
-            sigma1=None if threshold_step is None else threshold_step.sigma1,
-            step1_votes=block if baseline is None else block - baseline[start:stop],
-            step2_weights=None if answered is None or weights is None else weights[start:stop],
-            data_independent_step1=ind_threshold,
-            data_independent_step2=ind_gnmax,
-            reference=not strict,
-            increments_verified=conditions is not None and all(conditions),
-            half_even=half_even,
-            threshold_exact=exact_threshold,
-            threshold_sensitivity=moves,
-        )
-        if progress is not None:
-            progress(stop - start)
-    common.update(
-        conditions=conditions,
-        order_chosen_on_data=order_chosen_on_data,
-        strict_local_sensitivity=strict,
-    )
-    return _sampled(ls, common, warnings, delta, conversion, beta, sigma_ss, noise)
+        warnings.append(f"{message}; computed anyway because of {option('skip-conditions')}")
+    return conditions, warnings
 
 
 def _lnmax_release(
     counts: FloatArray,
-    num_teachers: int,
     mechanism: LNMax,
-    order: float,
-    delta: float,
-    conversion: Conversion,
-    *,
     answered: NDArray[np.bool_] | None,
-    beta: float | None,
-    sigma_ss: float | None,
-    noise: Noise | None,
-    order_chosen_on_data: bool,
     terms: QueryTerms | None,
-    steps: StepCosts | None,
-    order_index: int | None,
-    chunk_size: int,
-    progress: Callable[[int], None] | None,
+    at: _AtOrder,
+    draw: _Draw,
+    walk: _Walk,
 ) -> GnssRelease:
     """LNMax's release: every query answered (or those of ``answered``), its bound F(q)
     non-decreasing in q (proven in ``core.ls_lnmax``, so no condition to check), the local
     sensitivity of ``ls_lnmax``."""
-    orders = np.array([order])
-    weights = None if answered is None else answered.astype(np.float64)
+    counts = counts[: _num_seen(counts, answered)]
     if terms is None:
-        terms = query_terms(counts, mechanism, num_seen=len(counts), chunk_size=chunk_size)
-    if steps is not None and order_index is not None:
-        at_order = steps.at(order_index, data_independent=(True, False))
-    else:
-        at_order = compose(mechanism, terms, orders, weights=weights)
-    answered_count = float(len(counts) if weights is None else weights.sum())
-    common = _fields(order, (True, False), answered_count, at_order, delta, conversion)
-    ls = np.zeros(num_teachers)
-    tables = ls_lnmax.LnmaxSensitivity(counts.shape[1], num_teachers, mechanism.gamma, order)
-    for start in range(0, len(counts), chunk_size):
-        block = _whole_counts(counts[start : start + chunk_size])
-        ls += tables.total(block, None if weights is None else weights[start : start + chunk_size])
-        if progress is not None:
-            progress(len(block))
-    common.update(
-        conditions=None,
-        conditions_apply=False,
-        order_chosen_on_data=order_chosen_on_data,
-        strict_local_sensitivity=True,
+        terms = query_terms(counts, mechanism, num_seen=len(counts), chunk_size=walk.chunk_size)
+    weights = None if answered is None else answered.astype(np.float64)
+    fields = at.fields(mechanism, terms, weights, (True, False), len(counts))
+    tables = ls_lnmax.LnmaxSensitivity(
+        counts.shape[1], walk.num_teachers, mechanism.gamma, at.order
     )
-    return _sampled(ls, common, [], delta, conversion, beta, sigma_ss, noise)
+
+    def block_bound(block: FloatArray, rows: slice) -> FloatArray:
+        """One block's bound of ``ls_lnmax``."""
+        return tables.total(block, None if weights is None else weights[rows])
+
+    ls = walk.local_sensitivity(counts, len(counts), block_bound)
+    fields.update(conditions=None, conditions_apply=False, strict_local_sensitivity=True)
+    return _sampled(ls, fields, [], at, draw)
 
 
 def _whole_counts(block: FloatArray) -> FloatArray:
@@ -478,47 +533,21 @@ def _whole_counts(block: FloatArray) -> FloatArray:
     return block
 
 
-def _fields(
-    order: float,
-    steps: tuple[bool, bool],
-    expected_answered: float,
-    at_order: StepCosts,
-    delta: float,
-    conversion: Conversion,
-) -> dict[str, Any]:
-    """The release's fields known before its sensitivity: the costs at ``order``."""
-    rdp_at_order = float(at_order.data_dependent[0])
-    return {
-        "order": order,
-        "data_independent_steps": steps,
-        "expected_answered": expected_answered,
-        "rdp_at_order": rdp_at_order,
-        "epsilon_data_dependent": _epsilon_at(conversion, order, rdp_at_order, delta),
-        "epsilon_data_independent_at_order": _epsilon_at(
-            conversion, order, float(at_order.data_independent[0]), delta
-        ),
-    }
-
-
 def _sampled(
-    ls: FloatArray,
-    fields: dict[str, Any],
-    warnings: list[str],
-    delta: float,
-    conversion: Conversion,
-    beta: float | None,
-    sigma_ss: float | None,
-    noise: Noise | None,
+    ls: FloatArray, fields: dict[str, Any], warnings: list[str], at: _AtOrder, draw: _Draw
 ) -> GnssRelease:
     """beta and sigma_ss (given, or chosen by the reference's rule), the GNSS cost (Theorem
     23) and one sampled release of the total's local sensitivities ``ls``; ``fields`` are
-    the release's other fields (``_fields`` and how its sensitivity was bounded)."""
+    the release's other fields (``_AtOrder.fields`` and how its sensitivity was bounded)."""
+    delta, conversion = at.delta, at.conversion
+    beta, sigma_ss, noise = draw.beta, draw.sigma_ss, draw.noise
     order = float(fields["order"])
     rdp_at_order = float(fields["rdp_at_order"])
     chosen_on_data = beta is None or sigma_ss is None
     if beta is not None and not 0 < beta < 1 / (2 * order):
         raise UsageError(
-            f"--beta {beta}: expected 0 < beta < 1/(2 order) = {1 / (2 * order):.6g} (Theorem 23)"
+            f"{given('beta', beta)}: expected 0 < beta < 1/(2 order) = {1 / (2 * order):.6g} "
+            "(Theorem 23)"
         )
     if beta is None and sigma_ss is None:
         beta, smooth, sigma_ss = smooth_core.optimal_gnss_parameters(ls, rdp_at_order, order)
@@ -531,7 +560,7 @@ def _sampled(
             # The minimiser of order e^{2 beta} / s^2 + 2 SS s, as the reference.
             sigma_ss = (order * math.exp(2 * beta) / smooth) ** (1 / 3) if smooth > 0 else math.inf
     if chosen_on_data:
-        warnings.append(NOT_PRIVATE_NOTE)
+        warnings.append(not_private_note())
     if math.isinf(smooth):
         # An unbounded local sensitivity (a vanishing sigma1, say): no noise makes the
         # release private, so its cost and its sample are infinite.
@@ -557,6 +586,7 @@ def _sampled(
         else on_grid(_epsilon_at(conversion, order, rdp_at_order + gnss_cost + sample, delta)),
         noise=None if expected_only else source,
         parameters_chosen_on_data=chosen_on_data,
+        order_chosen_on_data=draw.order_chosen_on_data,
         local_sensitivity=ls,
         warnings=tuple(warnings),
         **fields,

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pate_cli import checks
 from pate_cli.choices import GateOn
 from pate_cli.errors import UsageError
-from pate_cli.release.gnss import GnssRelease, Release
+from pate_cli.release.gnss import GnssRelease, Release, fixed_beta_sigma_ss
+from pate_cli.spelling import Placeholder, given, on_command_line, option
 
 if TYPE_CHECKING:
     from pate_cli.accountant.figures import ExactBound
@@ -80,14 +81,15 @@ def release_withheld(release: GnssRelease) -> str | None:
     if not release.released or release.epsilon_released is None:
         return "nothing was released"
     if release.noise is None or not release.noise.private:
-        return "its noise is public (--seed): anyone can undo it"
+        return f"its noise is public ({option('seed')}): anyone can undo it"
     if release.order_chosen_on_data:
+        command = "smooth-sensitivity" if on_command_line() else "smooth_sensitivity's"
         return (
-            "its order was chosen on the votes: fix it (smooth-sensitivity --order, or a "
-            "single order in --orders)"
+            f"its order was chosen on the votes: fix it ({command} {option('order')}, or a "
+            f"single order in {option('orders')})"
         )
     if release.parameters_chosen_on_data:
-        return "beta and sigma_ss were chosen on the votes: fix them with --beta and --sigma-ss"
+        return f"beta and sigma_ss were chosen on the votes: fix them with {fixed_beta_sigma_ss()}"
     if not release.strict_local_sensitivity:
         return "the reference's local sensitivity can understate the smooth sensitivity"
     if release.conditions_apply and (release.conditions is None or not all(release.conditions)):
@@ -161,7 +163,8 @@ class Gate:
 
     @property
     def message(self) -> str:
-        return f"{self.on.value} epsilon {self.epsilon:.6g} exceeds --max-epsilon {self.limit:g}"
+        limit = given("max-epsilon", Placeholder(f"{self.limit:g}"))
+        return f"{self.on.value} epsilon {self.epsilon:.6g} exceeds {limit}"
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -173,7 +176,7 @@ class Gate:
 
 
 def as_gate_on(value: GateOn | str) -> GateOn:
-    return checks.choice(GateOn, value, "--gate-on")
+    return checks.choice(GateOn, value, "gate-on")
 
 
 def apply_gate(
@@ -184,7 +187,7 @@ def apply_gate(
         return None
     epsilon = epsilons.get(on)
     if epsilon is None:
-        raise UsageError(f"--gate-on {on.value}: this run has no such epsilon")
+        raise UsageError(f"{given('gate-on', on.value)}: this run has no such epsilon")
     return Gate(on, epsilon, limit)
 
 
@@ -202,8 +205,8 @@ def gate_warnings(on: GateOn, mechanism: dict[str, Any], limit: float | None) ->
     if limit is None or not gates_a_private_figure(on, mechanism):
         return ()
     return (
-        f"--gate-on {on.value}: the gate checks a figure that depends on the votes and may not "
-        "be published (the default, publishable, checks what may be claimed)",
+        f"{given('gate-on', on.value)}: the gate checks a figure that depends on the votes and "
+        "may not be published (the default, publishable, checks what may be claimed)",
     )
 
 
@@ -211,8 +214,8 @@ def check_public_gate(on: GateOn, mechanism: dict[str, Any], limit: float | None
     """``--public`` prints nothing private; a gate's verdict on a private figure is."""
     if limit is not None and gates_a_private_figure(on, mechanism):
         raise UsageError(
-            f"--public with --gate-on {on.value}: the gate's verdict would depend on the votes; "
-            "gate on publishable (the default) or worst-case"
+            f"{option('public')} with {given('gate-on', on.value)}: the gate's verdict would "
+            "depend on the votes; gate on publishable (the default) or worst-case"
         )
 
 
@@ -236,4 +239,4 @@ release_epsilons = analysis_epsilons
 def check_gate_choice(on: GateOn, *, releases: bool, what: str) -> None:
     """Refuse, before any work, a gate on a figure the run will not compute."""
     if on is GateOn.RELEASED and not releases:
-        raise UsageError(f"--gate-on released: {what} releases no epsilon")
+        raise UsageError(f"{given('gate-on', 'released')}: {what} releases no epsilon")

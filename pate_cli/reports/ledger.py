@@ -38,6 +38,7 @@ import csv
 import io
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
@@ -173,61 +174,7 @@ def build_ledger(
         )
     assert terms.logq is not None
     weights = answer_weights(terms, None if answered is None else answered[:num])
-    selection = votes.selection
-
-    def rows(running: bool = True) -> Iterator[Block]:
-        """The ledger's rows, a chunk of queries at a time: the running epsilons carry
-        their totals from chunk to chunk (``prefix_epsilon_blocks``); without ``running``
-        they are left out (NaN), for the sums that do not need them."""
-        assert terms is not None and terms.logq is not None
-        if not running:
-            for start in range(0, num, _ROWS):
-                stop = min(start + _ROWS, num)
-                none = PrefixEpsilons(np.full(stop - start, np.nan), np.zeros(stop - start, int))
-                yield _row_block(start, stop, none, none)
-            return
-        blocks = prefix_epsilon_blocks(
-            mechanism,
-            terms,
-            report.orders,
-            report.delta,
-            Conversion(report.conversion),
-            weights=weights,
-            data_independent=report.forced_data_independent,
-            chunk_size=_ROWS,
-        )
-        for start, stop, dependent, independent in blocks:
-            yield _row_block(start, stop, dependent, independent)
-
-    def _row_block(
-        start: int, stop: int, dependent: PrefixEpsilons, independent: PrefixEpsilons
-    ) -> Block:
-        assert terms is not None and terms.logq is not None
-        part = None if weights is None else weights[start:stop]
-        top, gap = top_two(votes.counts[start:stop])  # a block read (a file streamed)
-        index = (
-            np.arange(start, stop, dtype=np.int64)
-            if selection is None
-            else selection[start:stop].astype(np.int64)
-        )
-        return {
-            "index": index,
-            "top_votes": top,
-            "gap": gap,
-            "logq": terms.logq[start:stop],
-            "pr_answered": np.ones(stop - start) if part is None else part,
-            "rdp": _per_query_rdp(
-                mechanism,
-                terms.rows(start, stop),
-                report.data_dependent.order,
-                part,
-                data_independent=report.forced_data_independent,
-            ),
-            "running_epsilon": dependent.epsilon,
-            "running_order": report.orders[dependent.order_index],
-            "running_epsilon_data_independent": independent.epsilon,
-        }
-
+    rows = _LedgerRows(votes, votes.selection, mechanism, report, terms, terms.logq, weights, num)
     return Ledger(
         mechanism=dict(report.mechanism),
         realized=report.realized,
@@ -247,6 +194,74 @@ def build_ledger(
 # a block at a time): the text or the columns of one block, never of the whole ledger, are
 # in memory while it is written or summarised.
 _ROWS = 1 << 9
+
+
+@dataclass(frozen=True, eq=False)
+class _LedgerRows:
+    """``Ledger.rows`` of a report: the ledger's rows computed afresh, a block at a time."""
+
+    votes: Votes
+    selection: NDArray[np.int64] | None  # the votes' file index of each query, if selected
+    mechanism: Mechanism
+    report: AnalysisReport
+    terms: QueryTerms
+    logq: FloatArray  # the terms' log q (L,)
+    weights: FloatArray | None  # the answer step's weight per query (L,), None for 1
+    num: int  # L
+
+    def __call__(self, running: bool = True) -> Iterator[Block]:
+        """The ledger's rows, a chunk of queries at a time: the running epsilons carry
+        their totals from chunk to chunk (``prefix_epsilon_blocks``); without ``running``
+        they are left out (NaN), for the sums that do not need them."""
+        if not running:
+            for start in range(0, self.num, _ROWS):
+                stop = min(start + _ROWS, self.num)
+                none = PrefixEpsilons(np.full(stop - start, np.nan), np.zeros(stop - start, int))
+                yield self._block(start, stop, none, none)
+            return
+        report = self.report
+        blocks = prefix_epsilon_blocks(
+            self.mechanism,
+            self.terms,
+            report.orders,
+            report.delta,
+            Conversion(report.conversion),
+            weights=self.weights,
+            data_independent=report.forced_data_independent,
+            chunk_size=_ROWS,
+        )
+        for start, stop, dependent, independent in blocks:
+            yield self._block(start, stop, dependent, independent)
+
+    def _block(
+        self, start: int, stop: int, dependent: PrefixEpsilons, independent: PrefixEpsilons
+    ) -> Block:
+        """The rows of queries start .. stop, with the given running epsilons."""
+        report = self.report
+        part = None if self.weights is None else self.weights[start:stop]
+        top, gap = top_two(self.votes.counts[start:stop])  # a block read (a file streamed)
+        index = (
+            np.arange(start, stop, dtype=np.int64)
+            if self.selection is None
+            else self.selection[start:stop].astype(np.int64)
+        )
+        return {
+            "index": index,
+            "top_votes": top,
+            "gap": gap,
+            "logq": self.logq[start:stop],
+            "pr_answered": np.ones(stop - start) if part is None else part,
+            "rdp": _per_query_rdp(
+                self.mechanism,
+                self.terms.rows(start, stop),
+                report.data_dependent.order,
+                part,
+                data_independent=report.forced_data_independent,
+            ),
+            "running_epsilon": dependent.epsilon,
+            "running_order": report.orders[dependent.order_index],
+            "running_epsilon_data_independent": independent.epsilon,
+        }
 
 
 def _csv_number(value: float) -> str:

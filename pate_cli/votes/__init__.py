@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import math
 import os
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,6 +50,7 @@ from pate_cli.outputs import (
     save_npy_atomic,
     write_atomic,
 )
+from pate_cli.spelling import given
 from pate_cli.votes.conversion import check_shape, teachers_of_counts, teachers_of_labels, to_counts
 from pate_cli.votes.detection import detect_format
 from pate_cli.votes.formats import QUERY_AXIS, BlockScan, scan_blocks
@@ -106,13 +109,13 @@ _MAX_LABEL_COUNT_CELLS = 10**8  # Q * C of a labels file's counts; beyond this C
 
 
 def _check_flags(num_classes: int | None, teachers: int | None, queries: int | None) -> None:
-    for flag, value, noun in (
-        ("--num-classes", num_classes, "classes"),
-        ("--teachers", teachers, "teachers"),
-        ("--queries", queries, "queries"),
+    for name, value, noun in (
+        ("num-classes", num_classes, "classes"),
+        ("teachers", teachers, "teachers"),
+        ("queries", queries, "queries"),
     ):
         if value is not None and value < 1:
-            raise UsageError(f"{flag} {value}: expected a positive number of {noun}")
+            raise UsageError(f"{given(name, value)}: expected a positive number of {noun}")
 
 
 def as_vote_format(fmt: VoteFormat | str | None, format: VoteFormat | str | None) -> VoteFormat:
@@ -132,7 +135,7 @@ def as_vote_format(fmt: VoteFormat | str | None, format: VoteFormat | str | None
     except ValueError:
         choices = ", ".join(f.value for f in VoteFormat)
         name = "fmt" if fmt is not None else "format"
-        raise UsageError(f"{name} {chosen!r}: expected one of {choices}") from None
+        raise UsageError(f"{name}={chosen!r}: expected one of {choices}") from None
 
 
 def load_votes(
@@ -143,6 +146,7 @@ def load_votes(
     teachers: int | None = None,
     queries: int | None = None,
     indices: Input | None = None,
+    member: str | None = None,
 ) -> Votes:
     """Read, validate and select a votes file, returning ``(Q, C)`` counts.
 
@@ -159,6 +163,8 @@ def load_votes(
         queries: ``--queries``: keep the first N queries (after ``indices``).
         indices: ``--indices``: an .npy (or an array) of file query indices to keep, in
             its order.
+        member: ``--member``: the array of an .npz to read, by its ``numpy.savez`` keyword
+            (needed when the .npz holds several).
 
     Returns:
         The validated :class:`Votes`.
@@ -167,17 +173,110 @@ def load_votes(
         InputError: Any problem with the votes or indices file.
         UsageError: A flag value outside its domain (``--queries 0``, ``--format x``).
     """
-    try:
-        fmt = VoteFormat(fmt)
-    except ValueError:
-        raise UsageError(f"--format {fmt}: expected auto, counts, labels or probs") from None
+    fmt = _vote_format(fmt)
     _check_flags(num_classes, teachers, queries)
+    reading = _open_reading(path, member, fmt, teachers, streamable=indices is None)
+    detected = fmt is VoteFormat.AUTO
+    fmt, scans = _format_and_scans(reading, fmt, teachers)
+    check_shape(reading.shape, reading.where, fmt, num_classes)
+    num_file_queries = int(reading.shape[QUERY_AXIS[fmt]])
+    selection = query_selection(reading.where, num_file_queries, queries, indices)
+    notes = reading.notes(teachers)
+    try:
+        counts, num_teachers = _counts(reading, fmt, scans, selection, num_classes, teachers, notes)
+    except InputError as exc:
+        if not detected:
+            raise
+        # Say how the file was read (detected): a wrong guess is then plain to see, and
+        # --format names another reading where one would fit.
+        raise InputError(f"{exc.message} (read as {fmt.value}, the format detected)") from None
+    return Votes(
+        counts=counts,  # type: ignore[arg-type]
+        path=reading.where,
+        digest=reading.digest,
+        format=fmt,
+        detected=detected,
+        num_teachers=num_teachers,
+        num_classes=int(counts.shape[1]),
+        num_file_queries=num_file_queries,
+        selection=selection,
+        warnings=tuple(notes),
+        file_shape=reading.file_shape,
+        stored_dtype=str(reading.file.dtype),
+        transposed=reading.transposed,
+        source="file" if isinstance(reading.file, ArrayFile) else "memory",
+    )
+
+
+def _vote_format(fmt: VoteFormat | str) -> VoteFormat:
+    """``--format`` as a :class:`VoteFormat`, or the usage error naming the choices."""
+    try:
+        return VoteFormat(fmt)
+    except ValueError:
+        raise UsageError(
+            f"{given('format', fmt)}: expected auto, counts, labels or probs"
+        ) from None
+
+
+@dataclass
+class _Reading:
+    """A votes file (or array) opened for reading: where it is, its digest (being computed),
+    the shape read (transposed for labels saved queries x teachers), the block readers of a
+    large 2-D array (rows as counts, columns as labels), and its array in memory, read once
+    when needed."""
+
+    file: ArrayFile | MemoryArray
+    where: str
+    digest: Future[str]
+    transposed: bool
+    rows: ChunkedCounts | None
+    columns: ChunkedLabels | None
+    _in_memory: list[np.ndarray] = field(default_factory=list, repr=False)
+
+    @property
+    def file_shape(self) -> tuple[int, ...]:
+        """The shape of the array as stored."""
+        return tuple(int(n) for n in self.file.shape)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape of the array as read."""
+        return self.file_shape[::-1] if self.transposed else self.file_shape
+
+    def whole_array(self) -> np.ndarray:
+        """The file's array in memory (a .npy memory-mapped), read once when needed."""
+        if not self._in_memory:
+            array = self.file.array(mmap=True)
+            self._in_memory.append(array.T if self.transposed else array)
+        return self._in_memory[0]
+
+    def notes(self, teachers: int | None) -> list[str]:
+        """The notes of the reading: a labels file read transposed says so."""
+        if not self.transposed:
+            return []
+        shape = self.shape
+        return [
+            f"{self.where}: read as labels saved queries x teachers ({shape[1]} queries x "
+            f"{shape[0]} teachers), the axis {given('teachers', teachers)} names"
+        ]
+
+
+def _open_reading(
+    path: Input, member: str | None, fmt: VoteFormat, teachers: int | None, streamable: bool
+) -> _Reading:
+    """Open the votes: check the file's header (nothing read or inflated yet) and start
+    hashing it on a thread, or check the array in memory; then choose how to read it."""
     file: ArrayFile | MemoryArray
     if is_path(path):
         where = os.fspath(path)
-        file = open_array(path, "votes")  # checked; nothing read or inflated yet
+        file = open_array(path, "votes", member)  # checked; nothing read or inflated yet
         digest = hash_in_background(path)
     else:
+        if member is not None:
+            raise UsageError(
+                f"{given('member', member, quote=True)}: names an array of an .npz file; "
+                "the votes are an array already"
+            )
         file = memory_array(path, "votes")
         where, digest = file.where, sha256_now(file.data)
     if file.dtype.kind == "b":
@@ -196,99 +295,81 @@ def load_votes(
         and len(file_shape) == 2
         and file_shape[0] > file_shape[1] == teachers
     )
-    shape = file_shape[::-1] if transposed else file_shape
-    size = math.prod(shape)
     # A large 2-D array is read block by block, as rows of counts or columns of labels.
     # Only a prefix (--queries) can be selected when streaming: indices disable it, and so
     # does a transposed reading (it is read in memory).
     rows, columns = (None, None)
-    if indices is None and not transposed and isinstance(file, ArrayFile):
+    if streamable and not transposed and isinstance(file, ArrayFile):
         block = BlockSize(rows=_BLOCK_ROWS, cells=_BLOCK_CELLS)
         rows, columns = open_streams(file, fmt, STREAM_MIN_ROWS, block)
-    in_memory: list[np.ndarray] = []
+    return _Reading(file, where, digest, transposed, rows, columns)
 
-    def whole_array() -> np.ndarray:
-        """The file's array in memory (a .npy memory-mapped), read once when needed."""
-        if not in_memory:
-            array = file.array(mmap=True)
-            in_memory.append(array.T if transposed else array)
-        return in_memory[0]
 
-    detected = fmt is VoteFormat.AUTO
+_Scans = tuple[BlockScan | None, BlockScan | None]
+"""The scans made while detecting the format: (rows of the whole file, columns of labels)."""
+
+
+def _format_and_scans(
+    reading: _Reading, fmt: VoteFormat, teachers: int | None
+) -> tuple[VoteFormat, _Scans]:
+    """The format (detected when ``fmt`` is auto) and the scans made on the way."""
+    size = math.prod(reading.shape)
     # The scans that detect the format also validate it below: the file is read once.
-    label_scan = columns.scan() if columns is not None and size else None
+    label_scan = reading.columns.scan() if reading.columns is not None and size else None
     row_scan = None
-    if detected:
-        if rows is not None and size:
-            row_scan = rows.scan()
+    if fmt is VoteFormat.AUTO:
+        if reading.rows is not None and size:
+            row_scan = reading.rows.scan()
         whole: BlockScan | None = row_scan if row_scan is not None else label_scan
-        if whole is None and len(shape) == 2 and size:
-            whole = _scan_rows(whole_array())
-        fmt = detect_format(shape, where, teachers, whole)
-    check_shape(shape, where, fmt, num_classes)
+        if whole is None and len(reading.shape) == 2 and size:
+            whole = _scan_rows(reading.whole_array())
+        fmt = detect_format(reading.shape, reading.where, teachers, whole)
+    return fmt, (row_scan, label_scan)
+
+
+def _counts(
+    reading: _Reading,
+    fmt: VoteFormat,
+    scans: _Scans,
+    selection: NDArray[np.int64] | None,
+    num_classes: int | None,
+    teachers: int | None,
+    notes: list[str],
+) -> tuple[NDArray[np.float64] | ChunkedCounts, int]:
+    """The selected queries as counts, and M: streamed (counts by rows, labels by columns)
+    where the file is, else converted in memory. Notes are appended to ``notes``."""
+    where, (row_scan, label_scan) = reading.where, scans
     axis = QUERY_AXIS[fmt]
-    num_file_queries = int(shape[axis])
-    selection = query_selection(where, num_file_queries, queries, indices)
-    num_selected = num_file_queries if selection is None else len(selection)
-    notes: list[str] = []
-    if transposed:
-        notes.append(
-            f"{where}: read as labels saved queries x teachers ({shape[1]} queries x "
-            f"{shape[0]} teachers), the axis --teachers {teachers} names"
+    num_selected = int(reading.shape[axis]) if selection is None else len(selection)
+    if reading.rows is not None and fmt is VoteFormat.COUNTS:
+        counts = reading.rows.prefix(num_selected)
+        scan = counts.scan() if row_scan is None else row_scan  # row_scan: the whole file
+        return counts, teachers_of_counts(scan, where, teachers, notes, num_queries=num_selected)
+    if reading.columns is not None and label_scan is not None and fmt is VoteFormat.LABELS:
+        chunked = reading.columns.counts(
+            where, label_scan, num_classes, num_selected, _MAX_LABEL_COUNT_CELLS
         )
-    counts: NDArray[np.float64] | ChunkedCounts
-    try:
-        if rows is not None and fmt is VoteFormat.COUNTS:
-            counts = rows.prefix(num_selected)
-            scan = counts.scan() if row_scan is None else row_scan  # row_scan: the whole file
-            num_teachers = teachers_of_counts(
-                scan, where, teachers, notes, num_queries=num_selected
-            )
-        elif columns is not None and label_scan is not None and fmt is VoteFormat.LABELS:
-            counts = columns.counts(where, label_scan, num_classes, num_selected)
-            num_teachers = teachers_of_labels(shape[0], teachers, where, notes)
-        else:
-            # Select before converting: a memory-mapped file then reads only the queries kept.
-            raw = whole_array()
-            data = np.asarray(raw if selection is None else np.take(raw, selection, axis=axis))
+        return chunked, teachers_of_labels(reading.shape[0], teachers, where, notes)
+    # Select before converting: a memory-mapped file then reads only the queries kept.
+    raw = reading.whole_array()
+    data = np.asarray(raw if selection is None else np.take(raw, selection, axis=axis))
 
-            def file_query(q: int) -> int:
-                return q if selection is None else int(selection[q])
+    def file_query(q: int) -> int:
+        return q if selection is None else int(selection[q])
 
-            counts, num_teachers = to_counts(
-                raw,
-                data,
-                fmt,
-                where,
-                num_classes,
-                teachers,
-                file_query,
-                notes,
-                max_label_cells=_MAX_LABEL_COUNT_CELLS,
-            )
-            counts.flags.writeable = False
-    except InputError as exc:
-        if not detected:
-            raise
-        # Say how the file was read (detected): a wrong guess is then plain to see, and
-        # --format names another reading where one would fit.
-        raise InputError(f"{exc.message} (read as {fmt.value}, the format detected)") from None
-    return Votes(
-        counts=counts,  # type: ignore[arg-type]
-        path=where,
-        digest=digest,
-        format=fmt,
-        detected=detected,
-        num_teachers=num_teachers,
-        num_classes=int(counts.shape[1]),
-        num_file_queries=num_file_queries,
-        selection=selection,
-        warnings=tuple(notes),
-        file_shape=file_shape,
-        stored_dtype=str(file.dtype),
-        transposed=transposed,
-        source="file" if isinstance(file, ArrayFile) else "memory",
+    in_memory, num_teachers = to_counts(
+        raw,
+        data,
+        fmt,
+        where,
+        num_classes,
+        teachers,
+        file_query,
+        notes,
+        max_label_cells=_MAX_LABEL_COUNT_CELLS,
     )
+    in_memory.flags.writeable = False
+    return in_memory, num_teachers
 
 
 def _scan_rows(raw: np.ndarray) -> BlockScan:

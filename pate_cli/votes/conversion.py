@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 
 from pate_cli.choices import VoteFormat
 from pate_cli.errors import InputError
+from pate_cli.spelling import Placeholder, given, option
 from pate_cli.votes.formats import (
     LAYOUTS,
     BlockScan,
@@ -36,8 +37,8 @@ def check_shape(
     ndim = 3 if fmt is VoteFormat.PROBS else 2
     if len(shape) != ndim:
         raise InputError(
-            f"{where}: array has {len(shape)} dimensions {shape} but --format "
-            f"{fmt.value} expects {LAYOUTS[fmt.value]}"
+            f"{where}: array has {len(shape)} dimensions {shape} but "
+            f"{given('format', fmt.value)} expects {LAYOUTS[fmt.value]}"
         )
     if 0 in shape:
         raise InputError(
@@ -47,7 +48,7 @@ def check_shape(
     if num_classes is not None and fmt is not VoteFormat.LABELS and shape[-1] != num_classes:
         raise InputError(
             f"{where}: votes have {shape[-1]} classes (shape {shape}) but "
-            f"--num-classes is {num_classes}"
+            f"{option('num-classes')} is {num_classes}"
         )
 
 
@@ -93,13 +94,14 @@ def teachers_from_sums(
             q = int(np.argmax(above))
             raise InputError(
                 f"{where}: votes row {file_query(q)} sums to {show_value(sums[q])}, more than "
-                f"--teachers {teachers}; --teachers must be at least the largest row sum "
+                f"{given('teachers', teachers)}; {option('teachers')} must be at least the "
+                "largest row sum "
                 f"({show_value(sums.max())})"
             )
         if off.any():
             notes.append(
                 f"{where}: {int(off.sum())} of {sums.size} votes rows do not sum to "
-                f"--teachers {teachers} (sums range from {show_value(sums.min())} to "
+                f"{given('teachers', teachers)} (sums range from {show_value(sums.min())} to "
                 f"{show_value(sums.max())})"
             )
         return teachers
@@ -108,12 +110,13 @@ def teachers_from_sums(
         raise InputError(
             f"{where}: votes rows sum to different totals (row {file_query(0)}: "
             f"{show_value(sums[0])}, row {file_query(q)}: {show_value(sums[q])}); expected "
-            "every row to sum to the number of teachers M, or pass --teachers M"
+            "every row to sum to the number of teachers M, or pass "
+            f"{given('teachers', Placeholder('M'))}"
         )
     if not np.isfinite(sums[0]) or abs(sums[0] - round(sums[0])) > 1e-9 * sums[0]:
         raise InputError(
             f"{where}: votes rows sum to {show_value(sums[0])}; expected a whole number "
-            "of teachers M, or pass --teachers M"
+            f"of teachers M, or pass {given('teachers', Placeholder('M'))}"
         )
     return int(round(sums[0]))
 
@@ -173,6 +176,16 @@ def classes_of_labels(
     return num_classes
 
 
+def check_label_cells(where: str, num_classes: int, num_queries: int, max_cells: int) -> None:
+    """Refuse labels whose counts would be implausibly large, ``num_queries`` x ``num_classes``
+    above ``max_cells`` (the same rule for a file read whole and one streamed)."""
+    if num_queries * num_classes > max_cells:
+        raise InputError(
+            f"{where}: labels imply {num_classes} classes for {num_queries} queries; "
+            f"expected small class labels (or pass {option('num-classes')})"
+        )
+
+
 def teachers_of_labels(
     file_teachers: int, teachers: int | None, where: str, notes: list[str]
 ) -> int:
@@ -184,12 +197,14 @@ def teachers_of_labels(
     num_teachers = teachers if teachers is not None else file_teachers
     if num_teachers < file_teachers:
         raise InputError(
-            f"{where}: the file has {file_teachers} teachers but --teachers is {num_teachers}; "
-            f"--teachers must be at least the file's number of teachers, or be left out"
+            f"{where}: the file has {file_teachers} teachers but {option('teachers')} is "
+            f"{num_teachers}; {option('teachers')} must be at least the file's number of "
+            "teachers, or be left out"
         )
     if num_teachers != file_teachers:
         notes.append(
-            f"{where}: the file has {file_teachers} teachers but --teachers is {num_teachers}"
+            f"{where}: the file has {file_teachers} teachers but {option('teachers')} is "
+            f"{num_teachers}"
         )
     return num_teachers
 
@@ -231,11 +246,7 @@ def to_counts(
         # C comes from the whole file, so that a selection cannot change the class count.
         whole = scan_blocks([(0, full)], fmt) if num_classes is None else None
         num_classes = classes_of_labels(where, num_classes, whole, lambda: [(0, data)], file_query)
-        if data.shape[1] * num_classes > max_label_cells:
-            raise InputError(
-                f"{where}: labels imply {num_classes} classes for {data.shape[1]} queries; "
-                "expected small class labels (or pass --num-classes)"
-            )
+        check_label_cells(where, num_classes, data.shape[1], max_label_cells)
         labels = data
     else:
         scan_blocks([(0, data)], fmt).check(where, file_query)

@@ -50,11 +50,14 @@ The readings are told apart by what a scan of the whole array gathered
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.choices import VoteFormat
 from pate_cli.errors import InputError
+from pate_cli.spelling import Placeholder, given, on_command_line
 from pate_cli.votes.formats import ABSTAIN, LAYOUTS, BlockScan, all_near, show_value
 
 
@@ -97,11 +100,85 @@ def _rows_text(sums: NDArray[np.float64]) -> str:
     return f"{count} of {sums.size} rows sum to {span}, the others to {top}"
 
 
+def _together(*parameters: str) -> str:
+    """Parameters to give together, as their caller writes them (``--format labels
+    --teachers 5`` or ``format='labels', teachers=5``)."""
+    return (" " if on_command_line() else ", ").join(parameters)
+
+
+def _counts_of_m() -> str:
+    """The reading as counts of M teachers: ``--format counts --teachers M``."""
+    return _together(given("format", "counts"), given("teachers", Placeholder("M")))
+
+
 def _classes_text(num_classes: int) -> str:
     if num_classes == 1:
         return "1 class"
     shown = str(num_classes) if num_classes < 10**15 else f"{float(num_classes):.3g}"
     return f"{shown} classes"
+
+
+@dataclass(frozen=True)
+class _Readings:
+    """What tells the readings of a non-empty 2-D array of ``rows`` x ``columns`` apart,
+    from a scan of the whole of it (see the module docstring)."""
+
+    rows: int
+    columns: int
+    scan: BlockScan
+
+    @property
+    def sums(self) -> NDArray[np.float64]:
+        """The row sums."""
+        return self.scan.row_sums
+
+    @property
+    def counts_ok(self) -> bool:
+        """Finite non-negative values: plausible counts."""
+        return self.scan.finite and self.scan.low >= 0
+
+    @property
+    def labels_ok(self) -> bool:
+        """Whole values of at least -1: plausible labels, of some number of classes."""
+        return self.scan.whole and self.scan.low >= ABSTAIN
+
+    @property
+    def num_classes(self) -> int:
+        """C = largest label + 1 of the labels reading (0 when there is none)."""
+        return int(max(self.scan.high, 0)) + 1 if self.labels_ok else 0
+
+    @property
+    def fits(self) -> bool:
+        """Labels of no more classes than teachers or queries."""
+        return self.labels_ok and self.num_classes <= min(self.rows, self.columns)
+
+    @property
+    def flips(self) -> bool:
+        """Saved queries x teachers: as plausible when it has at least as many queries (rows)."""
+        return self.fits and self.rows >= self.columns and self.num_classes > 1
+
+    @property
+    def as_labels(self) -> str:
+        """The labels reading in the documented layout, and what picks it."""
+        shown = _classes_text(self.num_classes)
+        return (
+            f"labels of {self.rows} teachers x {self.columns} queries ({shown}; "
+            f"pass {given('format', 'labels')})"
+        )
+
+    @property
+    def transposed(self) -> str:
+        """The labels reading saved queries x teachers, and what picks it."""
+        rows, columns = self.rows, self.columns
+        return (
+            f"labels of {columns} teachers x {rows} queries saved as queries x teachers "
+            f"({_classes_text(self.num_classes)}; "
+            + (
+                f"pass {_together(given('format', 'labels'), given('teachers', columns))})"
+                if rows != columns  # a square array's axes cannot be told apart by a count
+                else "save the array transposed, as (teachers, queries))"
+            )
+        )
 
 
 def detect_format(
@@ -127,81 +204,81 @@ def detect_format(
         return VoteFormat.PROBS
     if len(shape) != 2:
         raise InputError(
-            f"{where}: array has {len(shape)} dimensions {shape} but --format auto expects "
+            f"{where}: array has {len(shape)} dimensions {shape} but {given('format', 'auto')} "
+            "expects "
             f"{LAYOUTS['counts']} counts, {LAYOUTS['labels']} labels or "
             f"{LAYOUTS['probs']} probs"
         )
     if scan is None or 0 in shape:
         return VoteFormat.COUNTS  # rejected as empty by the shape check
     rows, columns = (int(n) for n in shape)
+    found = _Readings(rows, columns, scan)
     sums = scan.row_sums
-    counts_ok = scan.finite and scan.low >= 0
-    labels_ok = scan.whole and scan.low >= ABSTAIN
-    if counts_ok and np.isfinite(sums[0]) and sums[0] > 0 and all_near(sums, sums[0]):
+    if found.counts_ok and np.isfinite(sums[0]) and sums[0] > 0 and all_near(sums, sums[0]):
         return VoteFormat.COUNTS
-    num_classes = int(max(scan.high, 0)) + 1 if labels_ok else 0
-    fits = labels_ok and num_classes <= min(rows, columns)
-    # Saved queries x teachers: as plausible when it has at least as many queries (rows).
-    flips = fits and rows >= columns and num_classes > 1
-    shown = _classes_text(num_classes)
-    as_labels = f"labels of {rows} teachers x {columns} queries ({shown}; pass --format labels)"
-    transposed = (
-        f"labels of {columns} teachers x {rows} queries saved as queries x teachers ({shown}; "
-        + (
-            f"pass --format labels --teachers {columns})"
-            if rows != columns  # a square array's axes cannot be told apart by a count
-            else "save the array transposed, as (teachers, queries))"
-        )
-    )
-    readings: list[str] = []
     if teachers is not None:
-        # Each reading that --teachers M does not refute: counts with no row above M,
-        # labels of at most M teachers.
-        if counts_ok and not _above(sums, teachers).any():
-            readings.append(
-                f"counts of {rows} queries x {columns} classes from {teachers} teachers "
-                f"({_rows_text(sums)}; pass --format counts)"
-            )
-        if fits and rows <= teachers:
-            readings.append(as_labels)
-        if flips and columns <= teachers:
-            readings.append(transposed)
-        if len(readings) > 1:
-            raise InputError(
-                f"{where}: cannot tell the format: it could be {', or '.join(readings)}"
-            )
-        if readings == [transposed]:
-            raise InputError(f"{where}: reads only as {transposed}")
-        return VoteFormat.LABELS if readings == [as_labels] else VoteFormat.COUNTS
-    abstaining = counts_ok and labels_ok and _abstaining(sums)
-    if fits:
+        return _format_of_m(found, where, teachers)
+    return _format_without_m(found, where)
+
+
+def _format_of_m(found: _Readings, where: str, teachers: int) -> VoteFormat:
+    """With ``--teachers M``: the one reading that M does not refute; several, or only
+    labels saved queries x teachers, are an input error; none is counts (which then fails)."""
+    readings: list[str] = []
+    # Each reading that --teachers M does not refute: counts with no row above M,
+    # labels of at most M teachers.
+    if found.counts_ok and not _above(found.sums, teachers).any():
+        readings.append(
+            f"counts of {found.rows} queries x {found.columns} classes from {teachers} teachers "
+            f"({_rows_text(found.sums)}; pass {given('format', 'counts')})"
+        )
+    if found.fits and found.rows <= teachers:
+        readings.append(found.as_labels)
+    if found.flips and found.columns <= teachers:
+        readings.append(found.transposed)
+    if len(readings) > 1:
+        raise InputError(f"{where}: cannot tell the format: it could be {', or '.join(readings)}")
+    if readings == [found.transposed]:
+        raise InputError(f"{where}: reads only as {found.transposed}")
+    return VoteFormat.LABELS if readings == [found.as_labels] else VoteFormat.COUNTS
+
+
+def _format_without_m(found: _Readings, where: str) -> VoteFormat:
+    """Without ``--teachers``: labels when that is the only plausible reading, counts when
+    labels are not plausible at all (which then fails with the reason); an input error when
+    another reading is plausible too, or when the labels have more classes than teachers or
+    queries."""
+    rows, columns, sums = found.rows, found.columns, found.sums
+    abstaining = found.counts_ok and found.labels_ok and _abstaining(sums)
+    if found.fits:
+        readings: list[str] = []
         if abstaining:
             readings.append(
                 f"counts of {rows} queries x {columns} classes with abstaining teachers "
-                f"({_rows_text(sums)}; pass --format counts --teachers M, M at least "
+                f"({_rows_text(sums)}; pass {_counts_of_m()}, M at least "
                 f"{show_value(sums.max())})"
             )
-        readings.append(as_labels)
-        if flips:
-            readings.append(transposed)
+        readings.append(found.as_labels)
+        if found.flips:
+            readings.append(found.transposed)
         if len(readings) == 1:
             return VoteFormat.LABELS
         raise InputError(f"{where}: cannot tell the format: it could be {', or '.join(readings)}")
-    if not labels_ok:
+    if not found.labels_ok:
         return VoteFormat.COUNTS  # which then fails with the reason
     too_many = (
-        f"labels ({rows} teachers, {columns} queries, {shown}: more classes than teachers or "
-        "queries)"
+        f"labels ({rows} teachers, {columns} queries, {_classes_text(found.num_classes)}: more "
+        "classes than teachers or queries)"
     )
-    if scan.minus_one is not None:  # not counts, and labels only with many classes
-        row, column = scan.minus_one
+    if found.scan.minus_one is not None:  # not counts, and labels only with many classes
+        row, column = found.scan.minus_one
         raise InputError(
             f"{where}: cannot tell the format: it could be {too_many} with abstaining "
             f"teachers ({ABSTAIN}), or counts with a bad value (row {row}, column {column} "
-            f"is {ABSTAIN}); pass --format labels, or fix the counts"
+            f"is {ABSTAIN}); pass {given('format', 'labels')}, or fix the counts"
         )
     raise InputError(
         f"{where}: cannot tell the format: it could be {too_many} or counts with abstaining "
-        f"teachers ({rows} queries, {columns} classes, {_rows_text(sums)}); pass --format "
-        "labels, or --format counts --teachers M"
+        f"teachers ({rows} queries, {columns} classes, {_rows_text(sums)}); pass "
+        f"{given('format', 'labels')}, or {_counts_of_m()}"
     )

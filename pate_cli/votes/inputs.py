@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pate_cli.errors import InputError
+from pate_cli.spelling import option
 from pate_cli.votes.formats import first_index, is_whole, show_value, sum_rows
 from pate_cli.votes.memory import read_input, where_of
 from pate_cli.votes.reader import StrPath
@@ -80,7 +81,8 @@ def query_selection(
             return None
         if queries > num_file_queries:
             raise InputError(
-                f"{where}: has only {num_file_queries} queries, --queries asks for {queries}"
+                f"{where}: has only {num_file_queries} queries, {option('queries')} asks for "
+                f"{queries}"
             )
         return np.arange(queries, dtype=np.int64)
     selection = _load_indices(indices, where, num_file_queries)
@@ -88,7 +90,7 @@ def query_selection(
         if queries > selection.size:
             raise InputError(
                 f"{where_of(indices, 'indices')}: has only {selection.size} queries, "
-                f"--queries asks for {queries}"
+                f"{option('queries')} asks for {queries}"
             )
         selection = selection[:queries]
     return selection

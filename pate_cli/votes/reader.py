@@ -10,7 +10,8 @@ actually present, so a forged header cannot make it allocate gigabytes. Only the
 data read (``np.load(..., allow_pickle=False)``, memory-mapped for votes so that a query
 selection reads only the rows it needs).
 
-An ``.npz`` must hold exactly one array; its member is parsed the same way, and checked
+An ``.npz`` must hold exactly one array, or the caller names the one to read (``member``,
+``--member NAME``); its member is parsed the same way, and checked
 against the zip directory before anything is inflated: the member's uncompressed size
 (``ZipInfo.file_size``) must be exactly the header plus the bytes the header declares (less
 is truncated, more is trailing data: an inconsistent archive), those bytes must not exceed
@@ -51,6 +52,7 @@ from typing import IO, Literal
 import numpy as np
 
 from pate_cli.errors import InputError
+from pate_cli.spelling import given, option
 
 StrPath = str | os.PathLike[str]  # the CLI passes the text the user typed
 
@@ -217,21 +219,40 @@ def _npz_errors(where: str, what: str) -> Iterator[None]:
         ) from None
 
 
+def _chosen_member(
+    members: list[zipfile.ZipInfo], where: str, what: str, name: str | None
+) -> tuple[zipfile.ZipInfo, str]:
+    """The member of an .npz that holds the array, and its key: the one named ``name``
+    (``numpy.savez``'s keyword, as ``numpy.load(...)[name]`` takes it), or the only one."""
+    keys = [info.filename.removesuffix(".npy") for info in members]
+    if name is not None:
+        if name not in keys:
+            raise InputError(
+                f"{where}: the .npz holds no array {name!r}; its arrays are "
+                f"{', '.join(map(repr, keys)) or 'none'}"
+            )
+        return members[keys.index(name)], name
+    if len(members) != 1:
+        listed = ", ".join(map(repr, keys))
+        raise InputError(
+            f"{where}: the .npz holds {len(members)} arrays"
+            + (f" ({listed}); name the {what} array with {option('member')}" if keys else "")
+            + ("" if keys else f"; expected one {what} array")
+        )
+    return members[0], keys[0]
+
+
 @contextmanager
 def _open_member(
-    path: StrPath, where: str, what: str
+    path: StrPath, where: str, what: str, name: str | None = None
 ) -> Iterator[tuple[zipfile.ZipInfo, str, NpyHeader, IO[bytes]]]:
-    """The one member of an .npz, checked: (its zip entry, its name for messages, its
-    header, the member opened just past the header). Raises InputError."""
+    """The member of an .npz that holds the array (``_chosen_member``), checked: (its zip
+    entry, its name for messages, its header, the member opened just past the header).
+    Raises InputError."""
     with _npz_errors(where, what), zipfile.ZipFile(path) as archive:
         members = [info for info in archive.infolist() if not info.is_dir()]
-        keys = [info.filename.removesuffix(".npy") for info in members]
-        if len(members) != 1:
-            raise InputError(
-                f"{where}: .npz holds {len(members)} arrays {keys}; expected exactly one "
-                f"{what} array"
-            )
-        info, inner = members[0], f"{where}: array {keys[0]!r}"
+        info, key = _chosen_member(members, where, what, name)
+        inner = f"{where}: array {key!r}"
         with archive.open(info) as member:
             header = _read_header(member, inner, what)
             # Checked before any data is inflated: the header alone says how much.
@@ -250,6 +271,7 @@ class ArrayFile:
         what: What the array is, for messages.
         header: Its checked header.
         npz: True for the member of an .npz, False for a plain .npy.
+        member: The .npz member's key, when one was named.
     """
 
     path: StrPath
@@ -257,6 +279,7 @@ class ArrayFile:
     what: str
     header: NpyHeader
     npz: bool
+    member: str | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -289,7 +312,7 @@ class ArrayFile:
                 ) from None
         out = np.empty(header.nbytes, dtype=np.uint8)
         filled = 0
-        with _open_member(self.path, self.where, self.what) as (_, inner, _, member):
+        with _open_member(self.path, self.where, self.what, self.member) as (_, inner, _, member):
             with _npz_errors(self.where, self.what):
                 while filled < header.nbytes:
                     chunk = member.read(min(_INFLATE_BYTES, header.nbytes - filled))
@@ -320,7 +343,7 @@ class ArrayFile:
         header = self.header
         num_rows, width = header.shape
         row_bytes = width * header.dtype.itemsize
-        with _open_member(self.path, self.where, self.what) as (_, inner, _, member):
+        with _open_member(self.path, self.where, self.what, self.member) as (_, inner, _, member):
             for start in range(0, num_rows, rows):
                 count = min(rows, num_rows - start)
                 with _npz_errors(self.where, self.what):
@@ -330,27 +353,35 @@ class ArrayFile:
                 yield start, np.frombuffer(data, dtype=header.dtype).reshape(count, width)
 
 
-def open_array(path: StrPath, what: str) -> ArrayFile:
+def open_array(path: StrPath, what: str, member: str | None = None) -> ArrayFile:
     """Check a .npy or single-array .npz file without reading its data.
 
     Args:
         path: The file, as the user gave it (it starts every message).
         what: What the array is ("votes", "baseline", "indices", ...), for messages.
+        member: The array of an .npz to read, by its key (an .npz of several arrays needs
+            it; a .npy refuses it).
 
     Returns:
         The checked :class:`ArrayFile`; its dtype is bool, integer or float.
 
     Raises:
         InputError: Missing, unreadable, non-regular, truncated or corrupt file; not
-            .npy/.npz; an .npz without exactly one array, or whose array the archive
+            .npy/.npz; an .npz without exactly one array (or without ``member``), or whose
+            array the archive
             contradicts or inflates too much; a non-numeric dtype.
     """
     where = os.fspath(path)
     with _open_regular(path, where, what) as f:
         magic = f.read(len(_NPY_MAGIC))
         if magic.startswith(_ZIP_MAGICS):
-            with _open_member(path, where, what) as (_, _, header, _):
-                return ArrayFile(path, where, what, header, npz=True)
+            with _open_member(path, where, what, member) as (_, _, header, _):
+                return ArrayFile(path, where, what, header, npz=True, member=member)
+        if magic == _NPY_MAGIC and member is not None:
+            raise InputError(
+                f"{where}: a .npy holds one array; {given('member', member, quote=True)} "
+                "names an array of an .npz"
+            )
         if magic != _NPY_MAGIC:
             reason = "the file is empty" if not magic else "not a .npy or .npz file"
             raise InputError(

@@ -35,7 +35,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.errors import InputError
-from pate_cli.votes.conversion import classes_of_labels, counts_from_labels
+from pate_cli.spelling import option
+from pate_cli.votes.conversion import check_label_cells, classes_of_labels, counts_from_labels
 from pate_cli.votes.formats import BlockScan, VoteFormat, scan_blocks
 from pate_cli.votes.reader import ArrayFile, NpyHeader, StrPath
 
@@ -282,12 +283,18 @@ class ChunkedLabels(ChunkedCounts):
         )
 
     def counts(
-        self, where: str, whole: BlockScan, num_classes: int | None, num_queries: int
+        self,
+        where: str,
+        whole: BlockScan,
+        num_classes: int | None,
+        num_queries: int,
+        max_cells: int,
     ) -> ChunkedLabels:
         """Check the labels and return the counts of the first ``num_queries`` queries.
 
         ``whole`` is :meth:`scan`; C is chosen and checked as in memory
-        (:func:`~pate_cli.votes.conversion.classes_of_labels`).
+        (:func:`~pate_cli.votes.conversion.classes_of_labels` and ``check_label_cells``
+        with ``max_cells``).
 
         Raises:
             InputError: A value that is not a label, or more classes than a block holds.
@@ -295,10 +302,11 @@ class ChunkedLabels(ChunkedCounts):
         classes = classes_of_labels(
             where, num_classes, whole, lambda: self.label_blocks(0, num_queries)
         )
+        check_label_cells(where, classes, num_queries, max_cells)
         if classes > self.block.cells:
             raise InputError(
                 f"{where}: labels imply {classes} classes; expected small class labels "
-                "(or pass --num-classes)"
+                f"(or pass {option('num-classes')})"
             )
         return ChunkedLabels(self._source, num_queries, classes, self.block)
 

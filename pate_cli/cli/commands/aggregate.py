@@ -26,6 +26,7 @@ from pate_cli.cli.options import (
     JsonOpt,
     MaxEpsilonOpt,
     MechanismOpt,
+    MemberOpt,
     NumClassesOpt,
     OpeningOpt,
     OrdersOpt,
@@ -44,6 +45,45 @@ from pate_cli.cli.options import (
     VotesArg,
 )
 from pate_cli.cli.run import Call, File, Invocation, Output, Params, inferred_mechanism, run
+
+# Options of this command alone (the shared ones are in ``pate_cli.cli.options``).
+OutputOpt = Annotated[
+    str, typer.Option("--output", help="Where to write the labels (.npy, int64, -1 = none).")
+]
+StudentProbsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline",
+        "--student-probs",
+        help="Interactive-GNMax: the student's votes, as in 'pate analyze --baseline': "
+        "its probabilities (queries x classes, rows summing to 1) or M times them.",
+    ),
+]
+StudentConfidenceOpt = Annotated[
+    float,
+    typer.Option(
+        "--student-confidence",
+        help="Interactive-GNMax: reinforce the student's label when its top probability "
+        "exceeds this (gamma of Algorithm 2).",
+    ),
+]
+AnsweredOutputOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--answered-output",
+        help="Also write the boolean mask of answered queries, for 'analyze --answered'.",
+    ),
+]
+MaxAnsweredOpt = Annotated[
+    int | None, typer.Option("--max-answered", help="Stop after this many answered queries.")
+]
+MaxQueriesOpt = Annotated[
+    int | None, typer.Option("--max-queries", help="Stop after this many queries.")
+]
+TrueLabelsOpt = Annotated[
+    str | None,
+    typer.Option("--true-labels", help="True labels (.npy, one per query): report accuracy."),
+]
 
 
 def _release(flag: str, path: str | None, key: str, array: Callable[[Any], Any]) -> Output:
@@ -113,9 +153,7 @@ def describe(p: Params) -> Invocation:
 def aggregate(
     ctx: typer.Context,
     votes_path: VotesArg,
-    output: Annotated[
-        str, typer.Option("--output", help="Where to write the labels (.npy, int64, -1 = none).")
-    ],
+    output: OutputOpt,
     delta: DeltaOpt,
     seed: SeedOpt = None,
     seed_file: SeedFileOpt = None,
@@ -124,46 +162,19 @@ def aggregate(
     threshold: ThresholdOpt = None,
     sigma1: Sigma1Opt = None,
     gamma: GammaOpt = None,
-    student_probs_path: Annotated[
-        str | None,
-        typer.Option(
-            "--baseline",
-            "--student-probs",
-            help="Interactive-GNMax: the student's votes, as in 'pate analyze --baseline': "
-            "its probabilities (queries x classes, rows summing to 1) or M times them.",
-        ),
-    ] = None,
-    student_confidence: Annotated[
-        float,
-        typer.Option(
-            "--student-confidence",
-            help="Interactive-GNMax: reinforce the student's label when its top probability "
-            "exceeds this (gamma of Algorithm 2).",
-        ),
-    ] = 1.0,
-    answered_output: Annotated[
-        str | None,
-        typer.Option(
-            "--answered-output",
-            help="Also write the boolean mask of answered queries, for 'analyze --answered'.",
-        ),
-    ] = None,
-    max_answered: Annotated[
-        int | None, typer.Option("--max-answered", help="Stop after this many answered queries.")
-    ] = None,
-    max_queries: Annotated[
-        int | None, typer.Option("--max-queries", help="Stop after this many queries.")
-    ] = None,
-    true_labels_path: Annotated[
-        str | None,
-        typer.Option("--true-labels", help="True labels (.npy, one per query): report accuracy."),
-    ] = None,
+    student_probs_path: StudentProbsOpt = None,
+    student_confidence: StudentConfidenceOpt = 1.0,
+    answered_output: AnsweredOutputOpt = None,
+    max_answered: MaxAnsweredOpt = None,
+    max_queries: MaxQueriesOpt = None,
+    true_labels_path: TrueLabelsOpt = None,
     orders_text: OrdersOpt = None,
     conversion: ConversionOpt = Conversion.CLASSIC,
     half_even: HalfEvenOpt = False,
     threshold_bound: ThresholdBoundOpt = ThresholdBound.THEOREM6,
     fmt: FormatOpt = VoteFormat.AUTO,
     num_classes: NumClassesOpt = None,
+    member: MemberOpt = None,
     teachers: TeachersOpt = None,
     queries: QueriesOpt = None,
     indices: IndicesOpt = None,

@@ -25,6 +25,7 @@ from pate_cli.cli.options import (
     JsonOpt,
     MaxEpsilonOpt,
     MechanismOpt,
+    MemberOpt,
     NumClassesOpt,
     OpeningOpt,
     OrdersOpt,
@@ -49,6 +50,39 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from pate_cli.reports.models import AnalysisReport
+
+# Options of this command alone (the shared ones are in ``pate_cli.cli.options``).
+AllOrdersOpt = Annotated[
+    bool,
+    typer.Option("--all-orders", help="Show every order, not only those near the optimum."),
+]
+NoReleaseOpt = Annotated[
+    bool,
+    typer.Option("--no-release", help="Skip the smooth-sensitivity (GNSS) release of the epsilon."),
+]
+LedgerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        help="Write the per-query cost ledger (.csv or .json): gap, log q, Pr[answered], "
+        "RDP at the best order, share of the total, running epsilon.",
+    ),
+]
+BreakdownOpt = Annotated[
+    bool,
+    typer.Option(
+        "--breakdown",
+        help="Show the most expensive queries and the cost by teacher agreement.",
+    ),
+]
+PlotOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--plot",
+        help="Write a figure (.png, .svg or .pdf; needs the 'plot' extra): epsilon against "
+        "queries answered, and the cost by agreement.",
+    ),
+]
 
 
 def describe(p: Params) -> Invocation:
@@ -96,8 +130,9 @@ def describe(p: Params) -> Invocation:
         Call.of(api.analyze, p, mechanism, options, baseline, answered),
         p,
         outputs=(ledger_file, plot),
-        # The ledger and the plot hold data of the votes: never replaced without --force.
-        spends_budget=False,
+        # The ledger and the plot hold data of the votes: never replaced without --force. A
+        # second run spends the budget again only when it draws the release's sample.
+        spends_budget=not (p["no_release"] or p["data_independent"]),
         progress=True,
         later_checks=(
             partial(parse_orders, p["orders_text"]),
@@ -125,47 +160,20 @@ def analyze(
     threshold_bound: ThresholdBoundOpt = ThresholdBound.THEOREM6,
     fmt: FormatOpt = VoteFormat.AUTO,
     num_classes: NumClassesOpt = None,
+    member: MemberOpt = None,
     teachers: TeachersOpt = None,
     queries: QueriesOpt = None,
     indices: IndicesOpt = None,
-    all_orders: Annotated[
-        bool,
-        typer.Option("--all-orders", help="Show every order, not only those near the optimum."),
-    ] = False,
-    no_release: Annotated[
-        bool,
-        typer.Option(
-            "--no-release", help="Skip the smooth-sensitivity (GNSS) release of the epsilon."
-        ),
-    ] = False,
+    all_orders: AllOrdersOpt = False,
+    no_release: NoReleaseOpt = False,
     beta: BetaOpt = None,
     sigma_ss: SigmaSsOpt = None,
     seed: SeedOpt = None,
     seed_file: SeedFileOpt = None,
     strict: StrictOpt = True,
-    ledger_path: Annotated[
-        str | None,
-        typer.Option(
-            "--ledger",
-            help="Write the per-query cost ledger (.csv or .json): gap, log q, Pr[answered], "
-            "RDP at the best order, share of the total, running epsilon.",
-        ),
-    ] = None,
-    breakdown: Annotated[
-        bool,
-        typer.Option(
-            "--breakdown",
-            help="Show the most expensive queries and the cost by teacher agreement.",
-        ),
-    ] = False,
-    plot_path: Annotated[
-        str | None,
-        typer.Option(
-            "--plot",
-            help="Write a figure (.png, .svg or .pdf; needs the 'plot' extra): epsilon against "
-            "queries answered, and the cost by agreement.",
-        ),
-    ] = None,
+    ledger_path: LedgerOpt = None,
+    breakdown: BreakdownOpt = False,
+    plot_path: PlotOpt = None,
     record_path: RecordOpt = None,
     opening_path: OpeningOpt = None,
     budget_path: BudgetOpt = None,
@@ -188,14 +196,17 @@ def analyze(
 
         pate analyze sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5
     """
+    run(describe(ctx.params), partial(_view, all_orders=all_orders, breakdown=breakdown))
+
+
+def _view(report: AnalysisReport, *, all_orders: bool, breakdown: bool) -> RenderableType:
+    """The report's table (every order with ``all_orders``), and its ledger with
+    ``breakdown``."""
     from rich.console import Group
 
     from pate_cli.cli import render
 
-    def view(report: AnalysisReport) -> RenderableType:
-        table = render.analysis(report, all_orders=all_orders)
-        if breakdown and report.ledger is not None:
-            return Group(table, render.render_ledger(report.ledger))
-        return table
-
-    run(describe(ctx.params), view)
+    table = render.analysis(report, all_orders=all_orders)
+    if breakdown and report.ledger is not None:
+        return Group(table, render.render_ledger(report.ledger))
+    return table

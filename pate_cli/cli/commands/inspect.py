@@ -12,6 +12,7 @@ from pate_cli.cli.options import (
     FormatOpt,
     IndicesOpt,
     JsonOpt,
+    MemberOpt,
     NumClassesOpt,
     QueriesOpt,
     QuietOpt,
@@ -26,6 +27,7 @@ def inspect(
     votes_path: VotesArg,
     fmt: FormatOpt = VoteFormat.AUTO,
     num_classes: NumClassesOpt = None,
+    member: MemberOpt = None,
     teachers: TeachersOpt = None,
     queries: QueriesOpt = None,
     indices: IndicesOpt = None,
@@ -45,7 +47,7 @@ def inspect(
 
         pate inspect sample_data/mnist_250_teachers.npy
     """
-    votes = Selection(votes_path, fmt, num_classes, teachers, queries, indices).load()
+    votes = Selection(votes_path, fmt, num_classes, teachers, queries, indices, member).load()
     from pate_cli.cli import render
     from pate_cli.inspection import inspect_votes
 

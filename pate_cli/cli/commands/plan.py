@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,37 +21,48 @@ from pate_cli.cli.options import (
     emit,
 )
 
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from pate_cli.planning import PlanReport
+
+# Options of this command alone (the shared ones are in ``pate_cli.cli.options``).
+EpsilonOpt = Annotated[float, typer.Option("--epsilon", help="The target epsilon (finite, > 0).")]
+PlanQueriesOpt = Annotated[
+    int | None,
+    typer.Option("--queries", help="Number of queries (leave out to solve for it)."),
+]
+AccountantOpt = Annotated[
+    Accountant,
+    typer.Option(
+        "--accountant",
+        help="exact (Gaussian DP of the run, or the optimal composition of LNMax's "
+        "pure-DP steps) or rdp (Prop. 8 over the orders, with --conversion).",
+    ),
+]
+PilotVotesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--votes",
+        help="Pilot (or public) votes: plan Confident-GNMax's guaranteed cost on them; "
+        "the report says they were looked at.",
+    ),
+]
+
 
 def plan(
     delta: DeltaOpt,
-    epsilon: Annotated[float, typer.Option("--epsilon", help="The target epsilon (finite, > 0).")],
-    queries: Annotated[
-        int | None,
-        typer.Option("--queries", help="Number of queries (leave out to solve for it)."),
-    ] = None,
+    epsilon: EpsilonOpt,
+    queries: PlanQueriesOpt = None,
     mechanism: MechanismOpt = None,
     sigma: SigmaOpt = None,
     threshold: ThresholdOpt = None,
     sigma1: Sigma1Opt = None,
     gamma: GammaOpt = None,
-    accountant: Annotated[
-        Accountant,
-        typer.Option(
-            "--accountant",
-            help="exact (Gaussian DP of the run, or the optimal composition of LNMax's "
-            "pure-DP steps) or rdp (Prop. 8 over the orders, with --conversion).",
-        ),
-    ] = Accountant.EXACT,
+    accountant: AccountantOpt = Accountant.EXACT,
     conversion: ConversionOpt = Conversion.CLASSIC,
     orders_text: OrdersOpt = None,
-    votes_path: Annotated[
-        str | None,
-        typer.Option(
-            "--votes",
-            help="Pilot (or public) votes: plan Confident-GNMax's guaranteed cost on them; "
-            "the report says they were looked at.",
-        ),
-    ] = None,
+    votes_path: PilotVotesOpt = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -68,10 +79,7 @@ def plan(
 
         pate plan --delta 1e-5 --epsilon 2 --queries 640
     """
-    from rich.text import Text
-
     from pate_cli.planning import plan as solve
-    from pate_cli.planning import rounded_up
 
     report = solve(
         delta=delta,
@@ -87,6 +95,16 @@ def plan(
         orders=orders_text,
         votes=votes_path,
     )
+    rendered = _rendered(report)
+    emit(report.to_dict(), rendered, report.warnings, as_json)
+
+
+def _rendered(report: PlanReport) -> Text:
+    """The one line of the human output: the value solved for, then the setting it meets."""
+    from rich.text import Text
+
+    from pate_cli.planning import rounded_up
+
     # The value as solved (8 significant digits, on the safe side): copied, it keeps the target.
     value = f"{int(report.value)}" if report.solve_for == "queries" else repr(report.value)
     setting = ", ".join(
@@ -94,7 +112,7 @@ def plan(
         for k, v in report.mechanism.items()
         if k != "name"
     )
-    rendered = Text.assemble(
+    return Text.assemble(
         (f"{report.solve_for} = {value}", "bold green"),
         f"  {report.mechanism['name']} {setting}, {report.queries} queries: epsilon "
         f"{rounded_up(report.epsilon, 7)} <= {report.target:g} at delta {report.delta:g} "
@@ -105,4 +123,3 @@ def plan(
             else "every query answered)"
         ),
     )
-    emit(report.to_dict(), rendered, report.warnings, as_json)

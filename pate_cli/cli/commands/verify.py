@@ -10,6 +10,68 @@ import typer
 from pate_cli.cli.options import JsonOpt, QuietOpt, emit
 from pate_cli.errors import ExitCode, UsageError
 
+# Options of this command alone (the shared ones are in ``pate_cli.cli.options``).
+RecordArg = Annotated[
+    str,
+    typer.Argument(metavar="RECORD", help="A record written by --record.", show_default=False),
+]
+VerifyVotesOpt = Annotated[
+    str | None,
+    typer.Option("--votes", help="The votes file, when it is not where the record says."),
+]
+InputOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--input",
+        help="Another input that moved, as ROLE=PATH (roles: indices, baseline, answered, "
+        "student_probs, true_labels).",
+    ),
+]
+ReplaySeedFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--seed-file",
+        metavar="FILE",
+        help="The run's seed file: replays its random sample (labels, answered mask, "
+        "released epsilon), which must then match; a file that is not the run's fails the "
+        "check (exit 1).",
+    ),
+]
+RecordOpeningOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--opening",
+        metavar="FILE",
+        help="A public record's opening (written beside it): checks that the votes and the "
+        "seed file given are the ones the run used; without it that binding is not checked.",
+    ),
+]
+AllowUncheckedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unchecked",
+        help="Exit 0, not 3, when nothing differs but something could not be checked "
+        "(for a pipeline that accepts an unreplayed sample on purpose).",
+    ),
+]
+RecordsDirOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--records",
+        metavar="DIR",
+        help="With a budget file: the folder of its runs' records, to match each charge "
+        "with its record and each record with its charge.",
+    ),
+]
+RtolOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--rtol",
+        help="Relative tolerance for recomputed numbers (default: 1e-12 when the record "
+        "was made with the same versions, else 1e-9; 0 asks for exact equality).",
+    ),
+]
+
 
 def _overrides(votes: str | None, inputs: list[str]) -> dict[str, str]:
     found = {} if votes is None else {"votes": votes}
@@ -23,66 +85,14 @@ def _overrides(votes: str | None, inputs: list[str]) -> dict[str, str]:
 
 def verify(
     ctx: typer.Context,
-    record_path: Annotated[
-        str,
-        typer.Argument(metavar="RECORD", help="A record written by --record.", show_default=False),
-    ],
-    votes: Annotated[
-        str | None,
-        typer.Option("--votes", help="The votes file, when it is not where the record says."),
-    ] = None,
-    inputs: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--input",
-            help="Another input that moved, as ROLE=PATH (roles: indices, baseline, answered, "
-            "student_probs, true_labels).",
-        ),
-    ] = None,
-    seed_file: Annotated[
-        str | None,
-        typer.Option(
-            "--seed-file",
-            metavar="FILE",
-            help="The run's seed file: replays its random sample (labels, answered mask, "
-            "released epsilon), which must then match; a file that is not the run's fails the "
-            "check (exit 1).",
-        ),
-    ] = None,
-    opening: Annotated[
-        str | None,
-        typer.Option(
-            "--opening",
-            metavar="FILE",
-            help="A public record's opening (written beside it): checks that the votes and the "
-            "seed file given are the ones the run used; without it that binding is not checked.",
-        ),
-    ] = None,
-    allow_unchecked: Annotated[
-        bool,
-        typer.Option(
-            "--allow-unchecked",
-            help="Exit 0, not 3, when nothing differs but something could not be checked "
-            "(for a pipeline that accepts an unreplayed sample on purpose).",
-        ),
-    ] = False,
-    records: Annotated[
-        str | None,
-        typer.Option(
-            "--records",
-            metavar="DIR",
-            help="With a budget file: the folder of its runs' records, to match each charge "
-            "with its record and each record with its charge.",
-        ),
-    ] = None,
-    rtol: Annotated[
-        float | None,
-        typer.Option(
-            "--rtol",
-            help="Relative tolerance for recomputed numbers (default: 1e-12 when the record "
-            "was made with the same versions, else 1e-9; 0 asks for exact equality).",
-        ),
-    ] = None,
+    record_path: RecordArg,
+    votes: VerifyVotesOpt = None,
+    inputs: InputOpt = None,
+    seed_file: ReplaySeedFileOpt = None,
+    opening: RecordOpeningOpt = None,
+    allow_unchecked: AllowUncheckedOpt = False,
+    records: RecordsDirOpt = None,
+    rtol: RtolOpt = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:

@@ -46,12 +46,41 @@ def _averaged(report: AnalysisReport) -> str:
     return ", the paper's average over the threshold noise, not a bound on the run"
 
 
+# The orders table's headers, in full and (where the console is narrow) abbreviated.
+_WIDE_HEADERS = ("order", "data-dep. RDP", "data-dep. eps", "data-indep. RDP", "data-indep. eps")
+_NARROW_HEADERS = ("order", "dd RDP", "dd eps", "di RDP", "di eps")
+
+
 def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableType:
     """The analyze report: the headline, input, mechanism, the orders around the optimum
     (a gap row where some are left out, and a legend), and the closing lines."""
     dependent, independent = report.data_dependent, report.data_independent
     orders = report.orders
-    header = Group(
+    every_query = report.mechanism["name"] in ("gnmax", "lnmax")
+    if all_orders:
+        rows = list(range(orders.size))
+    else:
+        rows = _rows_near(orders, [dependent.order_index, independent.order_index], 4)
+    table = Fit(
+        _orders_table(report, rows, _WIDE_HEADERS, every_query=every_query, wide=True),
+        _orders_table(report, rows, _NARROW_HEADERS, every_query=every_query, wide=False),
+    )
+    parts: list[RenderableType] = [
+        _header(report),
+        table,
+        _legend(all_orders),
+        _closing(report, every_query),
+    ]
+    if report.release is not None:
+        parts.append(release_line(report.release))
+    parts.append(publishable_line(report.publishable))
+    return Group(*parts)
+
+
+def _header(report: AnalysisReport) -> Group:
+    """The headline, the input, the mechanism, and the accounting's setting."""
+    dependent = report.data_dependent
+    return Group(
         headline(
             report.publishable,
             f"{dependent_name(report.mechanism, report.realized)} {dependent.epsilon:.4f} at "
@@ -66,58 +95,68 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
             + (", data-independent bounds forced" if report.forced_data_independent else "")
         ),
     )
-    every_query = report.mechanism["name"] in ("gnmax", "lnmax")
+
+
+def _orders_table(
+    report: AnalysisReport,
+    rows: list[int],
+    headers: tuple[str, ...],
+    *,
+    every_query: bool,
+    wide: bool,
+) -> Table:
+    """RDP and epsilon per order, data-dependent and data-independent, for the orders
+    ``rows`` (a "..." row where some are left out; * the best order of a column)."""
+    dependent, independent = report.data_dependent, report.data_independent
+    orders = report.orders
     independent_style = PUBLISHABLE if every_query else PRIVATE
-    if all_orders:
-        rows = list(range(orders.size))
-    else:
-        rows = _rows_near(orders, [dependent.order_index, independent.order_index], 4)
     by_value = np.argsort(orders, kind="stable")
     rank = np.empty_like(by_value)
     rank[by_value] = np.arange(orders.size)
-
-    def orders_table(headers: tuple[str, ...], wide: bool) -> Table:
-        table = Table(
-            title="Renyi DP per order",
-            title_justify="left",
-            header_style="bold",
-            box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD,
-            show_edge=wide,
-            pad_edge=wide,
-            padding=(0, 1) if wide else (0, 0),
-        )
-        styles = (None, PRIVATE, PRIVATE, independent_style, independent_style)
-        for header, style in zip(headers, styles, strict=True):
-            table.add_column(header, justify="right", style=style, no_wrap=True)
-        previous = None
-        for i in rows:
-            if previous is not None and rank[i] > rank[previous] + 1:
-                table.add_row("...", "", "", "", "", style="dim")
-            previous = i
-            table.add_row(
-                fmt_order(orders[i]),
-                fmt(dependent.rdp[i]),
-                fmt(dependent.eps[i]) + (" *" if i == dependent.order_index else "  "),
-                fmt(independent.rdp[i]),
-                fmt(independent.eps[i]) + (" *" if i == independent.order_index else "  "),
-                style="bold" if i == dependent.order_index else None,
-            )
-        return table
-
-    table = Fit(
-        orders_table(
-            ("order", "data-dep. RDP", "data-dep. eps", "data-indep. RDP", "data-indep. eps"), True
-        ),
-        orders_table(("order", "dd RDP", "dd eps", "di RDP", "di eps"), False),
+    table = Table(
+        title="Renyi DP per order",
+        title_justify="left",
+        header_style="bold",
+        box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD,
+        show_edge=wide,
+        pad_edge=wide,
+        padding=(0, 1) if wide else (0, 0),
     )
+    styles = (None, PRIVATE, PRIVATE, independent_style, independent_style)
+    for header, style in zip(headers, styles, strict=True):
+        table.add_column(header, justify="right", style=style, no_wrap=True)
+    previous = None
+    for i in rows:
+        if previous is not None and rank[i] > rank[previous] + 1:
+            table.add_row("...", "", "", "", "", style="dim")
+        previous = i
+        table.add_row(
+            fmt_order(orders[i]),
+            fmt(dependent.rdp[i]),
+            fmt(dependent.eps[i]) + (" *" if i == dependent.order_index else "  "),
+            fmt(independent.rdp[i]),
+            fmt(independent.eps[i]) + (" *" if i == independent.order_index else "  "),
+            style="bold" if i == dependent.order_index else None,
+        )
+    return table
+
+
+def _legend(all_orders: bool) -> Text:
+    """Which orders the table shows, and what its marks and colours mean."""
     shown = (
         "every order" if all_orders else "the orders around each optimum (--all-orders shows all)"
     )
-    legend = Text(
+    return Text(
         f"{shown}; * the best order of the column; yellow: depends on the votes (private), "
         "green: publishable as it is (dd: data-dependent, di: data-independent)",
         style="dim",
     )
+
+
+def _closing(report: AnalysisReport, every_query: bool) -> Text:
+    """The epsilons at their best orders (data-dependent, data-independent, guaranteed and
+    worst case, where they differ) and the number of queries answered."""
+    dependent, independent = report.data_dependent, report.data_independent
     closing = Text()
     closing.append(
         f"{dependent_name(report.mechanism, report.realized)} {dependent.epsilon:.4f}",
@@ -149,11 +188,7 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
         closing.append(
             f"expected answered {report.expected_answered:.1f} of {report.num_queries_seen}"
         )
-    parts: list[RenderableType] = [header, table, legend, closing]
-    if report.release is not None:
-        parts.append(release_line(report.release))
-    parts.append(publishable_line(report.publishable))
-    return Group(*parts)
+    return closing
 
 
 def release_line(release: Release) -> Text:

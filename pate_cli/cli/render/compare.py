@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -37,13 +40,47 @@ _COMPARE_LEGEND = (
 )
 
 
+# The columns after the parameters, in the table and in the narrow blocks.
+_COLUMNS = ("answered", "epsilon", "order", "indep.", "order", "publ.", "agree")
+
+
 def render_compare(report: CompareReport) -> RenderableType:
     """The rows as a table (one line per setting, folded into a block per setting where the
     console is too narrow), the best value of each column in bold."""
     rows = report.rows
     params = [p for p in PARAMETERS if any(p in r.mechanism.to_json_dict() for r in rows)]
+    table = _table(report, params)
+    best = _Best.of(rows)
+    blocks: list[RenderableType] = []
+    for rank, row in enumerate(rows, start=1):
+        spec = row.mechanism.to_json_dict()
+        over = _over_budget(report, row)
+        name = _SHORT_NAMES[row.mechanism.name]
+        cells = _cells(row, best)
+        table.add_row(
+            str(rank),
+            name,
+            *(f"{spec[p]:g}" if p in spec else "-" for p in params),
+            *cells,
+            style="dim" if over else None,
+        )
+        blocks.append(_block(rank, name, spec, params, cells, over))
+    header = input_line(report.input)
+    header.append(
+        f"; delta {report.delta:g}, conversion {report.conversion}, expected cost; each epsilon "
+        "at its best order"
+    )
+    narrow = Group(
+        Text(f"{len(rows)} settings, sorted by {report.sort.value} (best first)"), *blocks
+    )
+    legend = Text(_COMPARE_LEGEND, style="dim")
+    return Group(header, Fit(table, narrow), legend, *_notes(report))
+
+
+def _table(report: CompareReport, params: list[str]) -> Table:
+    """The empty table: rank, mechanism, the parameters ``params``, then ``_COLUMNS``."""
     table = Table(
-        title=f"{len(rows)} settings, sorted by {report.sort.value} (best first)",
+        title=f"{len(report.rows)} settings, sorted by {report.sort.value} (best first)",
         title_justify="left",
         header_style="bold",
         box=box.SIMPLE_HEAD,
@@ -55,83 +92,101 @@ def render_compare(report: CompareReport) -> RenderableType:
     table.add_column("mechanism", no_wrap=True)
     for name in params:
         table.add_column("T" if name == "threshold" else name, justify="right", no_wrap=True)
-    for name in ("answered", "epsilon", "order", "indep.", "order", "publ.", "agree"):
+    for name in _COLUMNS:
         table.add_column(name, justify="right", no_wrap=True)
+    return table
 
-    def best(values: list[float], largest: bool) -> float:
-        return max(values) if largest else min(values)
 
-    best_answered = best([r.expected_answered for r in rows], True)
-    best_dependent = best([r.data_dependent.epsilon for r in rows], False)
-    best_independent = best([r.data_independent.epsilon for r in rows], False)
+def _publishable(row: CompareRow) -> float:
+    """The row's smallest publishable epsilon, NaN where it has none."""
+    value = row.epsilons()[GateOn.PUBLISHABLE]
+    return math.nan if value is None else value
 
-    def publishable(row: CompareRow) -> float:
-        value = row.epsilons()[GateOn.PUBLISHABLE]
-        return math.nan if value is None else value
 
-    best_worst = min((publishable(r) for r in rows), default=math.nan)
-    best_agreement = best([r.agreement for r in rows], True)
+@dataclass(frozen=True)
+class _Best:
+    """The best value of each column over the rows (the largest or the smallest)."""
 
-    def cell(text: str, is_best: bool, colour: str = "") -> Text:
-        return Text(text, style=f"bold {colour}".strip() if is_best else colour)
+    answered: float
+    dependent: float
+    independent: float
+    publishable: float
+    agreement: float
 
-    blocks: list[RenderableType] = []
+    @classmethod
+    def of(cls, rows: Sequence[CompareRow]) -> _Best:
+        """The best value of each column over ``rows``."""
+        return cls(
+            answered=max([r.expected_answered for r in rows]),
+            dependent=min([r.data_dependent.epsilon for r in rows]),
+            independent=min([r.data_independent.epsilon for r in rows]),
+            publishable=min((_publishable(r) for r in rows), default=math.nan),
+            agreement=max([r.agreement for r in rows]),
+        )
+
+
+def _over_budget(report: CompareReport, row: CompareRow) -> bool:
+    """Whether the row's gated epsilon is missing or above --max-epsilon (if given)."""
+    gated = row.epsilons().get(report.gate_on)
+    return report.max_epsilon is not None and not (
+        gated is not None and gated <= report.max_epsilon
+    )
+
+
+def _cell(text: str, is_best: bool, colour: str = "") -> Text:
+    """A cell in ``colour``, bold where it is the best of its column."""
+    return Text(text, style=f"bold {colour}".strip() if is_best else colour)
+
+
+def _cells(row: CompareRow, best: _Best) -> tuple[Text, ...]:
+    """The row's ``_COLUMNS``, each in bold where it is the best of its column."""
+    every_query = row.mechanism.name in (MechanismName.GNMAX, MechanismName.LNMAX)
+    independent_colour = PUBLISHABLE if every_query else PRIVATE
+    worst = _publishable(row)
+    return (
+        _cell(f"{row.expected_answered:.1f}", row.expected_answered == best.answered),
+        _cell(
+            _compare_number(row.data_dependent.epsilon),
+            row.data_dependent.epsilon == best.dependent,
+            PRIVATE,
+        ),
+        Text(fmt_order(row.data_dependent.order)),
+        _cell(
+            _compare_number(row.data_independent.epsilon),
+            row.data_independent.epsilon == best.independent,
+            independent_colour,
+        ),
+        Text(fmt_order(row.data_independent.order)),
+        _cell(_compare_number(worst), worst == best.publishable, PUBLISHABLE),
+        _cell(f"{row.agreement:.4f}", row.agreement == best.agreement),
+    )
+
+
+def _block(
+    rank: int,
+    name: str,
+    spec: dict[str, Any],
+    params: list[str],
+    cells: tuple[Text, ...],
+    over: bool,
+) -> Text:
+    """One setting as a block of text, for a console too narrow for the table."""
+    setting = " ".join(f"{'T' if p == 'threshold' else p}={spec[p]:g}" for p in params if p in spec)
+    block = Text(f"{rank} {name} {setting}: ", style="dim" if over else "")
+    for i, (label, value) in enumerate(zip(_COLUMNS, cells, strict=True)):
+        block.append(("; " if i else "") + f"{label} ")
+        block.append_text(value)
+    return block
+
+
+def _notes(report: CompareReport) -> list[RenderableType]:
+    """The lines under the table: what the gnmax rows are for (when they sit among others),
+    how many settings are within --max-epsilon (when given), and ``NOTE``."""
+    rows = report.rows
+    parts: list[RenderableType] = []
     baseline = any(r.mechanism.name is MechanismName.GNMAX for r in rows) and any(
         r.mechanism.name is not MechanismName.GNMAX for r in rows
     )
-    for rank, row in enumerate(rows, start=1):
-        spec = row.mechanism.to_json_dict()
-        gated = row.epsilons().get(report.gate_on)
-        over = report.max_epsilon is not None and not (
-            gated is not None and gated <= report.max_epsilon
-        )
-        every_query = row.mechanism.name in (MechanismName.GNMAX, MechanismName.LNMAX)
-        independent_colour = PUBLISHABLE if every_query else PRIVATE
-        worst = publishable(row)
-        name = _SHORT_NAMES[row.mechanism.name]
-        cells = (
-            cell(f"{row.expected_answered:.1f}", row.expected_answered == best_answered),
-            cell(
-                _compare_number(row.data_dependent.epsilon),
-                row.data_dependent.epsilon == best_dependent,
-                PRIVATE,
-            ),
-            Text(fmt_order(row.data_dependent.order)),
-            cell(
-                _compare_number(row.data_independent.epsilon),
-                row.data_independent.epsilon == best_independent,
-                independent_colour,
-            ),
-            Text(fmt_order(row.data_independent.order)),
-            cell(_compare_number(worst), worst == best_worst, PUBLISHABLE),
-            cell(f"{row.agreement:.4f}", row.agreement == best_agreement),
-        )
-        table.add_row(
-            str(rank),
-            name,
-            *(f"{spec[p]:g}" if p in spec else "-" for p in params),
-            *cells,
-            style="dim" if over else None,
-        )
-        setting = " ".join(
-            f"{'T' if p == 'threshold' else p}={spec[p]:g}" for p in params if p in spec
-        )
-        labels = ("answered", "epsilon", "order", "indep.", "order", "publ.", "agree")
-        block = Text(f"{rank} {name} {setting}: ", style="dim" if over else "")
-        for i, (label, value) in enumerate(zip(labels, cells, strict=True)):
-            block.append(("; " if i else "") + f"{label} ")
-            block.append_text(value)
-        blocks.append(block)
-    source = report.input
-    header = input_line(source)
-    header.append(
-        f"; delta {report.delta:g}, conversion {report.conversion}, expected cost; each epsilon "
-        "at its best order"
-    )
-    narrow = Group(
-        Text(f"{len(rows)} settings, sorted by {report.sort.value} (best first)"), *blocks
-    )
-    parts: list[RenderableType] = [header, Fit(table, narrow), Text(_COMPARE_LEGEND, style="dim")]
     if baseline:
         parts.append(
             Text(
@@ -152,4 +207,4 @@ def render_compare(report: CompareReport) -> RenderableType:
             )
         )
     parts.append(Text(f"note: {NOTE}", style="italic"))
-    return Group(*parts)
+    return parts
