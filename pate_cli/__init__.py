@@ -44,12 +44,13 @@ _WHERE = {
     "SmoothSensitivityReport": "pate_cli.reports.models",
     "CompareReport": "pate_cli.comparison",
     "InspectReport": "pate_cli.inspection",
-    "AggregateResult": "pate_cli.aggregation",
+    "AggregateResult": "pate_cli.aggregate_run",
     "VerifyReport": "pate_cli.records.verify",
     "PateError": "pate_cli.errors",
     "InputError": "pate_cli.errors",
     "UsageError": "pate_cli.errors",
     "ConditionError": "pate_cli.release.gnss",
+    "UnsupportedError": "pate_cli.errors",
     "Budget": "pate_cli.budget",
     "BudgetExceeded": "pate_cli.budget",
 }
@@ -83,6 +84,7 @@ __all__ = [
     "InputError",
     "UsageError",
     "ConditionError",
+    "UnsupportedError",
     "Budget",
     "BudgetExceeded",
 ]
@@ -102,7 +104,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
-    from pate_cli.aggregation import AggregateResult
+    from pate_cli.aggregate_run import AggregateResult
     from pate_cli.api import (
         aggregate,
         analyze,
@@ -113,7 +115,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     )
     from pate_cli.budget import Budget, BudgetExceeded
     from pate_cli.comparison import CompareReport
-    from pate_cli.errors import InputError, PateError, UsageError
+    from pate_cli.errors import InputError, PateError, UnsupportedError, UsageError
     from pate_cli.inspection import InspectReport
     from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
     from pate_cli.orders import DEFAULT_ORDERS

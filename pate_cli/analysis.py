@@ -1,6 +1,6 @@
 """The analysis pipeline under the API: account a run, then release its epsilon.
 
-``analysis_report`` computes the per-query terms once, composes them (``accounting.compose``)
+``analysis_report`` computes the per-query terms once, composes them (``accountant.compose``)
 and converts the totals; ``release_of`` takes the GNSS release from those same terms and
 costs; ``with_release`` decides what an analysis says about its release. ``pate_cli.api``
 and the aggregation build on these; nothing here prints, exits or imports a terminal library.
@@ -26,8 +26,8 @@ from pate_cli.accountant.figures import (
 )
 from pate_cli.accountant.terms import QueryTerms, query_terms
 from pate_cli.choices import Conversion
-from pate_cli.errors import UsageError
-from pate_cli.mechanisms import ConfidentGNMax, Mechanism
+from pate_cli.errors import UnsupportedError, UsageError
+from pate_cli.mechanisms import Mechanism
 from pate_cli.release.gnss import (
     ConditionError,
     GnssRelease,
@@ -92,7 +92,7 @@ def analysis_report(
     )
     dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
     joint_result: EpsilonResult | None = dependent if guaranteed else None
-    if guaranteed and isinstance(mechanism, ConfidentGNMax) and not data_independent:
+    if guaranteed and mechanism.threshold_step is not None and not data_independent:
         # Never below the paper's figure: both bound the run (the joint one without the
         # averaging), so their maximum does too, and the two never tell different stories.
         joint = np.maximum(guaranteed_rdp(mechanism, terms, orders), result.data_dependent)
@@ -275,6 +275,6 @@ def with_release(
             )
             outcome = gnss
             notes = gnss.warnings
-        except ConditionError as error:
+        except (ConditionError, UnsupportedError) as error:  # said in the report, not hidden
             outcome = NotReleased(error.message)
     return replace(report, release=outcome, warnings=report.warnings + notes)

@@ -44,8 +44,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pate_cli import checks
-from pate_cli.accountant.figures import as_conversion, check_delta, delta_warnings
-from pate_cli.aggregation import AggregateResult, aggregate_votes
+from pate_cli.accountant.figures import delta_warnings
+from pate_cli.aggregate_run import AggregateResult, aggregate_votes
 from pate_cli.analysis import (
     Progress,
     analysis_report,
@@ -60,7 +60,7 @@ from pate_cli.choices import Conversion, GateOn
 from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_warning, sort_rows
 from pate_cli.errors import UsageError
 from pate_cli.inspection import InspectReport, inspect_votes
-from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism
+from pate_cli.mechanisms import Mechanism, is_mechanism
 from pate_cli.orders import as_orders
 from pate_cli.release.gnss import GnssRelease
 from pate_cli.reports.budget import (
@@ -145,10 +145,10 @@ def _analysis(
 ) -> tuple[Votes, AnalysisReport, FloatArray | None, NDArray[np.bool_] | None]:
     """The arguments checked and read, and the analysis: what analyze and smooth_sensitivity
     share (the votes, the report, the baseline and the answered mask)."""
-    check_delta(delta)
+    checks.delta(delta)
     votes = read_votes(votes)
     grid = as_orders(orders)
-    kind = as_conversion(conversion)
+    kind = checks.conversion(conversion)
     baseline_array, answered_mask = run_inputs(votes, baseline, answered)
     report = analysis_report(
         votes,
@@ -399,18 +399,18 @@ def compare(
     ``max_epsilon``, each row says whether its ``gate_on`` figure is within it and
     ``report.gate`` whether the best row's is.
     """
-    check_delta(delta)
+    checks.delta(delta)
     checks.max_epsilon(max_epsilon)
     on = as_gate_on(gate_on)
     check_gate_choice(on, releases=False, what="compare")
     votes = read_votes(votes, reading(format, teachers, num_classes, member))
-    if isinstance(mechanisms, (str, GNMax, ConfidentGNMax, LNMax)):
+    if isinstance(mechanisms, str) or is_mechanism(mechanisms):
         raise TypeError(f"mechanisms={mechanisms!r}: expected a list of mechanism objects")
     mechanisms = [as_mechanism(m, "mechanisms[]") for m in mechanisms]
     if not mechanisms:
         raise UsageError("mechanisms: expected at least one mechanism to compare")
     grid = as_orders(orders)
-    kind = as_conversion(conversion)
+    kind = checks.conversion(conversion)
     column = checks.choice(SortColumn, sort, "sort")
     baseline_array, _ = run_inputs(votes, baseline, None)
     rows = sort_rows(
@@ -438,15 +438,16 @@ def compare(
             *votes.warnings,
             *delta_warnings(delta, votes.num_queries),
             *edge_warning(rows),
-            *gate_warnings(on, {"name": _one_name(mechanisms)}, max_epsilon),
+            *gate_warnings(on, _gated_mechanism(mechanisms), max_epsilon),
         ),
     )
 
 
-def _one_name(mechanisms: Sequence[Mechanism]) -> str:
-    """The rows' mechanism name when every row answers every query, for the gate's warning."""
-    names = {m.to_json_dict()["name"] for m in mechanisms}
-    return names.pop() if len(names) == 1 else "mixed"
+def _gated_mechanism(mechanisms: Sequence[Mechanism]) -> dict[str, Any]:
+    """For the gate's warning, the rows' mechanism block: a row's that may leave queries
+    unanswered when there is one (its figures then depend on the votes), else the first's."""
+    thresholded = [m for m in mechanisms if not m.answers_every_query]
+    return (thresholded or list(mechanisms))[0].to_json_dict()
 
 
 def inspect(
@@ -491,7 +492,7 @@ def aggregate(
 
     Returns the noisy labels (``.labels``, -1 where nothing was released), the answered
     mask (``.answered``) and the realised run's privacy (``.privacy``, an
-    ``AnalysisReport``); see ``pate_cli.aggregation.aggregate_votes`` for the options.
+    ``AnalysisReport``); see ``pate_cli.aggregate_run.aggregate_votes`` for the options.
     ``budget`` (a ``Budget`` or its path) is charged the run's account as ``--budget`` does:
     refused (``BudgetExceeded``, nothing returned) before any noise is drawn when it would
     exceed the limit, and appended under the budget's lock once the labels are drawn.

@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from pate_cli.errors import UsageError
-from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism
+from pate_cli.mechanisms import REGISTRY, Mechanism, is_mechanism
 from pate_cli.seeds import Noise, no_draws, noise_source
 from pate_cli.votes import Input, VoteFormat, Votes, as_vote_format
 from pate_cli.votes import load_votes as _load_votes
@@ -45,16 +45,20 @@ def read_votes(votes: Votes | Input, reading: dict[str, Any] | None = None) -> V
     return _load_votes(votes, fmt=fmt, **given)
 
 
-_MECHANISMS = "pate.GNMax(sigma), pate.ConfidentGNMax(threshold, sigma1, sigma), " + (
-    "pate.InteractiveGNMax(threshold, sigma1, sigma) or pate.LNMax(gamma)"
-)
+def _mechanism_classes() -> str:
+    """The mechanism classes, as a caller writes them: "pate.GNMax(sigma), ... or
+    pate.LNMax(gamma)" (every registered one)."""
+    shown = [f"pate.{kind.__name__}({', '.join(kind.parameters)})" for kind in REGISTRY.values()]
+    return f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else shown[0]
 
 
 def as_mechanism(mechanism: Any, name: str = "mechanism") -> Mechanism:
     """A mechanism object; anything else (a name, a dict) is a TypeError saying what to pass."""
-    if not isinstance(mechanism, (GNMax, ConfidentGNMax, LNMax)):
-        raise TypeError(f"{name}={mechanism!r}: expected a mechanism object, {_MECHANISMS}")
-    return mechanism
+    if not is_mechanism(mechanism):
+        raise TypeError(
+            f"{name}={mechanism!r}: expected a mechanism object, {_mechanism_classes()}"
+        )
+    return mechanism  # type: ignore[no-any-return]
 
 
 _RELEASE_MODES = {"expected": "expected", "sample": "sample", True: "sample", False: None}

@@ -12,6 +12,7 @@ import operator
 from enum import Enum
 from typing import TypeVar
 
+from pate_cli.choices import Conversion
 from pate_cli.errors import UsageError
 from pate_cli.spelling import given
 
@@ -55,3 +56,14 @@ def choice(kind: type[E], value: E | str, name: str) -> E:
     except ValueError:
         choices = ", ".join(str(member.value) for member in kind)
         raise UsageError(f"{given(name, value, quote=True)}: expected one of {choices}") from None
+
+
+def delta(value: float) -> None:
+    """A target delta: strictly between 0 and 1."""
+    if not 0 < value < 1:
+        raise UsageError(f"{given('delta', value)}: expected a number strictly between 0 and 1")
+
+
+def conversion(value: str | Conversion) -> Conversion:
+    """A conversion from its name ("classic" or "improved")."""
+    return choice(Conversion, value, "conversion")

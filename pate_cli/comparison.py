@@ -14,7 +14,7 @@ are computed here on the core functions with shared terms rather than by one
 ``account`` call per row: log q and its distinct values' RDP curves once per
 sigma (or gamma), log Pr[answered] and the threshold step's RDP once per
 (T, sigma1). A row is then a weighted sum over distinct log q values, the same
-sum ``accounting.account`` forms, in the same order, so the numbers agree with
+sum ``accountant.compose.account`` forms, in the same order, so the numbers agree with
 ``analyze`` to the last few ulps (the tests ask for rtol 1e-12).
 
 Agreement is the expected agreement of the released labels with the plurality vote (the
@@ -33,30 +33,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import product
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli import checks
 from pate_cli.accountant.compose import CostKey, answer_key, compose, data_independent_rdp
 from pate_cli.accountant.figures import EpsilonResult, ExactBound, epsilon_result, exact_bound
 from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE, QueryTerms, answer_weights, query_terms
 from pate_cli.choices import Conversion, GateOn, SortColumn, ThresholdBound
-from pate_cli.core import agreement as agreement_core
 from pate_cli.errors import UsageError
-from pate_cli.mechanisms import (
-    ConfidentGNMax,
-    GNMax,
-    InteractiveGNMax,
-    LNMax,
-    Mechanism,
-    MechanismName,
-    assert_never,
-)
-from pate_cli.reports.budget import Gate, apply_gate, figures
-from pate_cli.reports.encoding import plain
+from pate_cli.mechanisms import Mechanism, grid
+from pate_cli.reports.budget import Gate, apply_gate, figures, within_budget
+from pate_cli.reports.encoding import csv_text, number_text, plain
 from pate_cli.reports.models import InputSummary
 from pate_cli.reports.reprs import epsilon_at, short_repr
 
@@ -101,45 +90,8 @@ def parse_list(flag: str, text: str | None) -> tuple[float, ...]:
     return tuple(values)
 
 
-_NEEDS = {
-    MechanismName.GNMAX: ("--sigma",),
-    MechanismName.CONFIDENT_GNMAX: ("--threshold", "--sigma1", "--sigma"),
-    MechanismName.INTERACTIVE_GNMAX: ("--threshold", "--sigma1", "--sigma", "--baseline"),
-    MechanismName.LNMAX: ("--gamma",),
-}
-
-
-def _chosen_mechanisms(name: MechanismName | None, given: dict[str, bool]) -> list[MechanismName]:
-    """Which mechanisms the flags ask for; see the module docstring."""
-    if name is not None:
-        needed = _NEEDS[name]
-        extra = [flag for flag, on in given.items() if on and flag not in needed]
-        missing = [flag for flag in needed if not given[flag]]
-        if extra:
-            raise UsageError(
-                f"{', '.join(extra)} cannot be used with --mechanism {name.value} "
-                f"(it takes {' '.join(needed)})"
-            )
-        if missing:
-            raise UsageError(f"--mechanism {name.value} needs {', '.join(missing)}")
-        return [name]
-    if not any(given.values()):
-        raise UsageError(
-            "nothing to compare: give --sigma (gnmax), --threshold --sigma1 --sigma "
-            "(confident-gnmax, interactive-gnmax with --baseline) or --gamma (lnmax), "
-            "each a comma list"
-        )
-    threshold_flags = ("--threshold", "--sigma1")
-    if any(given[f] for f in threshold_flags) or given["--baseline"]:
-        missing = [f for f in (*threshold_flags, "--sigma") if not given[f]]
-        if missing:
-            wanted = "interactive-gnmax" if given["--baseline"] else "confident-gnmax"
-            raise UsageError(f"{wanted} needs {', '.join(missing)}")
-    return [n for n in MechanismName if all(given[flag] for flag in _NEEDS[n])]
-
-
 def mechanism_grid(
-    name: MechanismName | None,
+    name: str | None,
     *,
     sigmas: Sequence[float] = (),
     thresholds: Sequence[float] = (),
@@ -148,39 +100,20 @@ def mechanism_grid(
     has_baseline: bool = False,
     threshold_bound: str | ThresholdBound = ThresholdBound.THEOREM6,
 ) -> list[Mechanism]:
-    """Every setting to compare, in a fixed order: by mechanism, then the lists' product.
+    """Every setting to compare, in a fixed order: by mechanism, then the lists' product
+    (``mechanisms.grid``, the rule of every command's flags).
 
     Raises:
         UsageError: Missing or conflicting flags, a value outside its domain, too many rows.
     """
-    given = {
-        "--sigma": bool(sigmas),
-        "--threshold": bool(thresholds),
-        "--sigma1": bool(sigma1s),
-        "--gamma": bool(gammas),
-        "--baseline": has_baseline,
-    }
-    rows: list[Mechanism] = []
-    bound = checks.choice(ThresholdBound, threshold_bound, "threshold-bound").value
-    chosen_names = _chosen_mechanisms(name, given)
-    if bound != ThresholdBound.THEOREM6 and not any(
-        n in (MechanismName.CONFIDENT_GNMAX, MechanismName.INTERACTIVE_GNMAX) for n in chosen_names
-    ):
-        raise UsageError(f"--threshold-bound {bound}: no setting has a threshold step")
-    for chosen in chosen_names:
-        if chosen is MechanismName.GNMAX:
-            rows.extend(GNMax(s) for s in sigmas)
-        elif chosen is MechanismName.CONFIDENT_GNMAX:
-            rows.extend(ConfidentGNMax(*p, bound) for p in product(thresholds, sigma1s, sigmas))
-        elif chosen is MechanismName.INTERACTIVE_GNMAX:
-            rows.extend(InteractiveGNMax(*p, bound) for p in product(thresholds, sigma1s, sigmas))
-        elif chosen is MechanismName.LNMAX:
-            rows.extend(LNMax(g) for g in gammas)
-        else:
-            assert_never(chosen)
-        if len(rows) > MAX_ROWS:
-            raise UsageError(f"the lists make more than {MAX_ROWS} settings; shorten them")
-    return rows
+    lists = {"sigma": sigmas, "threshold": thresholds, "sigma1": sigma1s, "gamma": gammas}
+    return grid(
+        name,
+        lists,
+        has_baseline=has_baseline,
+        threshold_bound=threshold_bound,
+        max_rows=MAX_ROWS,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -209,13 +142,12 @@ class _SharedTerms:
     costs: dict[tuple[int, CostKey], FloatArray] = field(default_factory=dict)
 
     def answer_logq(self, mechanism: Mechanism) -> FloatArray:
-        """log q per query of the answer step (GNMax sigma or LNMax gamma)."""
+        """log q per query of the answer step, shared by the rows of one answer step."""
         key = answer_key(mechanism)
         if key not in self.logq:
-            step = (
-                LNMax(mechanism.gamma) if isinstance(mechanism, LNMax) else GNMax(mechanism.sigma)
+            terms = query_terms(
+                self.counts, mechanism, answer_only=True, chunk_size=self.chunk_size
             )
-            terms = query_terms(self.counts, step, chunk_size=self.chunk_size)
             assert terms.logq is not None
             self.logq[key] = terms.logq
         return self.logq[key]
@@ -225,20 +157,17 @@ class _SharedTerms:
         label (``core.agreement``, by quadrature), shared by the rows of one answer step."""
         key = answer_key(mechanism)
         if key not in self.agreements:
-            if isinstance(mechanism, LNMax):
-                found = agreement_core.laplace_agreement(self.counts, mechanism.gamma)
-            else:
-                found = agreement_core.gaussian_agreement(self.counts, mechanism.sigma)
-            self.agreements[key] = found
+            self.agreements[key] = mechanism.answer_step.agreement(self.counts)
         return self.agreements[key]
 
     def terms(self, mechanism: Mechanism) -> QueryTerms:
         """The per-query terms of one setting, shared with the rows that have the same."""
         logq = self.answer_logq(mechanism)
-        if not isinstance(mechanism, ConfidentGNMax):
+        step = mechanism.threshold_step
+        if step is None:
             return QueryTerms(None, None, logq, logq.size)
-        interactive = isinstance(mechanism, InteractiveGNMax)
-        key = (mechanism.threshold, mechanism.sigma1, interactive)
+        interactive = mechanism.needs_baseline
+        key = (step.threshold, step.sigma1, interactive)
         if key not in self.gate:
             self.gate[key] = query_terms(
                 self.counts,
@@ -392,7 +321,7 @@ def compare_rows(
 
     Shapes: counts (Q, C), orders (K,).
     """
-    if baseline is None and any(isinstance(m, InteractiveGNMax) for m in mechanisms):
+    if baseline is None and any(m.needs_baseline for m in mechanisms):
         raise ValueError("interactive-gnmax rows need a baseline")
     shared = _SharedTerms(
         counts,  # an array or a file read block by block: only ever sliced by rows
@@ -487,8 +416,7 @@ class CompareReport:
                 )
                 item["publishable"] = [figure.to_json_dict() for figure in found]
             if self.max_epsilon is not None:
-                value = row.epsilons().get(self.gate_on)
-                item["within_budget"] = value is not None and bool(value <= self.max_epsilon)
+                item["within_budget"] = within_budget(row, self.gate_on, self.max_epsilon)
             rows.append(item)
         out: dict[str, Any] = {
             "command": "compare",
@@ -536,24 +464,26 @@ _CSV_COLUMNS = (
 )
 
 
+def _csv_row(row: CompareRow) -> list[str]:
+    """One row's fields, in ``_CSV_COLUMNS``' order: "" for a parameter it does not have."""
+    spec = row.mechanism.to_json_dict()
+    return [
+        str(spec["name"]),
+        *(number_text(spec[p]) if p in spec else "" for p in PARAMETERS),
+        *map(
+            number_text,
+            (
+                row.expected_answered,
+                row.data_dependent.epsilon,
+                row.data_dependent.order,
+                row.data_independent.epsilon,
+                row.data_independent.order,
+                row.agreement,
+            ),
+        ),
+    ]
+
+
 def compare_csv(report: CompareReport) -> str:
-    """The rows as CSV, in the report's order, numbers at full precision."""
-
-    def number(value: float) -> str:
-        return ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(float(value))
-
-    lines = [",".join(_CSV_COLUMNS)]
-    for row in report.rows:
-        spec = row.mechanism.to_json_dict()
-        values = [
-            str(spec["name"]),
-            *(number(spec[p]) if p in spec else "" for p in PARAMETERS),
-            number(row.expected_answered),
-            number(row.data_dependent.epsilon),
-            number(row.data_dependent.order),
-            number(row.data_independent.epsilon),
-            number(row.data_independent.order),
-            number(row.agreement),
-        ]
-        lines.append(",".join(values))
-    return "\n".join(lines) + "\n"
+    """The rows as CSV, in the report's order, numbers at full precision (``number_text``)."""
+    return csv_text([_CSV_COLUMNS, *map(_csv_row, report.rows)])

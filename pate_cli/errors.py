@@ -46,3 +46,8 @@ class InputError(PateError):
 
 class UsageError(PateError):
     """Flags that do not go together, or a value outside its domain."""
+
+
+class UnsupportedError(UsageError):
+    """A request a mechanism has no answer for (a release without a local-sensitivity
+    table, an exact account of steps that do not compose exactly...)."""

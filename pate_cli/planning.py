@@ -26,16 +26,12 @@ from numpy.typing import NDArray
 
 from pate_cli import checks, spelling
 from pate_cli.accountant.compose import data_independent_rdp
-from pate_cli.accountant.figures import as_conversion, check_delta, epsilon_result, exact_bound
+from pate_cli.accountant.figures import epsilon_result, exact_bound
 from pate_cli.choices import Accountant, Conversion
+from pate_cli.core.bisection import bisect_boundary
 from pate_cli.errors import UsageError
-from pate_cli.mechanisms import (
-    FLAGS_OF,
-    ConfidentGNMax,
-    Mechanism,
-    MechanismName,
-    infer_mechanism,
-)
+from pate_cli.mechanisms import Mechanism, infer_mechanism, registered
+from pate_cli.mechanisms.inference import likeliest
 from pate_cli.orders import as_orders
 from pate_cli.reports.encoding import plain
 from pate_cli.reports.reprs import short_repr
@@ -104,52 +100,34 @@ class PlanReport:
         )
 
 
-def _mechanism(
-    name: MechanismName,
-    sigma: float | None,
-    threshold: float | None,
-    sigma1: float | None,
-    gamma: float | None,
-) -> Mechanism:
-    """The mechanism of the plan, as the command line builds it; the unknown (None) stands
+def _mechanism(kind: type[Mechanism], values: dict[str, float | int | None]) -> Mechanism:
+    """The mechanism of the plan, as the command line builds it; an unknown (None) stands
     at 1 until it is solved for (no planned cost depends on the threshold T)."""
-    return infer_mechanism(
-        name,
-        sigma=1.0 if sigma is None and name is not MechanismName.LNMAX else sigma,
-        threshold=threshold,
-        sigma1=1.0 if sigma1 is None and name in _THRESHOLDED else sigma1,
-        gamma=1.0 if gamma is None and name is MechanismName.LNMAX else gamma,
-        has_baseline=name is MechanismName.INTERACTIVE_GNMAX,
+    parameters = {
+        p: 1.0 if values.get(p) is None and p != "threshold" else values.get(p)
+        for p in kind.parameters
+    }
+    return infer_mechanism(kind.name, parameters, has_baseline=kind.needs_baseline)
+
+
+def _which(mechanism: str | None, given: dict[str, float | int | None]) -> type[Mechanism]:
+    """The mechanism named, or the smallest whose flags hold those given (``--gamma``:
+    LNMax; ``--threshold`` or ``--sigma1``: Confident-GNMax; else GNMax)."""
+    if mechanism is not None:
+        return registered(mechanism)
+    return likeliest(
+        {f"--{key}" for key, value in given.items() if value is not None and key != "queries"}
     )
 
 
-_THRESHOLDED = (MechanismName.CONFIDENT_GNMAX, MechanismName.INTERACTIVE_GNMAX)
-
-
-def _which(
-    mechanism: str | MechanismName | None,
-    sigma: float | None,
-    threshold: float | None,
-    sigma1: float | None,
-    gamma: float | None,
-) -> MechanismName:
-    if mechanism is not None:
-        return checks.choice(MechanismName, mechanism, "mechanism")
-    if gamma is not None:
-        return MechanismName.LNMAX
-    if threshold is not None or sigma1 is not None:
-        return MechanismName.CONFIDENT_GNMAX
-    return MechanismName.GNMAX
-
-
 def _unknown(
-    name: MechanismName, given: dict[str, float | int | None]
+    kind: type[Mechanism], given: dict[str, float | int | None]
 ) -> tuple[str, tuple[str, ...]]:
-    # The mechanism's own parameters (FLAGS_OF, as analyze reads them) and the query count.
-    wanted = (*(f[2:] for f in FLAGS_OF[name] if f[2:] in UNKNOWNS), "queries")
+    # The mechanism's own parameters (as analyze reads them) and the query count.
+    wanted = (*(p for p in kind.parameters if p in UNKNOWNS), "queries")
     extra = [k for k in UNKNOWNS if k not in wanted and given[k] is not None]
     if extra:
-        raise UsageError(f"{spelling.option(extra[0])}: {name.value} has no such parameter")
+        raise UsageError(f"{spelling.option(extra[0])}: {kind.name} has no such parameter")
     missing = [k for k in wanted if given[k] is None]
     if len(missing) != 1:
         said = (
@@ -160,7 +138,7 @@ def _unknown(
         )
         raise UsageError(
             f"plan solves for exactly one of {', '.join(map(spelling.option, wanted))} "
-            f"({name.value}); {said}"
+            f"({kind.name}); {said}"
         )
     return missing[0], wanted
 
@@ -169,7 +147,7 @@ def plan(
     *,
     delta: float,
     epsilon: float,
-    mechanism: str | MechanismName | None = None,
+    mechanism: str | None = None,
     sigma: float | None = None,
     queries: int | None = None,
     threshold: float | None = None,
@@ -200,7 +178,7 @@ def plan(
             (the message gives what the other steps alone cost and the smallest reachable
             epsilon, rounded up).
     """
-    check_delta(delta)
+    checks.delta(delta)
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise UsageError(
             f"{spelling.given('epsilon', epsilon)}: expected a finite number greater than 0"
@@ -210,7 +188,6 @@ def plan(
         raise UsageError(
             f"{spelling.given('queries', queries)}: expected a whole number of at least 1"
         )
-    name = _which(mechanism, sigma, threshold, sigma1, gamma)
     pilot = None if votes is None else _pilot(votes, queries)
     if pilot is not None:
         queries = pilot.num_queries
@@ -220,9 +197,10 @@ def plan(
         "sigma1": sigma1,
         "gamma": gamma,
     }
+    name = _which(mechanism, {**given, "threshold": threshold, "queries": None})
     unknown, _ = _unknown(name, given)
-    base = _mechanism(name, sigma, threshold, sigma1, gamma)  # checks the given values
-    kind = as_conversion(conversion)
+    base = _mechanism(name, {**given, "threshold": threshold})  # checks the given values
+    kind = checks.conversion(conversion)
     grid = as_orders(orders)
     if pilot is not None:
         _check_pilot_mechanism(base)
@@ -240,7 +218,7 @@ def _pilot(votes: Votes | str | os.PathLike[str], queries: int | None) -> Votes:
 
 def _check_pilot_mechanism(base: Mechanism) -> None:
     """Pilot votes plan Confident-GNMax's guaranteed cost: the mechanism must be one."""
-    if not isinstance(base, ConfidentGNMax):
+    if base.threshold_step is None:
         raise UsageError(
             f"{spelling.option('votes')} plans Confident-GNMax's guaranteed cost: give "
             f"{spelling.option('threshold')}"
@@ -253,7 +231,7 @@ class _Problem:
     ``unknown``, and how its planned cost is accounted (by ``accountant``, or on the
     ``pilot`` votes)."""
 
-    name: MechanismName
+    name: type[Mechanism]
     given: dict[str, float | int | None]
     unknown: str
     threshold: float | None
@@ -265,10 +243,8 @@ class _Problem:
 
     def mechanism(self, value: float) -> Mechanism:
         """The mechanism with the unknown at ``value``."""
-        setting = dict(self.given, **{self.unknown: value})
-        return _mechanism(
-            self.name, setting["sigma"], self.threshold, setting["sigma1"], setting["gamma"]
-        )
+        setting = dict(self.given, **{self.unknown: value}, threshold=self.threshold)
+        return _mechanism(self.name, setting)
 
     def num_queries(self, value: float) -> int:
         """The number of queries with the unknown at ``value`` (the pilot's, with one)."""
@@ -386,13 +362,9 @@ def _largest_count(cost: Callable[[float], float], target: float, delta: float) 
                 f"{spelling.given('epsilon', spelling.Placeholder(f'{target:g}'))}: more than "
                 f"{_MAX_QUERIES:g} queries fit"
             )
-    while high - low > 1:
-        middle = (low + high) // 2
-        if cost(float(middle)) <= target:
-            low = middle
-        else:
-            high = middle
-    return low
+    return bisect_boundary(
+        lambda count: cost(float(count)) <= target, low, high, midpoint="integer"
+    )
 
 
 def _boundary(
@@ -425,11 +397,5 @@ def _boundary(
         raise _unreachable(target, delta, name, cost(extreme), limit)
     if bad is None:
         return good  # every value fits: the cost does not depend on it here
-    low, high = sorted((good, bad))
-    while high / low - 1 > _RELATIVE:
-        middle = math.sqrt(low * high)
-        if fits(middle) == rising:
-            low = middle
-        else:
-            high = middle
-    return low if rising else high
+    # Geometric: the bracket may lie anywhere in 1e-300 .. 1e300, and the promise is relative.
+    return bisect_boundary(fits, good, bad, midpoint="geometric", rtol=_RELATIVE)

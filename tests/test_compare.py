@@ -23,7 +23,6 @@ from pate_cli.mechanisms import (
     GNMax,
     InteractiveGNMax,
     LNMax,
-    MechanismName,
 )
 from pate_cli.orders import parse_orders
 from pate_cli.votes import load_votes
@@ -68,13 +67,13 @@ def test_grid_infers_every_mechanism_whose_flags_are_given():
         LNMax(0.1),
     ]
     restricted = comparison.mechanism_grid(
-        MechanismName.CONFIDENT_GNMAX, sigmas=(20.0,), thresholds=(200.0,), sigma1s=(100.0,)
+        "confident-gnmax", sigmas=(20.0,), thresholds=(200.0,), sigma1s=(100.0,)
     )
     assert restricted == [ConfidentGNMax(200.0, 100.0, 20.0)]
     interactive = comparison.mechanism_grid(
         None, sigmas=(20.0,), thresholds=(200.0,), sigma1s=(100.0,), has_baseline=True
     )
-    assert [m.name.value for m in interactive] == [
+    assert [m.name for m in interactive] == [
         "gnmax",
         "confident-gnmax",
         "interactive-gnmax",
@@ -88,10 +87,10 @@ def test_grid_infers_every_mechanism_whose_flags_are_given():
         (None, {}, "nothing to compare"),
         (None, {"thresholds": (200.0,), "sigmas": (40.0,)}, "confident-gnmax needs --sigma1"),
         (None, {"sigmas": (40.0,), "has_baseline": True}, "interactive-gnmax needs --threshold"),
-        (MechanismName.GNMAX, {"sigmas": (40.0,), "gammas": (0.1,)}, "--gamma cannot be used"),
-        (MechanismName.LNMAX, {"sigmas": (40.0,)}, "--sigma cannot be used"),
+        ("gnmax", {"sigmas": (40.0,), "gammas": (0.1,)}, "--gamma cannot be used"),
+        ("lnmax", {"sigmas": (40.0,)}, "--sigma cannot be used"),
         (
-            MechanismName.INTERACTIVE_GNMAX,
+            "interactive-gnmax",
             {"sigmas": (1.0,), "thresholds": (1.0,), "sigma1s": (1.0,)},
             "needs --baseline",
         ),
@@ -162,7 +161,7 @@ def test_interactive_rows_equal_the_analysis(half_even):
     # A fractional baseline, so that exact halves (and the rounding rule) can matter.
     baseline = np.round(np.random.default_rng(1).dirichlet(np.ones(10), size=100) * 250) / 2
     grid = comparison.mechanism_grid(
-        MechanismName.INTERACTIVE_GNMAX,
+        "interactive-gnmax",
         sigmas=(20.0, 40.0),
         thresholds=(100.0, 150.0),
         sigma1s=(50.0,),

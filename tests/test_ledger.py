@@ -353,3 +353,27 @@ def test_the_file_is_the_same_however_the_rows_are_computed(tmp_path, monkeypatc
     assert [row["index"] for row in summary["most_expensive"]] == list(
         np.argsort(-whole.rdp, kind="stable")[: ledger.TOP_QUERIES]
     )
+
+
+def test_an_infinite_total_gives_shares_not_nan(tmp_path):
+    """A vanishing sigma makes every query's RDP infinite: inf / inf would be NaN, which no
+    output may hold; each infinite query's share is 1 (alone it makes the total infinite)."""
+    ledger_file = tmp_path / "ledger.csv"
+    args = ["analyze", MNIST, "--sigma", 1e-200, "--queries", 5, "--delta", 1e-5]
+    out = run_cli(
+        [
+            *args,
+            "--data-independent",
+            "--no-release",
+            "--breakdown",
+            "--json",
+            "--ledger",
+            ledger_file,
+        ]
+    ).json
+    buckets = out["breakdown"]["by_agreement"]
+    assert {bucket["share"] for bucket in buckets if bucket["queries"]} == {1.0}
+    assert {row["share"] for row in out["breakdown"]["most_expensive"]} == {1.0}
+    rows = ledger_file.read_text().splitlines()
+    share = rows[0].split(",").index("share")
+    assert {row.split(",")[share] for row in rows[1:]} == {"1.0"}

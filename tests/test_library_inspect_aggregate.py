@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from pate_cli import spelling
-from pate_cli.aggregation import AggregateResult, aggregate_votes, check_parameters
+from pate_cli.aggregate_run import AggregateResult, aggregate_votes, check_parameters
 from pate_cli.api import analysis_report
 from pate_cli.choices import Conversion
 from pate_cli.errors import ExitCode, InputError, UsageError
@@ -276,14 +276,14 @@ def test_importing_and_calling_loads_no_terminal_library():
     code = textwrap.dedent(
         f"""
         import sys
-        import pate_cli.aggregation as aggregation
+        import pate_cli.aggregate_run as aggregate_run
         import pate_cli.inspection as inspection
         from pate_cli.mechanisms import ConfidentGNMax
         from pate_cli.votes import load_votes
 
         votes = load_votes({str(MNIST)!r}, queries=200)
         inspection.inspect_votes(votes).to_dict()
-        result = aggregation.aggregate_votes(
+        result = aggregate_run.aggregate_votes(
             votes, ConfidentGNMax(200.0, 150.0, 40.0), delta=1e-5, seed=0
         )
         result.to_dict()

@@ -34,8 +34,9 @@ from pate_cli.accountant.terms import (
     query_terms,
 )
 from pate_cli.choices import Conversion
-from pate_cli.core import gnmax, lnmax, threshold
-from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism, assert_never
+from pate_cli.core import threshold
+from pate_cli.mechanisms import Mechanism
+from pate_cli.mechanisms.steps import GaussianThreshold
 
 
 @dataclass(frozen=True)
@@ -189,12 +190,9 @@ def weighted_costs(
 
 
 def answer_cost(mechanism: Mechanism, orders: FloatArray) -> Callable[[FloatArray], FloatArray]:
-    """RDP of one answer as a function of log q: Theorem 6 (GNMax) or Theorem 3 of 2017."""
-    if isinstance(mechanism, (GNMax, ConfidentGNMax)):
-        return partial(gnmax.rdp_gnmax, sigma=mechanism.sigma, orders=orders)
-    if isinstance(mechanism, LNMax):
-        return partial(lnmax.rdp_lnmax, gamma=mechanism.gamma, orders=orders)
-    assert_never(mechanism)
+    """RDP of one answer as a function of log q: the answer step's (Theorem 6 for GNMax,
+    Theorem 3 of 2017 for LNMax)."""
+    return mechanism.answer_step.cost(orders)
 
 
 CostKey = tuple[object, ...]
@@ -264,9 +262,10 @@ def compose(
     """
     orders = np.asarray(orders, dtype=np.float64)
     answer_independent = _answer_independent_cost(mechanism, terms.num_seen, orders, weights, total)
-    if isinstance(mechanism, ConfidentGNMax):
+    step = mechanism.threshold_step
+    if step is not None:
         threshold_total, threshold_independent = _threshold_costs(
-            mechanism, terms, orders, forced=data_independent[0], total=total
+            step, terms, orders, forced=data_independent[0], total=total
         )
     else:
         threshold_independent = np.zeros_like(answer_independent)
@@ -295,7 +294,7 @@ def _answer_independent_cost(
 
 
 def _threshold_costs(
-    mechanism: ConfidentGNMax, terms: QueryTerms, orders: FloatArray, *, forced: bool, total: Total
+    step: GaussianThreshold, terms: QueryTerms, orders: FloatArray, *, forced: bool, total: Total
 ) -> tuple[FloatArray, FloatArray]:
     """The threshold step's (cost, data-independent cost) on every query seen: Theorem 6 on
     the less likely outcome (sigma -> sqrt(2) sigma1), its exact cost (``threshold_bound``
@@ -303,7 +302,7 @@ def _threshold_costs(
     num = terms.num_seen
     moves = terms.threshold_sensitivity
     per_query_seen = threshold.rdp_threshold_data_independent(
-        mechanism.sigma1, orders, sensitivity=moves
+        step.sigma1, orders, sensitivity=moves
     )
     independent = (
         np.broadcast_to(per_query_seen, (num, orders.size)).copy()
@@ -312,21 +311,19 @@ def _threshold_costs(
     )
     if forced:
         return independent, independent
-    if mechanism.threshold_bound == "exact":
+    if step.bound == "exact":
         assert terms.margins is not None
-        key = ("threshold-exact", mechanism.sigma1, moves)
+        key = ("threshold-exact", step.sigma1, moves)
         exact_cost = partial(
             threshold.rdp_threshold_joint,
-            sigma1=mechanism.sigma1,
+            sigma1=step.sigma1,
             orders=orders,
             shift=float(moves),
         )
         return total(terms.margins, None, key, exact_cost), independent
     assert terms.logq_threshold is not None
-    key = ("threshold", mechanism.sigma1, moves)
-    cost = partial(
-        threshold.rdp_threshold, sigma1=mechanism.sigma1, orders=orders, sensitivity=moves
-    )
+    key = ("threshold", step.sigma1, moves)
+    cost = partial(threshold.rdp_threshold, sigma1=step.sigma1, orders=orders, sensitivity=moves)
     return total(terms.logq_threshold, None, key, cost), independent
 
 
@@ -425,20 +422,13 @@ def prefix_epsilons(
 
 def answer_key(mechanism: Mechanism) -> CostKey:
     """What the answer step's per-query cost depends on besides log q."""
-    if isinstance(mechanism, (GNMax, ConfidentGNMax)):
-        return ("gnmax", mechanism.sigma)
-    if isinstance(mechanism, LNMax):
-        return ("lnmax", mechanism.gamma)
-    assert_never(mechanism)
+    return mechanism.answer_step.key
 
 
 def _data_independent_answer(mechanism: Mechanism, orders: FloatArray) -> FloatArray:
-    """One answer's data-independent RDP: Prop. 8, or the pure-DP bound of 2017 (LNMax)."""
-    if isinstance(mechanism, (GNMax, ConfidentGNMax)):
-        return gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders)
-    if isinstance(mechanism, LNMax):
-        return lnmax.rdp_lnmax_data_independent(mechanism.gamma, orders)
-    assert_never(mechanism)
+    """One answer's data-independent RDP: the answer step's (Prop. 8, or the pure-DP bound
+    of 2017 for LNMax)."""
+    return mechanism.answer_step.data_independent(orders)
 
 
 def account(
@@ -537,9 +527,10 @@ def data_independent_rdp(
     """Data-independent totals: Prop. 8 per answer, plus the threshold step per query seen
     (its statistic moving by ``threshold_sensitivity``)."""
     answers = scaled_cost(num_answered, _data_independent_answer(mechanism, orders))
-    if isinstance(mechanism, ConfidentGNMax):
+    step = mechanism.threshold_step
+    if step is not None:
         per_query_seen = threshold.rdp_threshold_data_independent(
-            mechanism.sigma1, orders, sensitivity=threshold_sensitivity
+            step.sigma1, orders, sensitivity=threshold_sensitivity
         )
         return scaled_cost(num_seen, per_query_seen) + answers
     return answers

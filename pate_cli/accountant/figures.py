@@ -6,29 +6,15 @@ Each reads the per-query terms (``terms.py``) or the parameters and counts alone
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from pate_cli import checks
 from pate_cli.accountant.terms import FloatArray, QueryTerms
 from pate_cli.choices import Conversion
-from pate_cli.core import conversion, exact, gnmax, threshold
-from pate_cli.errors import UsageError
-from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism, assert_never
-from pate_cli.spelling import given
-
-
-def as_conversion(conversion: str | Conversion) -> Conversion:
-    """A conversion from its name ("classic" or "improved")."""
-    return checks.choice(Conversion, conversion, "conversion")
-
-
-def check_delta(delta: float) -> None:
-    """delta must lie strictly between 0 and 1."""
-    if not 0 < delta < 1:
-        raise UsageError(f"{given('delta', delta)}: expected a number strictly between 0 and 1")
+from pate_cli.core import conversion, exact, threshold
+from pate_cli.mechanisms import Mechanism, UnsupportedError, assert_never
+from pate_cli.mechanisms.steps import exact_parts
 
 
 def delta_warnings(delta: float, num_queries: int) -> list[str]:
@@ -84,7 +70,7 @@ def epsilon_result(
 
 
 def guaranteed_rdp(
-    mechanism: ConfidentGNMax,
+    mechanism: Mechanism,
     terms: QueryTerms,
     orders: FloatArray,
     *,
@@ -92,30 +78,32 @@ def guaranteed_rdp(
 ) -> FloatArray:
     """The run's RDP without averaging over the threshold noise: per query, the Renyi
     divergence of the joint (threshold outcome, label) by the chain rule
-    (``threshold.rdp_threshold_joint`` with the answer step's ``rdp_gnmax``), never above
-    the data-independent cost of both steps (Prop. 8), summed over the queries seen.
+    (``threshold.rdp_threshold_joint`` with the answer step's cost), never above the
+    data-independent cost of both steps (Prop. 8), summed over the queries seen.
 
     Each distinct (margin, log q) pair is costed once, a block of pairs at a time.
 
     Shapes: terms (Q,), orders (K,) -> (K,).
     """
     assert terms.margins is not None and terms.logq is not None
+    step, answer_step = mechanism.threshold_step, mechanism.answer_step
+    if step is None:
+        raise UnsupportedError(f"{mechanism.name}: no threshold step to guarantee over")
     orders = np.asarray(orders, dtype=np.float64)
     keyed = np.empty(terms.margins.size, dtype=np.complex128)
     keyed.real, keyed.imag = terms.margins, terms.logq  # (not z + 1j * logq: 0 * inf)
     pairs, counts = np.unique(keyed, return_counts=True)
     moves = terms.threshold_sensitivity  # 2 where half to even moves the rounded top by 2
     ceiling = threshold.rdp_threshold_data_independent(
-        mechanism.sigma1, orders, sensitivity=moves
-    ) + gnmax.rdp_gnmax_data_independent(mechanism.sigma, orders)
+        step.sigma1, orders, sensitivity=moves
+    ) + answer_step.data_independent(orders)
+    answer_cost = answer_step.cost(orders)
     shift = float(moves)
     total = np.zeros(orders.size)
     for start in range(0, pairs.size, block):
         part = pairs[start : start + block]
-        answer = gnmax.rdp_gnmax(part.imag, mechanism.sigma, orders)
-        joint = threshold.rdp_threshold_joint(
-            part.real, mechanism.sigma1, orders, answer, shift=shift
-        )
+        answer = answer_cost(part.imag)
+        joint = threshold.rdp_threshold_joint(part.real, step.sigma1, orders, answer, shift=shift)
         total += counts[start : start + block] @ np.minimum(joint, ceiling)
     return total
 
@@ -165,15 +153,10 @@ def exact_bound(
     2022, Corollary 3.3). LNMax: the optimal composition of ``answered`` (2 gamma)-DP steps
     (Kairouz, Oh and Viswanath 2015, Theorem 3.5).
     """
-    if isinstance(mechanism, LNMax):
-        eps0 = 2.0 * mechanism.gamma
-        epsilon = exact.pure_composition_epsilon(eps0, answered, delta)
-        return ExactBound(epsilon, "pure-dp-optimal", queries, answered, eps0=eps0)
-    answer_mu = math.sqrt(2.0 * answered) / mechanism.sigma
-    if isinstance(mechanism, ConfidentGNMax):
-        mu = math.hypot(math.sqrt(queries) * threshold_sensitivity / mechanism.sigma1, answer_mu)
-    elif isinstance(mechanism, GNMax):
-        mu = answer_mu
-    else:
-        assert_never(mechanism)
-    return ExactBound(exact.gaussian_epsilon(mu, delta), "gaussian", queries, answered, mu=mu)
+    step = mechanism.threshold_step
+    parts = [] if step is None else [step.part(queries, threshold_sensitivity)]
+    kind, mu, pure = exact_parts([*parts, mechanism.answer_step.part(answered)])
+    if pure is not None:
+        epsilon = exact.pure_composition_epsilon(pure.epsilon0, pure.count, delta)
+        return ExactBound(epsilon, "pure-dp-optimal", queries, answered, eps0=pure.epsilon0)
+    return ExactBound(exact.gaussian_epsilon(mu, delta), kind, queries, answered, mu=mu)

@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.core import gnmax, lnmax, threshold
-from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism, assert_never
+from pate_cli.core import threshold
+from pate_cli.mechanisms import Mechanism
 
 DEFAULT_CHUNK_SIZE = 1 << 16
 
@@ -68,19 +68,22 @@ def query_terms(
     baseline: FloatArray | None = None,
     half_even: bool = False,
     need_logq: bool = True,
+    answer_only: bool = False,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: Callable[[int], None] | None = None,
     workers: int | None = None,
 ) -> QueryTerms:
     """One pass over the votes, chunk by chunk: log Pr[answered] and log q per query.
 
+    ``answer_only`` leaves the threshold step out (the answer step's terms alone).
     Chunks run on up to ``workers`` threads (reading a chunk and numpy's loops release
     the GIL); each writes its own slice, so the result does not depend on the count.
 
     Shapes: votes (Q, C) -> (Q,) arrays for the first ``num_seen`` queries.
     """
     seen = len(votes) if num_seen is None else num_seen
-    is_threshold = isinstance(mechanism, ConfidentGNMax)
+    step = None if answer_only else mechanism.threshold_step
+    is_threshold = step is not None
     log_pr = np.empty(seen) if is_threshold else None
     logq_step1 = np.empty(seen) if is_threshold else None
     step1_margins = np.empty(seen) if is_threshold else None
@@ -90,17 +93,17 @@ def query_terms(
     def chunk(start: int) -> int:
         stop = min(start + chunk_size, seen)
         counts = np.asarray(votes[start:stop], dtype=np.float64)
-        if isinstance(mechanism, ConfidentGNMax):
+        if step is not None:
             assert log_pr is not None and logq_step1 is not None and step1_margins is not None
             step1 = counts if baseline is None else counts - baseline[start:stop]
             margins = threshold.threshold_margins(
-                step1, mechanism.threshold, mechanism.sigma1, half_even=half_even
+                step1, step.threshold, step.sigma1, half_even=half_even
             )
             step1_margins[start:stop] = margins
             log_pr[start:stop], logq_step1[start:stop] = threshold.outcomes_from_margins(margins)
             sensitivities.append(threshold.statistic_sensitivity(step1, half_even=half_even))
         if logq is not None:
-            logq[start:stop] = _logq(counts, mechanism)
+            logq[start:stop] = mechanism.answer_step.logq(counts)
         return stop - start
 
     starts = range(0, seen, chunk_size)
@@ -117,15 +120,6 @@ def query_terms(
                 rest = rest - baseline[start : start + chunk_size]
             sensitivities.append(threshold.statistic_sensitivity(rest, half_even=True))
     return QueryTerms(log_pr, logq_step1, logq, seen, step1_margins, max(sensitivities))
-
-
-def _logq(counts: FloatArray, mechanism: Mechanism) -> FloatArray:
-    """log q of the answer step: Prop. 7 (GNMax) or Lemma 4 of 2017 (LNMax)."""
-    if isinstance(mechanism, (GNMax, ConfidentGNMax)):
-        return gnmax.logq_gnmax(counts, mechanism.sigma)
-    if isinstance(mechanism, LNMax):
-        return lnmax.logq_lnmax(counts, mechanism.gamma)
-    assert_never(mechanism)
 
 
 def answer_weights(

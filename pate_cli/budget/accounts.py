@@ -31,8 +31,8 @@ from pate_cli.accountant.figures import eps_curve
 from pate_cli.choices import Conversion
 from pate_cli.core import exact
 from pate_cli.core.smooth import rdp_gnss
-from pate_cli.errors import UsageError
-from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism
+from pate_cli.mechanisms import Mechanism, UnsupportedError
+from pate_cli.mechanisms.steps import GaussianPart, PurePart
 from pate_cli.orders import DEFAULT_ORDERS
 
 Account = dict[str, Any]
@@ -57,18 +57,15 @@ class Release:
 def mechanism_account(mechanism: Mechanism, queries: int, *, half_even: bool = False) -> Account:
     """The data-independent account of ``queries`` queries of ``mechanism`` (module docstring):
     every query answered."""
-    if isinstance(mechanism, LNMax):
-        return {"kind": PURE, "epsilon0": 2.0 * mechanism.gamma, "count": int(queries)}
-    answer = 2.0 * queries / mechanism.sigma**2
-    if isinstance(mechanism, ConfidentGNMax):  # Interactive-GNMax too: its statistic moves by 1
-        moves = 2.0 if half_even else 1.0
-        return {
-            "kind": GAUSSIAN,
-            "mu": math.sqrt(queries * moves**2 / mechanism.sigma1**2 + answer),
-        }
-    if isinstance(mechanism, GNMax):
-        return {"kind": GAUSSIAN, "mu": math.sqrt(answer)}
-    raise UsageError(f"{type(mechanism).__name__}: no data-independent account to charge")
+    step, moves = mechanism.threshold_step, 2.0 if half_even else 1.0
+    parts = [] if step is None else [step.part(queries, moves)]
+    parts.append(mechanism.answer_step.part(queries))
+    gaussian = [part for part in parts if isinstance(part, GaussianPart)]
+    if len(gaussian) == len(parts):
+        return {"kind": GAUSSIAN, "mu": math.sqrt(sum(part.mu_squared for part in gaussian))}
+    if len(parts) == 1 and isinstance(parts[0], PurePart):
+        return {"kind": PURE, "epsilon0": parts[0].epsilon0, "count": parts[0].count}
+    raise UnsupportedError(f"{mechanism.name}: no data-independent account to charge")
 
 
 def account_of(

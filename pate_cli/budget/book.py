@@ -138,10 +138,9 @@ class Budget:
         force: bool = False,
     ) -> Budget:
         """Create the budget file (never over an existing one unless ``force``)."""
-        from pate_cli.accountant.figures import check_delta
 
         where = os.fspath(path)
-        check_delta(delta)
+        checks.delta(delta)
         checks.max_epsilon(max_epsilon)
         if max_epsilon is None or not math.isfinite(max_epsilon):
             raise UsageError(f"{given('max-epsilon', max_epsilon)}: expected a finite number >= 0")

@@ -21,7 +21,7 @@ from pate_cli import spelling
 from pate_cli.budget.accounts import Release
 from pate_cli.budget.book import Budget, Charge, as_budget
 from pate_cli.errors import UsageError
-from pate_cli.mechanisms import ConfidentGNMax, Mechanism
+from pate_cli.mechanisms import Mechanism
 from pate_cli.orders import as_orders
 
 _FIXED = (
@@ -80,7 +80,7 @@ def charge_of(
     release = _release(function, options)
     if function == "aggregate":
         purposes: tuple[str, ...] = ("aggregate-answer",)
-        if isinstance(mechanism, ConfidentGNMax):
+        if mechanism.threshold_step is not None:
             purposes = ("aggregate-threshold", *purposes)
     else:
         purposes = () if release is None else ("gnss-sample",)

@@ -34,7 +34,7 @@ from pate_cli.cli.commands import (
     smooth_sensitivity,
     verify,
 )
-from pate_cli.cli.options import ARGV, MIN_COLUMNS, StreamError, error_line
+from pate_cli.cli.options import ARGV, MIN_COLUMNS, StreamError, error_line, mechanism_choices
 from pate_cli.errors import ExitCode, PateError
 from pate_cli.spelling import command_line
 
@@ -49,6 +49,10 @@ def _metavar(param: Any) -> str | None:
     kind = getattr(described, "annotation", None)
     if param.name in _NAMED:
         return _NAMED[param.name]
+    if param.name == "mechanism":  # the registry's names, a choice Typer cannot list itself
+        return mechanism_choices()
+    if param.name == "member":
+        return "NAME"
     if described.is_choice:
         return "[" + "|".join(str(getattr(c, "value", c)) for c in described.choices) + "]"
     if kind is bool:

@@ -19,7 +19,7 @@ import typer
 from pate_cli import checks
 from pate_cli.choices import Conversion, GateOn, TableGateOn, ThresholdBound, VoteFormat
 from pate_cli.errors import ExitCode
-from pate_cli.mechanisms import MechanismName
+from pate_cli.mechanisms import REGISTRY, registered
 
 if TYPE_CHECKING:  # the rest loads when a command runs, not when the app starts
     from rich.console import Console
@@ -84,7 +84,6 @@ MemberOpt = Annotated[
     str | None,
     typer.Option(
         "--member",
-        metavar="NAME",
         help="The array of an .npz VOTES file to read (its numpy.savez name), when it holds "
         "several.",
     ),
@@ -100,9 +99,25 @@ IndicesOpt = Annotated[
         "--indices", help=".npy of query indices to keep, in order (applied before --queries)."
     ),
 ]
+
+
+def mechanism_name(value: str | None) -> str | None:
+    """A registered mechanism's name (``--mechanism``), checked at parse time."""
+    return None if value is None else registered(value).name
+
+
+def mechanism_choices() -> str:
+    """The names --mechanism accepts (every registered one), as a choice's metavar."""
+    return f"[{'|'.join(REGISTRY)}]"
+
+
 MechanismOpt = Annotated[
-    MechanismName | None,
-    typer.Option("--mechanism", help="Aggregator; inferred from the flags when omitted."),
+    str | None,
+    typer.Option(
+        "--mechanism",
+        callback=mechanism_name,
+        help="Aggregator; inferred from the flags when omitted.",
+    ),
 ]
 SigmaOpt = Annotated[
     float | None,

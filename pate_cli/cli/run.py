@@ -205,10 +205,7 @@ def inferred_mechanism(p: Params, baseline: str | None) -> Callable[[], Mechanis
     return partial(
         infer_mechanism,
         p["mechanism"],
-        sigma=p["sigma"],
-        threshold=p["threshold"],
-        sigma1=p["sigma1"],
-        gamma=p.get("gamma"),
+        {key: p.get(key) for key in ("sigma", "threshold", "sigma1", "gamma")},
         has_baseline=baseline is not None,
         threshold_bound=p["threshold_bound"],
     )
@@ -291,12 +288,12 @@ class Invocation:
 
 def run(invocation: Invocation, view: View) -> None:
     """Carry out a command's run: see the module docstring for the order."""
-    from pate_cli.accountant.figures import check_delta
+    from pate_cli import checks
     from pate_cli.outputs import check_not_replaced, identities, spent_again
     from pate_cli.reports.budget import check_public_gate
 
     call = invocation.call
-    check_delta(call.options["delta"])
+    checks.delta(call.options["delta"])
     check_files(invocation)
     for check in invocation.checks:
         check()

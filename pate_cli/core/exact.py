@@ -23,6 +23,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import special
 
+from pate_cli.core.bisection import bisect_boundary
 from pate_cli.core.logmath import log1mexp
 
 
@@ -101,7 +102,8 @@ def _log_binomial_cdf(level: int, k: int, p: float) -> float:
 
 def epsilon_for(log_delta: Callable[[float], float], delta: float) -> float:
     """The smallest epsilon >= 0 with delta(epsilon) <= delta, from above: bisection on a
-    decreasing curve, returning the bracket's upper end (to 1e-12 relative)."""
+    decreasing curve, returning the bracket's upper end (to 1e-12 relative; see
+    :func:`~pate_cli.core.bisection.bisect_boundary`)."""
     target = math.log(delta)
     if log_delta(0.0) <= target:
         return 0.0
@@ -111,13 +113,8 @@ def epsilon_for(log_delta: Callable[[float], float], delta: float) -> float:
         if high > 1e300:
             return math.inf
     low = 0.0 if high == 1.0 else high / 2
-    while high - low > 1e-12 * high:
-        middle = (low + high) / 2
-        if log_delta(middle) <= target:
-            high = middle
-        else:
-            low = middle
-    return high
+    # The upper end: the bisection only ever returns an epsilon whose delta was seen <= target.
+    return bisect_boundary(lambda eps: log_delta(eps) <= target, high, low, rtol=1e-12)
 
 
 def gaussian_epsilon(mu: float, delta: float) -> float:

@@ -24,6 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import log_ndtr, ndtri_exp
 
 from pate_cli.core._common import _check_num_classes, _check_order, _check_positive
+from pate_cli.core.bisection import bisect_boundary
 from pate_cli.core.gnmax import rdp_gnmax, rdp_gnmax_data_independent
 
 # Theorem 6 is evaluated on log q clipped to [_LOGQ_FLOOR, log q0]; it is 0 at the floor.
@@ -219,14 +220,8 @@ def _logq0_sound(sigma: float, order: float, num_classes: int) -> float:
     high = log_cap
     if low > high:
         low = 2 * high
-    while True:
-        middle = 0.5 * (low + high)
-        if not low < middle < high:
-            return low
-        if reached(middle):
-            high = middle
-        else:
-            low = middle
+    # From below, to adjacent doubles: every point returned is one where Prop. 8 is not reached.
+    return bisect_boundary(lambda logq: not reached(logq), low, high)
 
 
 def _theorem6_derivative(q: float, sigma: float, order: float) -> float:

@@ -3,7 +3,7 @@
 ``verify`` re-parses the record's command line through pate's own parser and checks that it
 is the recorded call, checks the hashes, replays the call through ``pate_cli.api`` on the
 same files (regenerated labels to a scratch folder) and compares every number of the
-recorded report with the recomputed one (``pate_cli.records.compare``): numbers, notes,
+recorded report with the recomputed one (``pate_cli.records.diff``): numbers, notes,
 conditions, the publishable list, the gate and the warnings. What this proves: the recorded
 figures follow from these input files and this call under this pate version. It proves
 nothing about who made the record. The result is a :class:`VerifyReport`, one
@@ -28,7 +28,7 @@ from typing import Any
 
 from pate_cli import spelling
 from pate_cli.errors import InputError, PateError, UsageError
-from pate_cli.records.compare import (
+from pate_cli.records.diff import (
     KEY_FIELDS,
     as_number,
     circumstantial,

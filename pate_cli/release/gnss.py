@@ -38,8 +38,10 @@ from pate_cli.core import conditions as cond_core
 from pate_cli.core import ls_lnmax
 from pate_cli.core import smooth as smooth_core
 from pate_cli.core.theorem6 import NumericalRangeError
-from pate_cli.errors import PateError, UsageError
-from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax, Mechanism
+from pate_cli.errors import UsageError
+from pate_cli.mechanisms import Mechanism, UnsupportedError
+from pate_cli.mechanisms.steps import GaussianAnswer, LaplaceAnswer
+from pate_cli.release.conditions import ConditionError, checked_conditions
 from pate_cli.release.model import GnssRelease, NotReleased, Release, gated_epsilon
 from pate_cli.seeds import Noise, os_entropy
 from pate_cli.spelling import given, on_command_line, option, options
@@ -76,10 +78,6 @@ def not_private_note() -> str:
         "beta and sigma_ss were chosen by looking at the private votes; that choice is "
         f"not itself differentially private (fix them with {fixed_beta_sigma_ss()})"
     )
-
-
-class ConditionError(PateError):
-    """Conditions C5/C6 fail at the order used: the smooth-sensitivity bound does not hold."""
 
 
 #: A sampled released epsilon is published rounded up to this many decimals.
@@ -272,18 +270,17 @@ def gnss_release(
         UsageError: beta outside (0, 1/(2 order)), or LNMax with ``strict`` off.
         ConditionError: C5 or C6 fails at ``order`` and ``skip_conditions`` is off.
     """
-    _check_releasable(counts.shape[1], mechanism, strict)
+    _check_releasable(counts.shape[1])
     at = _AtOrder(order, delta, conversion, steps, order_index)
     draw = _Draw(beta, sigma_ss, noise, order_chosen_on_data)
     walk = _Walk(num_teachers, chunk_size, progress)
-    if isinstance(mechanism, LNMax):
-        return _lnmax_release(counts, mechanism, answered, terms, at, draw, walk)
-    return _gnmax_release(
-        counts,
-        mechanism,
-        at,
-        draw,
-        walk,
+    release: GnssRelease = _release_of(mechanism)(
+        mechanism.answer_step,
+        counts=counts,
+        mechanism=mechanism,
+        at=at,
+        draw=draw,
+        walk=walk,
         baseline=baseline,
         answered=answered,
         terms=terms,
@@ -292,17 +289,38 @@ def gnss_release(
         half_even=half_even,
         published=(epsilon_data_independent, epsilon_worst_case),
     )
+    return release
 
 
-def _check_releasable(num_classes: int, mechanism: Mechanism, strict: bool) -> None:
-    """The errors known before any pass over the votes: a single class (no sensitivity to
-    release), or LNMax with the reference's bounds (it has only its sound one)."""
+def _release_of(mechanism: Mechanism) -> Callable[..., GnssRelease]:
+    """The release of the mechanism's answer step, by the step's kind: the local-sensitivity
+    table there is for it.
+
+    Raises:
+        UnsupportedError: an answer step without one.
+    """
+    found = _RELEASES.get(type(mechanism.answer_step))
+    if found is None:
+        raise UnsupportedError(
+            f"{mechanism.name}: its answer step has no local-sensitivity table, so its "
+            "data-dependent epsilon has no smooth-sensitivity release"
+        )
+    return found
+
+
+def _check_releasable(num_classes: int) -> None:
+    """The error known before any pass over the votes: a single class (no sensitivity to
+    release)."""
     if num_classes < 2:
         raise ConditionError(
             "the votes have a single class: every answer is that class, so the answer step "
             "costs nothing and there is no smooth sensitivity to release"
         )
-    if isinstance(mechanism, LNMax) and not strict:
+
+
+def _reference_bounds_are_gnmax(strict: bool) -> None:
+    """LNMax has only its sound bound: the reference's bounds are GNMax's."""
+    if not strict:
         raise UsageError(
             f"{option('reference-local-sensitivity')} reproduces the 2018 reference's "
             "GNMax bounds; LNMax has only its sound bound "
@@ -315,9 +333,10 @@ def _num_seen(counts: FloatArray, answered: NDArray[np.bool_] | None) -> int:
     return len(counts) if answered is None else answered.shape[0]
 
 
-def _gnmax_release(
+def gaussian_release(
+    answer: GaussianAnswer,
     counts: FloatArray,
-    mechanism: GNMax | ConfidentGNMax,
+    mechanism: Mechanism,
     at: _AtOrder,
     draw: _Draw,
     walk: _Walk,
@@ -335,10 +354,10 @@ def _gnmax_release(
     ``published`` (the data-independent and the worst-case epsilon) is reported when both
     steps are data-independent: there is nothing to release then."""
     num_seen = _num_seen(counts, answered)
-    threshold_step = mechanism if isinstance(mechanism, ConfidentGNMax) else None
-    exact_threshold = threshold_step is not None and threshold_step.threshold_bound == "exact"
+    threshold_step = mechanism.threshold_step
+    exact_threshold = threshold_step is not None and threshold_step.bound == "exact"
     terms, forced = _data_independent_steps(
-        counts, mechanism, at.order, walk, terms, num_seen, baseline, half_even
+        counts, mechanism, answer, at.order, walk, terms, num_seen, baseline, half_even
     )
     moves = terms.threshold_sensitivity
     weights = answer_weights(terms, answered)
@@ -347,8 +366,8 @@ def _gnmax_release(
     if all(forced):
         fixed_count = threshold_step is None and answered is None
         return _nothing_to_release(fields, fixed_count, *published)
-    conditions, warnings = _checked_conditions(
-        mechanism.sigma, counts.shape[1], at.order, strict, skip_conditions
+    conditions, warnings = checked_conditions(
+        answer.sigma, counts.shape[1], at.order, strict, skip_conditions
     )
 
     def block_bound(block: FloatArray, rows: slice) -> FloatArray:
@@ -357,7 +376,7 @@ def _gnmax_release(
             block,
             walk.num_teachers,
             at.order,
-            mechanism.sigma,
+            answer.sigma,
             threshold=None if threshold_step is None else threshold_step.threshold,
             sigma1=None if threshold_step is None else threshold_step.sigma1,
             step1_votes=block if baseline is None else block - baseline[rows],
@@ -378,7 +397,8 @@ def _gnmax_release(
 
 def _data_independent_steps(
     counts: FloatArray,
-    mechanism: GNMax | ConfidentGNMax,
+    mechanism: Mechanism,
+    answer: GaussianAnswer,
     order: float,
     walk: _Walk,
     terms: QueryTerms | None,
@@ -389,12 +409,12 @@ def _data_independent_steps(
     """The per-query terms (the analysis' own, or one pass over the votes) and which steps
     (threshold, answer) are accounted data-independently at ``order``: those whose
     data-dependent bound can never beat the data-independent one there."""
-    threshold_step = mechanism if isinstance(mechanism, ConfidentGNMax) else None
+    threshold_step = mechanism.threshold_step
     # The data-independent shortcut of the reference, per step, at this order.
     ind_gnmax = cond_core.is_data_independent_always_opt_gnmax(
-        walk.num_teachers, counts.shape[1], mechanism.sigma, order
+        walk.num_teachers, counts.shape[1], answer.sigma, order
     )
-    exact_threshold = threshold_step is not None and threshold_step.threshold_bound == "exact"
+    exact_threshold = threshold_step is not None and threshold_step.bound == "exact"
     # The per-query scalars once (the analysis passes its own); a second pass for the
     # sensitivities.
     if terms is None:
@@ -449,69 +469,30 @@ def _nothing_to_release(
     )
 
 
-def _checked_conditions(
-    sigma: float, num_classes: int, order: float, strict: bool, skip_conditions: bool
-) -> tuple[tuple[bool, bool] | None, list[str]]:
-    """Conditions C5 and C6 (Appendix B.4) at ``order``, None where they cannot be checked,
-    and the warnings they give; a ConditionError where the release bound is not proven and
-    ``skip_conditions`` is off."""
-    warnings: list[str] = []
-    conditions: tuple[bool, bool] | None
-    try:
-        conditions = cond_core.check_conditions(sigma, num_classes, order, reference=not strict)
-    except NumericalRangeError as exc:
-        if not skip_conditions:
-            raise ConditionError(
-                f"{exc} (order {order:g}, sigma {sigma:g}); the release bound is not verified "
-                f"there: choose another {options('order', 'sigma', joined='or')}, or pass "
-                f"{option('skip-conditions')}"
-            ) from exc
-        conditions = None
-        warnings.append(f"{exc}; computed anyway because of {option('skip-conditions')}")
-    if strict and conditions == (True, False):
-        # The sound bounds need only C5 (a non-decreasing per-query bound); without C6
-        # they take a cell-wise bound of the increments instead of Algorithm 3's plateau.
-        warnings.append(
-            f"condition C6 fails at order {order:g} (sigma {sigma:g}, {num_classes} classes): "
-            "the local sensitivity uses a bound that does not need it"
-        )
-    elif conditions is not None and not all(conditions):
-        failed = " and ".join(
-            name for name, ok in zip(("C5", "C6"), conditions, strict=True) if not ok
-        )
-        message = (
-            f"condition {failed} of the smooth-sensitivity analysis fails at order {order:g} "
-            f"(sigma {sigma:g}, {num_classes} classes)"
-        )
-        if not skip_conditions:
-            raise ConditionError(
-                f"{message}; the release bound is not proven there: choose another "
-                f"{option('order')}, or pass {option('skip-conditions')} to compute it anyway"
-            )
-        warnings.append(f"{message}; computed anyway because of {option('skip-conditions')}")
-    return conditions, warnings
-
-
-def _lnmax_release(
+def laplace_release(
+    answer: LaplaceAnswer,
     counts: FloatArray,
-    mechanism: LNMax,
-    answered: NDArray[np.bool_] | None,
-    terms: QueryTerms | None,
+    mechanism: Mechanism,
     at: _AtOrder,
     draw: _Draw,
     walk: _Walk,
+    *,
+    answered: NDArray[np.bool_] | None,
+    terms: QueryTerms | None,
+    strict: bool,
+    **unused: Any,
 ) -> GnssRelease:
     """LNMax's release: every query answered (or those of ``answered``), its bound F(q)
     non-decreasing in q (proven in ``core.ls_lnmax``, so no condition to check), the local
-    sensitivity of ``ls_lnmax``."""
+    sensitivity of ``ls_lnmax``. The rest of ``gaussian_release``'s arguments (``unused``:
+    a baseline, the conditions, the threshold's rounding) have no part in it."""
+    _reference_bounds_are_gnmax(strict)
     counts = counts[: _num_seen(counts, answered)]
     if terms is None:
         terms = query_terms(counts, mechanism, num_seen=len(counts), chunk_size=walk.chunk_size)
     weights = None if answered is None else answered.astype(np.float64)
     fields = at.fields(mechanism, terms, weights, (True, False), len(counts))
-    tables = ls_lnmax.LnmaxSensitivity(
-        counts.shape[1], walk.num_teachers, mechanism.gamma, at.order
-    )
+    tables = ls_lnmax.LnmaxSensitivity(counts.shape[1], walk.num_teachers, answer.gamma, at.order)
 
     def block_bound(block: FloatArray, rows: slice) -> FloatArray:
         """One block's bound of ``ls_lnmax``."""
@@ -520,6 +501,14 @@ def _lnmax_release(
     ls = walk.local_sensitivity(counts, len(counts), block_bound)
     fields.update(conditions=None, conditions_apply=False, strict_local_sensitivity=True)
     return _sampled(ls, fields, [], at, draw)
+
+
+# The releases there are, by answer step: the GNMax family's (core.smooth, core.ls_gnmax)
+# and LNMax's (core.ls_lnmax).
+_RELEASES: dict[type, Callable[..., GnssRelease]] = {
+    GaussianAnswer: gaussian_release,
+    LaplaceAnswer: laplace_release,
+}
 
 
 def _whole_counts(block: FloatArray) -> FloatArray:

@@ -12,6 +12,7 @@ while ``ledger.py`` reads the analysis it splits.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -234,9 +235,14 @@ _SUMMARY_BLOCK = 1 << 15
 
 
 def share_of(rdp: FloatArray, total: float) -> FloatArray:
-    """Each query's share of the total RDP (0 everywhere when the total is 0)."""
+    """Each part's share of the total RDP: 0 everywhere when the total is 0; when it is
+    infinite, 1 for each infinite part (each alone makes the total infinite) and 0 for the
+    finite ones, since inf / inf would be NaN, which no output may hold."""
+    rdp = np.asarray(rdp, dtype=np.float64)
     if total == 0:
         return np.zeros_like(rdp)
+    if math.isinf(total):
+        return np.where(np.isinf(rdp), 1.0, 0.0)
     share: FloatArray = rdp / total
     return share
 
@@ -339,7 +345,7 @@ class Bucket:
 def buckets(ledger: Ledger) -> list[Bucket]:
     """The cost by teacher agreement (2018 paper, Figure 5)."""
     totals = ledger.totals
-    total = totals.rdp
+    shares = share_of(np.asarray(totals.bucket_rdp, dtype=np.float64), totals.rdp)
     uppers = (*BUCKET_EDGES[1:], 1.0)
     return [
         Bucket(
@@ -349,7 +355,7 @@ def buckets(ledger: Ledger) -> list[Bucket]:
             queries=int(totals.bucket_queries[i]),
             expected_answered=float(totals.bucket_answered[i]),
             rdp=float(totals.bucket_rdp[i]),
-            share=float(totals.bucket_rdp[i] / total) if total > 0 else 0.0,
+            share=float(shares[i]),
         )
         for i, (label, low, high) in enumerate(
             zip(bucket_labels(), BUCKET_EDGES, uppers, strict=True)
@@ -370,7 +376,7 @@ def most_expensive_rows(ledger: Ledger) -> list[dict[str, Any]]:
             "logq": float(row["logq"]),
             "pr_answered": float(row["pr_answered"]),
             "rdp": float(row["rdp"]),
-            "share": float(row["rdp"] / total) if total != 0 else 0.0,
+            "share": float(share_of(np.array([row["rdp"]]), total)[0]),
             "running_epsilon": float(row["running_epsilon"]),
             "running_order": float(row["running_order"]),
             "running_epsilon_data_independent": float(row["running_epsilon_data_independent"]),

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pate_cli import checks
 from pate_cli.choices import GateOn
 from pate_cli.errors import UsageError
+from pate_cli.mechanisms import answers_every_query
 from pate_cli.release.gnss import GnssRelease, Release, fixed_beta_sigma_ss
 from pate_cli.spelling import Placeholder, given, on_command_line, option
 
@@ -54,13 +55,12 @@ class Figure:
 
 
 # Mechanisms that answer every query: their data-independent bound is the worst case.
-_EVERY_QUERY = ("gnmax", "lnmax")
 
 
 def bound_figure(mechanism: dict[str, Any], worst_case: float, delta: float) -> Figure:
     """The data-independent bound with every query answered: a function of the parameters
     and the number of queries alone."""
-    if mechanism["name"] in _EVERY_QUERY:
+    if answers_every_query(mechanism):
         return Figure(
             "data-independent",
             worst_case,
@@ -158,8 +158,7 @@ class Gate:
 
     @property
     def passed(self) -> bool:
-        # Written so that a NaN could never pass.
-        return bool(self.epsilon <= self.limit)
+        return within_limit(self.epsilon, self.limit)
 
     @property
     def message(self) -> str:
@@ -173,6 +172,18 @@ class Gate:
             "limit": self.limit,
             "passed": self.passed,
         }
+
+
+def within_limit(epsilon: float | None, limit: float) -> bool:
+    """The gate's rule: a figure passes when it is at most ``limit`` (the limit itself
+    passes). A missing figure never does, nor a NaN (written so that it could not)."""
+    return epsilon is not None and bool(epsilon <= limit)
+
+
+def within_budget(report: Gated, on: GateOn, limit: float) -> bool:
+    """Whether the figure ``report`` offers to the gate ``on`` (its ``epsilons()``) is within
+    ``limit`` (``within_limit``): a compare row's ``within_budget``."""
+    return within_limit(report.epsilons().get(on), limit)
 
 
 def as_gate_on(value: GateOn | str) -> GateOn:
@@ -195,7 +206,7 @@ def gates_a_private_figure(on: GateOn, mechanism: dict[str, Any]) -> bool:
     """True when the gated figure depends on the votes (so its verdict does too)."""
     return on in (GateOn.DATA_DEPENDENT, GateOn.RELEASED, GateOn.GUARANTEED) or (
         on in (GateOn.DATA_INDEPENDENT, GateOn.EXACT_DATA_INDEPENDENT)
-        and mechanism["name"] not in _EVERY_QUERY
+        and not answers_every_query(mechanism)
     )
 
 

@@ -1,17 +1,49 @@
-"""The one JSON encoder of every report, ledger and record.
+"""The one JSON encoder of every report, ledger and record, and the one spelling of a number
+in every text output.
+
+``number_text`` is how a number is written where it is text: a CSV field, or an infinity in
+JSON. Full precision (``repr`` of the float), infinities as "inf"/"-inf", and a NaN is a bug
+(it raises), so no output can ever carry one. ``csv_text`` is the one CSV dialect (the
+ledger's and compare's files).
 
 ``dumps`` is the only place JSON is written: numpy values become Python ones, infinities
-become the strings "inf"/"-inf", and a NaN is a bug (it raises), so no output can ever carry
-one. It imports nothing of the package, so every layer can write through it.
+become ``number_text``'s strings. It imports nothing of the package, so every layer can
+write through it.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+
+
+def number_text(value: float) -> str:
+    """A number as an output writes it in text: ``repr`` of the float (full precision, so
+    it reads back exactly; an int 3 is "3.0"), infinities as "inf" and "-inf".
+
+    Raises:
+        ValueError: A NaN, which no output may carry (it is a bug upstream).
+    """
+    number = float(value)
+    if math.isnan(number):
+        raise ValueError("NaN reached an output")
+    if math.isinf(number):
+        return "inf" if number > 0 else "-inf"
+    return repr(number)
+
+
+def csv_text(rows: Iterable[Iterable[str]]) -> str:
+    """Rows of fields as CSV text: commas, quotes only where a field needs them, "\\n" line
+    ends (the dialect of every CSV file pate writes)."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
 
 
 def _plain(value: Any) -> Any:
@@ -28,11 +60,7 @@ def _plain(value: Any) -> Any:
         return int(value)
     if isinstance(value, (float, np.floating)):
         number = float(value)
-        if math.isnan(number):
-            raise ValueError("NaN reached the JSON encoder")
-        if math.isinf(number):
-            return "inf" if number > 0 else "-inf"
-        return number
+        return number if math.isfinite(number) else number_text(number)
     if value is None or isinstance(value, str):
         return value
     raise TypeError(f"cannot encode {type(value).__name__} as JSON")

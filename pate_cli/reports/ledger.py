@@ -1,6 +1,6 @@
 """The per-query cost ledger: where a run's privacy budget goes.
 
-``accounting.account`` sums per-query RDP terms into one curve per order and
+``accountant.compose.account`` sums per-query RDP terms into one curve per order and
 deduplicates them on the way (a query's cost depends on the votes only through
 log q and log Pr[answered]). The ledger undoes the sum at a single order, the
 report's best data-dependent order, and keeps one row per query:
@@ -19,7 +19,7 @@ report's best data-dependent order, and keeps one row per query:
   report's epsilon. A second running epsilon does the same with the
   data-independent bounds, for the plot of epsilon against queries. Both come
   from one pass over running sums of the per-query costs
-  (``accounting.prefix_epsilons``).
+  (``accountant.compose.prefix_epsilons``).
 
 Queries are also grouped by teacher agreement, the top vote share n_max / M,
 in the buckets of the 2018 paper's Figure 5 ([0, 0.5), [0.5, 0.6), ...,
@@ -34,7 +34,6 @@ work, and an atomic write (a temporary file in the same folder, then
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections.abc import Iterator
@@ -67,7 +66,7 @@ from pate_cli.reports.breakdown import (
     share_of,
     top_two,
 )
-from pate_cli.reports.encoding import dumps
+from pate_cli.reports.encoding import csv_text, dumps, number_text
 from pate_cli.reports.models import AnalysisReport
 from pate_cli.votes import Votes, check_output_path, write_atomic
 
@@ -124,7 +123,7 @@ def _per_query_rdp(
     *,
     data_independent: bool,
 ) -> FloatArray:
-    """Each query's RDP at one order, by ``accounting.compose``'s rule. Shapes: -> (L,)."""
+    """Each query's RDP at one order, by ``accountant.compose``'s rule. Shapes: -> (L,)."""
     steps = compose(
         mechanism,
         terms,
@@ -264,13 +263,6 @@ class _LedgerRows:
         }
 
 
-def _csv_number(value: float) -> str:
-    """Full precision, with infinities spelled as the JSON encoder does."""
-    if np.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return repr(float(value))
-
-
 def _file_columns(ledger: Ledger, block: Block) -> dict[str, NDArray[Any]]:
     """A block's columns as the files write them (``COLUMNS``: the top share and the share of
     the total added)."""
@@ -291,11 +283,10 @@ def _file_columns(ledger: Ledger, block: Block) -> dict[str, NDArray[Any]]:
 
 def _csv_rows(columns: dict[str, NDArray[Any]]) -> str:
     values = [v for name, v in columns.items() if name != "index"]
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    for i, index in enumerate(columns["index"].tolist()):
-        writer.writerow([str(index)] + [_csv_number(v[i]) for v in values])
-    return out.getvalue()
+    return csv_text(
+        [str(index), *(number_text(v[i]) for v in values)]
+        for i, index in enumerate(columns["index"].tolist())
+    )
 
 
 def _json_rows(columns: dict[str, NDArray[Any]]) -> str:
@@ -324,7 +315,7 @@ def stream_ledger(ledger: Ledger, stream: IO[bytes], suffix: str) -> None:
     """Write the ledger to ``stream`` as CSV (``.csv``) or JSON (``.json``), block by block
     (``Ledger.blocks``): the whole text, or the whole columns, are never in memory."""
     if suffix == ".csv":
-        stream.write((",".join(COLUMNS) + "\n").encode("utf-8"))
+        stream.write(csv_text([COLUMNS]).encode("utf-8"))
         for block in ledger.blocks():
             stream.write(_csv_rows(_file_columns(ledger, block)).encode("utf-8"))
         return

@@ -13,6 +13,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from pate_cli.mechanisms import answers_every_query
+
 Report = Mapping[str, Any]
 """A report's JSON dictionary, or one block of it."""
 
@@ -86,7 +88,7 @@ def analysis(report: Report) -> str:
         report["data_independent"],
         report["data_independent_worst_case"],
     )
-    every_query = report["mechanism"]["name"] in ("gnmax", "lnmax")
+    every_query = answers_every_query(report["mechanism"])
     independent_name = "data-independent" + ("" if every_query else " (private)")
     rows = [
         ("data-dependent (private)", number(dependent["epsilon"]), f"{dependent['order']:g}"),

@@ -7,8 +7,14 @@ which the votes' selection is then applied), its dtype and its values. ``--indic
 read before the votes are converted, because it chooses the queries
 (:func:`query_selection`); the others are read afterwards, from the loaded
 :class:`~pate_cli.votes.model.Votes`. Every problem is an :class:`~pate_cli.errors.InputError`
-whose one-line message starts with the side input's path and names the votes file where
-that helps.
+whose one-line message starts with the side input's path (``<baseline array>`` and the like
+for an array) and names the votes file where that helps.
+
+Each side input has one check, whatever it came from: the array, read from its file or
+given in memory, goes through the same function (:func:`check_student_probs`,
+:func:`check_true_labels`), so a file and the same array in memory give the same result
+or the same error, whose message differs only in how it names the input: the path, or
+the ``<student_probs array>`` placeholder.
 """
 
 from __future__ import annotations
@@ -96,28 +102,65 @@ def query_selection(
     return selection
 
 
-def _load_per_query(path: Input, votes: Votes, what: str, expected: str) -> NDArray[np.float64]:
-    """A (queries, classes) array that goes with the votes, selected like them.
+#: Rows of probabilities (a baseline, the student's) sum to 1 within this.
+PROBABILITY_TOLERANCE = 1e-6
+
+#: How messages name the student's probabilities and the true labels: as the keywords of
+#: ``aggregate`` (and the roles of a record's inputs), ``<student_probs array>`` for an array.
+STUDENT_PROBS = "student_probs"
+TRUE_LABELS = "true_labels"
+
+
+def _rows_of(votes: Votes, length: int) -> NDArray[np.int64] | None:
+    """The rows of a side input of ``length`` rows that go with the selected queries: the
+    votes' selection for one row per query of the file, None (all) for one per selected query.
+    """
+    if length == votes.num_file_queries and votes.selection is not None:
+        return votes.selection
+    return None
+
+
+def _row(rows: NDArray[np.int64] | None, q: int) -> int:
+    """The row of the array as given that holds selected query ``q`` (messages name it)."""
+    return q if rows is None else int(rows[q])
+
+
+def _per_query(
+    a: np.ndarray, where: str, votes: Votes, what: str
+) -> tuple[NDArray[np.float64], NDArray[np.int64] | None]:
+    """A (queries, classes) array that goes with the votes, selected like them, as float64.
 
     Accepts the file's shape (the selection is applied) or the selected shape.
+
+    Returns:
+        The selected rows (a copy), and which rows of ``a`` they are (None: all, in order).
     """
-    a, where = read_input(path, what)
     file_shape = (votes.num_file_queries, votes.num_classes)
     selected_shape = (votes.num_queries, votes.num_classes)
     if a.dtype.kind == "b" or a.shape not in (file_shape, selected_shape):
+        selected = (
+            ""
+            if selected_shape == file_shape
+            else f", or {selected_shape} for the selected queries"
+        )
         raise InputError(
             f"{where}: {what} has shape {a.shape} and dtype {a.dtype!s}; expected "
-            f"numbers of shape {file_shape} like {votes.path}, or {selected_shape} "
-            "for the selected queries"
+            f"numbers of shape {file_shape} like {votes.path}{selected}"
         )
-    is_file_rows = a.shape == file_shape and votes.selection is not None
-    values = np.array(a[votes.selection] if is_file_rows else a, dtype=np.float64, order="C")
+    rows = _rows_of(votes, a.shape[0])
+    values = np.array(a if rows is None else a[rows], dtype=np.float64, order="C")
+    return values, rows
+
+
+def _load_per_query(path: Input, votes: Votes, what: str, expected: str) -> NDArray[np.float64]:
+    """A (queries, classes) array of finite non-negative numbers that goes with the votes."""
+    a, where = read_input(path, what)
+    values, rows = _per_query(a, where, votes, what)
     bad = ~np.isfinite(values) | (values < 0)
     if bad.any():
         q, c = first_index(bad)
-        row = int(votes.selection[q]) if is_file_rows and votes.selection is not None else q
         raise InputError(
-            f"{where}: {what} row {row}, column {c} is {show_value(values[q, c])}; "
+            f"{where}: {what} row {_row(rows, q)}, column {c} is {show_value(values[q, c])}; "
             f"expected {expected}"
         )
     return values
@@ -142,63 +185,121 @@ def load_baseline(path: Input, votes: Votes) -> NDArray[np.float64]:
     baseline = _load_per_query(
         path, votes, "baseline", "finite non-negative probabilities or counts"
     )
-    if np.all(np.abs(sum_rows(baseline) - 1.0) <= 1e-6):
+    if np.all(np.abs(sum_rows(baseline) - 1.0) <= PROBABILITY_TOLERANCE):
         baseline *= votes.num_teachers
     return baseline
 
 
+def check_student_probs(a: np.ndarray, where: str, votes: Votes) -> NDArray[np.float64]:
+    """The one check of the student's class probabilities (Interactive-GNMax), however they
+    came: read from a file (:func:`load_student_probs`) or given as an array.
+
+    The rule is the documented one of ``--baseline``/``--student-probs``: every row sums to
+    1 within 1e-6, or every row sums to M within M * 1e-6 (M times probabilities, a
+    baseline on the votes' scale, as :func:`load_baseline` reads it), and is then divided
+    by M. One row per query of the votes' file (the votes' selection is applied) or of the
+    selected queries; queries in messages are rows of ``a`` as given.
+
+    Args:
+        a: The array, as read (numeric: the reader and ``memory_array`` refuse the rest).
+        where: How messages name it: the file's path, or ``<student_probs array>``.
+        votes: The votes they go with (for C, M and the selection).
+
+    Returns:
+        The probabilities, rows summing to 1 (a copy). Shapes: (Q, C).
+
+    Raises:
+        InputError: Wrong shape, a negative or non-finite entry, a row not summing to 1
+            (or every row to M); the one-line message starts with ``where``.
+    """
+    probs, rows = _per_query(a, where, votes, STUDENT_PROBS)
+    bad = ~np.isfinite(probs) | (probs < 0)
+    if bad.any():
+        q, c = first_index(bad)
+        raise InputError(
+            f"{where}: {STUDENT_PROBS} of query {_row(rows, q)}, class {c} is "
+            f"{show_value(probs[q, c])}; expected finite non-negative probabilities"
+        )
+    m = votes.num_teachers
+    if np.all(np.abs(sum_rows(probs) - m) <= PROBABILITY_TOLERANCE * m):
+        probs /= m
+    sums = sum_rows(probs)
+    off = np.abs(sums - 1.0) > PROBABILITY_TOLERANCE
+    if off.any():
+        (q,) = first_index(off)
+        # The sum to the tolerance's precision: 250, not 249.99999999999997.
+        raise InputError(
+            f"{where}: {STUDENT_PROBS} of query {_row(rows, q)} sum to {sums[q]:.7g}; "
+            f"expected every row to sum to 1 (or every row to the number of teachers, {m})"
+        )
+    return probs
+
+
 def load_student_probs(path: Input, votes: Votes) -> NDArray[np.float64]:
-    """Read the student's class probabilities: rows summing to 1 within 1e-6, or M times
-    them (a baseline on the votes' scale, as ``load_baseline`` reads it).
+    """Read the student's class probabilities from a file (or take them as an array), and
+    check them with :func:`check_student_probs`: rows summing to 1, or M times them.
 
     Returns:
         The probabilities. Shapes: (Q, C).
 
     Raises:
-        InputError: Wrong shape, a negative or non-finite entry, a row not summing to 1
-            (or to M).
+        InputError: An unreadable file, or what :func:`check_student_probs` refuses.
     """
-    probs = _load_per_query(path, votes, "student probabilities", "finite probabilities")
-    sums = sum_rows(probs)
-    if np.all(np.abs(sums - votes.num_teachers) <= 1e-6 * votes.num_teachers):
-        probs /= votes.num_teachers
-    off = np.abs(sum_rows(probs) - 1.0) > 1e-6
-    if off.any():
-        (q,) = first_index(off)
-        raise InputError(
-            f"{where_of(path, 'student probabilities')}: student probabilities of query {q} sum to "
-            f"{show_value(sum_rows(probs)[q])}; expected every row to sum to 1 (or to the "
-            f"number of teachers, {votes.num_teachers})"
-        )
-    return probs
+    a, where = read_input(path, STUDENT_PROBS)
+    return check_student_probs(a, where, votes)
 
 
-def load_true_labels(path: Input, votes: Votes) -> NDArray[np.int64]:
-    """Read true class labels, one per query of the file or of the selection.
+def check_true_labels(a: np.ndarray, where: str, votes: Votes) -> NDArray[np.int64]:
+    """The one check of true class labels, however they came: read from a file
+    (:func:`load_true_labels`) or given as an array.
+
+    One integer (of any numeric dtype, but not bool) in [0, C) per query of the votes' file
+    (the votes' selection is applied) or of the selected queries; queries in messages are
+    entries of ``a`` as given.
+
+    Args:
+        a: The array, as read (numeric: the reader and ``memory_array`` refuse the rest).
+        where: How messages name it: the file's path, or ``<true_labels array>``.
+        votes: The votes they go with (for C and the selection).
 
     Returns:
         The labels. Shapes: (Q,).
 
     Raises:
-        InputError: Wrong shape, non-integer values, labels outside [0, C).
+        InputError: Wrong shape or dtype, a label that is not a whole number in [0, C);
+            the one-line message starts with ``where``.
     """
-    a, where = read_input(path, "true labels")
-    lengths = (votes.num_file_queries, votes.num_queries)
+    lengths = dict.fromkeys((votes.num_file_queries, votes.num_queries))
     if a.ndim != 1 or a.shape[0] not in lengths or a.dtype.kind not in "iuf":
+        expected = " or ".join(f"({n},)" for n in lengths)
         raise InputError(
-            f"{where}: true labels have shape {a.shape} and dtype {a.dtype!s}; expected "
-            f"integer labels of shape ({votes.num_file_queries},) or ({votes.num_queries},)"
+            f"{where}: {TRUE_LABELS} has shape {a.shape} and dtype {a.dtype!s}; expected "
+            f"integer labels of shape {expected}, one per query of {votes.path}"
         )
-    if a.shape[0] == votes.num_file_queries and votes.selection is not None:
-        a = a[votes.selection]
-    bad = ~is_whole(a) | (a < 0) | (a >= votes.num_classes)
+    rows = _rows_of(votes, a.shape[0])
+    labels = a if rows is None else a[rows]
+    bad = ~is_whole(labels) | (labels < 0) | (labels >= votes.num_classes)
     if bad.any():
         (q,) = first_index(bad)
         raise InputError(
-            f"{where}: true label of query {q} is {show_value(a[q])}; expected an integer "
-            f"in [0, {votes.num_classes})"
+            f"{where}: {TRUE_LABELS} of query {_row(rows, q)} is {show_value(labels[q])}; "
+            f"expected an integer in [0, {votes.num_classes})"
         )
-    return a.astype(np.int64)
+    return labels.astype(np.int64)
+
+
+def load_true_labels(path: Input, votes: Votes) -> NDArray[np.int64]:
+    """Read true class labels from a file (or take them as an array), and check them with
+    :func:`check_true_labels`: one integer in [0, C) per query.
+
+    Returns:
+        The labels. Shapes: (Q,).
+
+    Raises:
+        InputError: An unreadable file, or what :func:`check_true_labels` refuses.
+    """
+    a, where = read_input(path, TRUE_LABELS)
+    return check_true_labels(a, where, votes)
 
 
 def load_answered_mask(path: Input, num_queries: int) -> NDArray[np.bool_]:

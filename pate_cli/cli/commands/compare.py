@@ -26,9 +26,9 @@ from pate_cli.cli.options import (
     TeachersOpt,
     ThresholdBoundOpt,
     VotesArg,
+    mechanism_name,
 )
 from pate_cli.cli.run import Call, File, Invocation, Output, Params
-from pate_cli.mechanisms import MechanismName
 
 if TYPE_CHECKING:
     from pate_cli.comparison import CompareReport
@@ -61,9 +61,10 @@ GammaListOpt = Annotated[
     ),
 ]
 MechanismRestrictOpt = Annotated[
-    MechanismName | None,
+    str | None,
     typer.Option(
         "--mechanism",
+        callback=mechanism_name,
         help="Compare this mechanism only (default: every mechanism whose flags are given).",
     ),
 ]
@@ -175,7 +176,7 @@ def compare(
 
         pate compare sample_data/mnist_250_teachers.npy --threshold 150,200 --sigma1 100,150 --sigma 40 --queries 640 --delta 1e-5
     """
-    from pate_cli.accountant.figures import check_delta
+    from pate_cli import checks
     from pate_cli.cli import render
     from pate_cli.cli.run import check_files, finish
     from pate_cli.orders import parse_orders
@@ -183,7 +184,7 @@ def compare(
     invocation = describe(ctx.params)
     # compare writes no record, and checks every flag before it reads the votes.
     check_files(invocation)
-    check_delta(delta)
+    checks.delta(delta)
     mechanisms = invocation.call.mechanism()
     parse_orders(orders_text)
     for output in invocation.outputs:

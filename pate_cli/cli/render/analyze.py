@@ -21,6 +21,7 @@ from pate_cli.cli.render.common import (
     noise_words,
 )
 from pate_cli.cli.render.publishable import dependent_name, headline, publishable_line
+from pate_cli.mechanisms import answers_every_query
 from pate_cli.release.gnss import NotReleased, Release
 from pate_cli.reports.ledger import Ledger, buckets, most_expensive_rows
 from pate_cli.reports.markdown import answered_count
@@ -56,7 +57,7 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
     (a gap row where some are left out, and a legend), and the closing lines."""
     dependent, independent = report.data_dependent, report.data_independent
     orders = report.orders
-    every_query = report.mechanism["name"] in ("gnmax", "lnmax")
+    every_query = answers_every_query(report.mechanism)
     if all_orders:
         rows = list(range(orders.size))
     else:

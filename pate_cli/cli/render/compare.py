@@ -15,15 +15,10 @@ from rich.text import Text
 from pate_cli.choices import GateOn
 from pate_cli.cli.render.common import PRIVATE, PUBLISHABLE, Fit, fmt_order, input_line
 from pate_cli.comparison import NOTE, PARAMETERS, CompareReport, CompareRow
-from pate_cli.mechanisms import MechanismName
+from pate_cli.mechanisms import Mechanism, flags_of
+from pate_cli.reports.budget import within_budget
 
 #: Mechanism names in the table, short enough for an 80-column terminal.
-_SHORT_NAMES = {
-    MechanismName.GNMAX: "gnmax",
-    MechanismName.CONFIDENT_GNMAX: "confident",
-    MechanismName.INTERACTIVE_GNMAX: "interactive",
-    MechanismName.LNMAX: "lnmax",
-}
 
 
 def _compare_number(value: float) -> str:
@@ -55,7 +50,7 @@ def render_compare(report: CompareReport) -> RenderableType:
     for rank, row in enumerate(rows, start=1):
         spec = row.mechanism.to_json_dict()
         over = _over_budget(report, row)
-        name = _SHORT_NAMES[row.mechanism.name]
+        name = row.mechanism.short
         cells = _cells(row, best)
         table.add_row(
             str(rank),
@@ -126,10 +121,9 @@ class _Best:
 
 
 def _over_budget(report: CompareReport, row: CompareRow) -> bool:
-    """Whether the row's gated epsilon is missing or above --max-epsilon (if given)."""
-    gated = row.epsilons().get(report.gate_on)
-    return report.max_epsilon is not None and not (
-        gated is not None and gated <= report.max_epsilon
+    """Whether --max-epsilon is given and the row is not within it (``within_budget``)."""
+    return report.max_epsilon is not None and not within_budget(
+        row, report.gate_on, report.max_epsilon
     )
 
 
@@ -140,7 +134,7 @@ def _cell(text: str, is_best: bool, colour: str = "") -> Text:
 
 def _cells(row: CompareRow, best: _Best) -> tuple[Text, ...]:
     """The row's ``_COLUMNS``, each in bold where it is the best of its column."""
-    every_query = row.mechanism.name in (MechanismName.GNMAX, MechanismName.LNMAX)
+    every_query = row.mechanism.answers_every_query
     independent_colour = PUBLISHABLE if every_query else PRIVATE
     worst = _publishable(row)
     return (
@@ -179,27 +173,34 @@ def _block(
     return block
 
 
+def _for_comparison(rows: Sequence[CompareRow]) -> list[type[Mechanism]]:
+    """The mechanisms whose rows stand beside others for comparison: without a threshold
+    step, their flags part of a thresholded row's (gnmax's --sigma, among Confident-GNMax
+    rows)."""
+    kinds = list(dict.fromkeys(type(row.mechanism) for row in rows))
+    return [
+        k
+        for k in kinds
+        if k.answers_every_query
+        and any(not o.answers_every_query and set(flags_of(k)) < set(flags_of(o)) for o in kinds)
+    ]
+
+
 def _notes(report: CompareReport) -> list[RenderableType]:
     """The lines under the table: what the gnmax rows are for (when they sit among others),
     how many settings are within --max-epsilon (when given), and ``NOTE``."""
     rows = report.rows
     parts: list[RenderableType] = []
-    baseline = any(r.mechanism.name is MechanismName.GNMAX for r in rows) and any(
-        r.mechanism.name is not MechanismName.GNMAX for r in rows
-    )
-    if baseline:
+    for kind in _for_comparison(rows):
         parts.append(
             Text(
-                "gnmax rows: the same --sigma without a threshold step, for comparison "
-                "(--mechanism leaves them out)",
+                f"{kind.name} rows: the same {' '.join(flags_of(kind))} without a threshold "
+                "step, for comparison (--mechanism leaves them out)",
                 style="dim",
             )
         )
     if report.max_epsilon is not None:
-        within = sum(
-            (gated := r.epsilons().get(report.gate_on)) is not None and gated <= report.max_epsilon
-            for r in rows
-        )
+        within = sum(within_budget(r, report.gate_on, report.max_epsilon) for r in rows)
         parts.append(
             Text(
                 f"{within} of {len(rows)} settings within --max-epsilon {report.max_epsilon:g} "

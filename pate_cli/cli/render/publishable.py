@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pate_cli.cli.render.common import PRIVATE, PUBLISHABLE, mechanism_line
+from pate_cli.mechanisms import answers_every_query
 from pate_cli.reports.budget import Figure
 from pate_cli.reports.models import AggregateReport, AnalysisReport, SmoothSensitivityReport
 
@@ -19,7 +20,7 @@ def dependent_name(mechanism: dict[str, Any], realized: bool) -> str:
     """The name of the data-dependent figure. For Confident/Interactive-GNMax in
     expectation it is the 2018 paper's expected cost, an average over the threshold noise,
     not a bound on the run (the guaranteed figure is)."""
-    if mechanism["name"] in ("gnmax", "lnmax") or realized:
+    if answers_every_query(mechanism) or realized:
         return "data-dependent epsilon"
     return "expected data-dependent epsilon"
 

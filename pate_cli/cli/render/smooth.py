@@ -8,6 +8,7 @@ from rich.text import Text
 
 from pate_cli.cli.render.common import fmt, fmt_order, input_line, mechanism_line, noise_words
 from pate_cli.cli.render.publishable import dependent_name, headline, publishable_line
+from pate_cli.mechanisms import answers_every_query
 from pate_cli.reports.budget import release_withheld
 from pate_cli.reports.markdown import answered_count
 from pate_cli.reports.models import SmoothSensitivityReport
@@ -40,7 +41,7 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
         answered_count(release.expected_answered, report.realized),
     )
     # Plain GNMax and LNMax have no threshold step.
-    has_threshold = report.mechanism["name"] not in ("gnmax", "lnmax")
+    has_threshold = not answers_every_query(report.mechanism)
     table.add_row(
         "data-independent steps",
         ", ".join(k for k, v in steps.items() if v and (has_threshold or k != "threshold"))

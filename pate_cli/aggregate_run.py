@@ -20,7 +20,6 @@ messages (which name the flags), and invalid arrays :class:`~pate_cli.errors.Inp
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -30,26 +29,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pate_cli import checks
-from pate_cli.accountant.figures import as_conversion, check_delta
 from pate_cli.accountant.terms import FloatArray
-from pate_cli.aggregators import (
-    AggregationResult,
-    aggregate_confident_gnmax,
-    aggregate_gnmax,
-    aggregate_interactive_gnmax,
-    aggregate_lnmax,
-)
+from pate_cli.aggregators import AggregationResult
 from pate_cli.analysis import Progress, analysis_report
 from pate_cli.choices import Conversion, GateOn
-from pate_cli.errors import InputError, UsageError
-from pate_cli.mechanisms import (
-    ConfidentGNMax,
-    GNMax,
-    InteractiveGNMax,
-    LNMax,
-    Mechanism,
-    assert_never,
-)
+from pate_cli.errors import UsageError
+from pate_cli.mechanisms import REGISTRY, Mechanism
+from pate_cli.mechanisms.base import Run
 from pate_cli.orders import as_orders
 from pate_cli.outputs import StrPath as PathLike
 from pate_cli.reports.budget import (
@@ -65,10 +51,6 @@ from pate_cli.reports.reprs import cost_fields, short_repr
 from pate_cli.seeds import Noise, noise_source
 from pate_cli.spelling import given, options
 from pate_cli.votes import Votes, load_student_probs, load_true_labels
-from pate_cli.votes.memory import memory_array
-
-#: Rows of student probabilities must sum to 1 within this (as ``--student-probs`` files).
-PROBABILITY_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,72 +202,25 @@ def check_parameters(
         )
 
 
-def _per_query(value: ArrayLike, votes: Votes, name: str, ndim: int) -> np.ndarray:
-    """An array with one entry (ndim 1) or row (ndim 2) per query, selected like the votes.
-
-    Accepts the file's queries (the selection is applied) or the selected ones, as the
-    command line does for files.
-    """
-    array = memory_array(value, name).data  # ragged lists, objects: the reader's errors
-    lengths = (votes.num_queries, votes.num_file_queries)
-    width = () if ndim == 1 else (votes.num_classes,)
-    if (
-        array.dtype.kind not in "iuf"
-        or array.ndim != ndim
-        or array.shape[0] not in lengths
-        or array.shape[1:] != width
-    ):
-        expected = " or ".join(str((n, *width)) for n in dict.fromkeys(lengths))
-        raise InputError(
-            f"{name} has shape {array.shape} and dtype {array.dtype!s}; expected numbers of "
-            f"shape {expected}, one per query of {votes.path}"
-        )
-    if array.shape[0] == votes.num_file_queries and votes.selection is not None:
-        array = array[votes.selection]
-    return array
-
-
 def _student_probs(
     value: ArrayLike | PathLike | None, votes: Votes, mechanism: Mechanism
 ) -> FloatArray | None:
-    is_interactive = isinstance(mechanism, InteractiveGNMax)
+    """The student's probabilities, from a file or an array, checked by the one rule
+    (:func:`~pate_cli.votes.inputs.check_student_probs`); None when not given."""
     if value is None:
-        if is_interactive:
-            raise UsageError("interactive-gnmax needs the student's probabilities")
+        if mechanism.needs_baseline:
+            raise UsageError(f"{mechanism.name} needs the student's probabilities")
         return None
-    if not is_interactive:
-        raise UsageError("student probabilities go with interactive-gnmax only")
-    if isinstance(value, (str, os.PathLike)):
-        return load_student_probs(os.fspath(value), votes)
-    probs = np.array(_per_query(value, votes, "student_probs", 2), dtype=np.float64)
-    bad = ~np.isfinite(probs) | (probs < 0)
-    with np.errstate(over="ignore"):  # a sum overflowing to inf is caught below
-        off = np.abs(probs.sum(axis=1) - 1.0) > PROBABILITY_TOLERANCE
-    wrong = bad.any(axis=1) | off
-    if wrong.any():
-        query = int(np.argmax(wrong))
-        raise InputError(
-            f"student_probs of query {query} are not probabilities; expected finite "
-            "non-negative numbers summing to 1"
-        )
-    return probs
+    if not mechanism.needs_baseline:
+        takers = " or ".join(kind.name for kind in REGISTRY.values() if kind.needs_baseline)
+        raise UsageError(f"student probabilities go with {takers} only")
+    return load_student_probs(value, votes)
 
 
 def _true_labels(value: ArrayLike | PathLike | None, votes: Votes) -> NDArray[np.int64] | None:
-    if value is None:
-        return None
-    if isinstance(value, (str, os.PathLike)):
-        return load_true_labels(os.fspath(value), votes)
-    labels = _per_query(value, votes, "true_labels", 1)
-    whole = np.isfinite(labels) & (labels == np.floor(labels))
-    bad = ~whole | (labels < 0) | (labels >= votes.num_classes)
-    if bad.any():
-        query = int(np.argmax(bad))
-        raise InputError(
-            f"true_labels of query {query} is {labels[query]!s}; expected an integer "
-            f"in [0, {votes.num_classes})"
-        )
-    return labels.astype(np.int64)
+    """True labels, from a file or an array, checked by the one rule
+    (:func:`~pate_cli.votes.inputs.check_true_labels`); None when not given."""
+    return None if value is None else load_true_labels(value, votes)
 
 
 # ---------------------------------------------------------------------------
@@ -303,42 +238,8 @@ def _run(
 ) -> AggregationResult:
     """Draw the noisy labels: the aggregator of ``mechanism`` on the votes, stopped by
     ``limits`` (``max_answered``, ``max_queries``)."""
-    counts, num_teachers = votes.counts, votes.num_teachers
-    # Each step its own stream (seeds.PURPOSES): the threshold noise and the answer noise
-    # share no draw, with each other or with a later release.
-    rng = noise.generator("aggregate-answer")
-    if isinstance(mechanism, InteractiveGNMax):
-        if student_probs is None:  # _student_probs guarantees them
-            raise ValueError("interactive-gnmax needs the student's probabilities")
-        return aggregate_interactive_gnmax(
-            counts,
-            student_probs,
-            mechanism.threshold,
-            mechanism.sigma1,
-            mechanism.sigma,
-            student_confidence,
-            rng,
-            num_teachers=num_teachers,
-            half_even=half_even,
-            threshold_rng=noise.generator("aggregate-threshold"),
-            **limits,
-        )
-    if isinstance(mechanism, ConfidentGNMax):
-        return aggregate_confident_gnmax(
-            counts,
-            mechanism.threshold,
-            mechanism.sigma1,
-            mechanism.sigma,
-            rng,
-            half_even=half_even,
-            threshold_rng=noise.generator("aggregate-threshold"),
-            **limits,
-        )
-    if isinstance(mechanism, GNMax):
-        return aggregate_gnmax(counts, mechanism.sigma, rng, **limits)
-    if isinstance(mechanism, LNMax):
-        return aggregate_lnmax(counts, mechanism.gamma, rng, **limits)
-    assert_never(mechanism)
+    run = Run(student_probs, student_confidence, votes.num_teachers, half_even=half_even, **limits)
+    return mechanism.run(votes.counts, noise, run)
 
 
 def aggregate_votes(
@@ -375,7 +276,9 @@ def aggregate_votes(
             2018 reference.
         conversion: "classic" (the 2018 paper) or "improved".
         student_probs: Interactive-GNMax only (and required by it): the student's class
-            probabilities, rows summing to 1, as an array or a .npy/.npz path.
+            probabilities, rows summing to 1 (or every row to M: M times them, a baseline on
+            the votes' scale), as an array or a .npy/.npz path; both are checked by the
+            same rule (``pate_cli.votes.inputs.check_student_probs``).
         student_confidence: Interactive-GNMax: release the student's label where its top
             probability exceeds this (gamma of Algorithm 2, 2018).
         true_labels: true class labels, one per query (array or path): report accuracy.
@@ -401,7 +304,7 @@ def aggregate_votes(
     """
     on = _check_run(delta, max_epsilon, gate_on, max_answered, max_queries, student_confidence)
     noise = noise_source(seed, seed_file)
-    kind = as_conversion(conversion)
+    kind = checks.conversion(conversion)
     grid = as_orders(orders)
     probs = _student_probs(student_probs, votes, mechanism)
     truth = _true_labels(true_labels, votes)
@@ -425,7 +328,7 @@ def _check_run(
 ) -> GateOn:
     """Check the run's parameters before anything is read or drawn; returns the figure the
     budget gate checks."""
-    check_delta(delta)
+    checks.delta(delta)
     checks.max_epsilon(max_epsilon)
     on = as_gate_on(gate_on)
     check_gate_choice(on, releases=False, what="aggregate")

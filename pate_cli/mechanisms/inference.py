@@ -1,0 +1,196 @@
+"""Which mechanism a command line's flags ask for: the one rule of ``analyze``,
+``smooth-sensitivity``, ``aggregate``, ``compare`` and ``plan``, read from the registry.
+
+A mechanism's flags are its parameters (``--sigma``...) and, when it needs the student's
+votes, the baseline. ``--mechanism NAME`` names one; without it the flags given choose: the
+mechanisms whose flags hold all of them, the smallest first (``--sigma`` alone is GNMax,
+``--threshold --sigma1 --sigma`` Confident-GNMax, with a baseline Interactive-GNMax).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from itertools import product
+from typing import Any
+
+from pate_cli import checks
+from pate_cli.choices import ThresholdBound
+from pate_cli.errors import UsageError
+from pate_cli.mechanisms.base import REGISTRY, Mechanism, registered
+from pate_cli.spelling import given
+
+BASELINE = "--baseline"
+
+
+def flags_of(kind: type[Mechanism]) -> tuple[str, ...]:
+    """The flags a mechanism takes, in order: its parameters, then the baseline."""
+    return (
+        *(f"--{name}" for name in kind.parameters),
+        *((BASELINE,) if kind.needs_baseline else ()),
+    )
+
+
+def all_flags() -> tuple[str, ...]:
+    """Every mechanism flag of the registry, in order (each once)."""
+    return tuple(dict.fromkeys(flag for kind in REGISTRY.values() for flag in flags_of(kind)))
+
+
+def _checked(
+    kind: type[Mechanism], flags: Mapping[str, bool], how: str, shown: Mapping[str, str]
+) -> None:
+    """Refuse flags the mechanism does not take, and flags it needs that are missing."""
+    needed = flags_of(kind)
+    extra = [flag for flag, on in flags.items() if on and flag not in needed]
+    missing = [flag for flag in needed if not flags.get(flag)]
+    if extra:
+        raise UsageError(
+            f"{', '.join(shown.get(f, f) for f in extra)} cannot be used with {how}{kind.name} "
+            f"(it takes {' '.join(shown.get(f, f) for f in needed)})"
+        )
+    if missing:
+        raise UsageError(f"{how}{kind.name} needs {', '.join(shown.get(f, f) for f in missing)}")
+
+
+def _distinctive(kind: type[Mechanism], flags: Mapping[str, bool]) -> int:
+    """How many of the flags flags only this mechanism takes."""
+    others = {flag for other in REGISTRY.values() if other is not kind for flag in flags_of(other)}
+    return sum(1 for flag in flags_of(kind) if flags.get(flag) and flag not in others)
+
+
+def chosen_one(
+    name: str | None, flags: Mapping[str, bool], shown: Mapping[str, str] | None = None
+) -> type[Mechanism]:
+    """The one mechanism the flags ask for (``analyze``, ``aggregate``, ``plan``).
+
+    Raises:
+        UsageError: no mechanism flag, a required flag missing, or one of another mechanism.
+    """
+    shown = shown or {}
+    if name is not None:
+        kind = registered(name)
+        _checked(kind, flags, "", shown)
+        return kind
+    on = {flag for flag, value in flags.items() if value}
+    if not on:
+        raise UsageError(f"no mechanism: give {_menu()}")
+    kind = likeliest(on)
+    _checked(kind, flags, "", shown)
+    return kind
+
+
+def smallest_holding(on: set[str]) -> type[Mechanism] | None:
+    """The mechanism with the fewest flags among those whose flags hold all of ``on`` (the
+    first registered of equal size); None when no mechanism takes them all."""
+    holding = [kind for kind in REGISTRY.values() if on <= set(flags_of(kind))]
+    return min(holding, key=lambda k: len(flags_of(k))) if holding else None
+
+
+def likeliest(on: set[str]) -> type[Mechanism]:
+    """The mechanism the flags ``on`` most likely ask for: the smallest that takes them all,
+    else the one the most distinctive of them belong to (``--gamma`` with ``--sigma``:
+    LNMax, whose flag no other mechanism takes)."""
+    found = smallest_holding(on)
+    if found is not None:
+        return found
+    flags = dict.fromkeys(on, True)
+    return max(
+        REGISTRY.values(), key=lambda k: (_distinctive(k, flags), len(on & set(flags_of(k))))
+    )
+
+
+def chosen_all(name: str | None, flags: Mapping[str, bool]) -> list[type[Mechanism]]:
+    """Every mechanism the flags ask for (``compare``): with ``--mechanism``, that one;
+    else each whose flags are all flags.
+
+    Raises:
+        UsageError: no mechanism flag, or a mechanism begun and not finished.
+    """
+    if name is not None:
+        kind = registered(name)
+        _checked(kind, flags, "--mechanism ", {})
+        return [kind]
+    on = {flag for flag, value in flags.items() if value}
+    if not on:
+        raise UsageError(f"nothing to compare: give {_menu()}, each a comma list")
+    complete = [kind for kind in REGISTRY.values() if set(flags_of(kind)) <= on]
+    for kind in REGISTRY.values():  # a mechanism begun: its distinctive flags flags
+        begun = on & set(flags_of(kind)) - {f for c in complete for f in flags_of(c)}
+        if begun and not any(set(flags_of(c)) >= begun for c in complete):
+            holding = [k for k in REGISTRY.values() if begun <= set(flags_of(k))]
+            wanted = min(holding, key=lambda k: len(flags_of(k))) if holding else kind
+            missing = [f for f in flags_of(wanted) if f not in on]
+            raise UsageError(f"{wanted.name} needs {', '.join(missing)}")
+    return complete
+
+
+def _menu() -> str:
+    """The flags of every mechanism: "--sigma (gnmax), --threshold --sigma1 --sigma
+    (confident-gnmax), ..."."""
+    return ", ".join(f"{' '.join(flags_of(kind))} ({kind.name})" for kind in REGISTRY.values())
+
+
+def build(kind: type[Mechanism], values: Mapping[str, Any], threshold_bound: str) -> Mechanism:
+    """The mechanism ``kind`` with its parameters from ``values`` (and the threshold bound
+    when it has a threshold step).
+
+    Raises:
+        UsageError: ``threshold_bound`` other than the default for a mechanism without one.
+    """
+    bound = checks.choice(ThresholdBound, threshold_bound, "threshold-bound")
+    takes_bound = "threshold_bound" in {item.name for item in fields(kind)}  # type: ignore[arg-type]
+    if bound is not ThresholdBound.THEOREM6 and not takes_bound:
+        raise UsageError(
+            f"{given('threshold-bound', bound.value)}: {kind.name} has no threshold step"
+        )
+    extra = {"threshold_bound": bound.value} if takes_bound else {}
+    return kind(**{p: values[p] for p in kind.parameters}, **extra)
+
+
+def infer_mechanism(
+    name: str | None,
+    values: Mapping[str, float | int | None],
+    *,
+    has_baseline: bool = False,
+    baseline_flag: str = BASELINE,
+    threshold_bound: str | ThresholdBound = ThresholdBound.THEOREM6,
+) -> Mechanism:
+    """The mechanism named by ``--mechanism``, or inferred from the flags given: ``values``
+    are the mechanism flags' values by parameter (``sigma=40``), None where not given.
+
+    Raises:
+        UsageError: a required flag is missing or a flag belongs to another mechanism.
+    """
+    flags = {f"--{key}": value is not None for key, value in values.items()}
+    flags[BASELINE] = has_baseline
+    kind = chosen_one(name, flags, {BASELINE: baseline_flag})
+    return build(kind, values, str(ThresholdBound(threshold_bound).value))
+
+
+def grid(
+    name: str | None,
+    lists: Mapping[str, Sequence[float]],
+    *,
+    has_baseline: bool = False,
+    threshold_bound: str | ThresholdBound = ThresholdBound.THEOREM6,
+    max_rows: int,
+) -> list[Mechanism]:
+    """Every setting ``compare`` asks for, in a fixed order: by mechanism (the registry's),
+    then the product of its parameters' lists.
+
+    Raises:
+        UsageError: missing or conflicting flags, a value outside its domain, too many rows.
+    """
+    flags = {f"--{key}": bool(values) for key, values in lists.items()}
+    flags[BASELINE] = has_baseline
+    kinds = chosen_all(name, flags)
+    bound = checks.choice(ThresholdBound, threshold_bound, "threshold-bound").value
+    if bound != ThresholdBound.THEOREM6 and all(kind.answers_every_query for kind in kinds):
+        raise UsageError(f"{given('threshold-bound', bound)}: no setting has a threshold step")
+    rows: list[Mechanism] = []
+    for kind in kinds:
+        for values in product(*(lists[p] for p in kind.parameters)):
+            rows.append(build(kind, dict(zip(kind.parameters, values, strict=True)), bound))
+            if len(rows) > max_rows:
+                raise UsageError(f"the lists make more than {max_rows} settings; shorten them")
+    return rows

@@ -1,0 +1,40 @@
+"""LNMax (2017): the plurality label plus Laplace noise on every count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from pate_cli.mechanisms.base import Mechanism, Run, positive, register
+from pate_cli.mechanisms.steps import LaplaceAnswer
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pate_cli.aggregators import AggregationResult
+    from pate_cli.seeds import Noise
+
+
+@register
+@dataclass(frozen=True)
+class LNMax(Mechanism):
+    """Laplace noisy max of 2017: noise of scale 1/gamma, (2 gamma)-DP per answer."""
+
+    name: ClassVar[str] = "lnmax"
+    short: ClassVar[str] = "lnmax"
+    parameters: ClassVar[tuple[str, ...]] = ("gamma",)
+
+    gamma: float
+
+    def __post_init__(self) -> None:
+        positive(self, "gamma")
+
+    @property
+    def answer_step(self) -> LaplaceAnswer:
+        return LaplaceAnswer(self.gamma)
+
+    def run(self, counts: np.ndarray, noise: Noise, run: Run) -> AggregationResult:
+        from pate_cli.aggregators import aggregate_lnmax
+
+        rng = noise.generator("aggregate-answer")
+        return aggregate_lnmax(counts, self.gamma, rng, **run.limits)

@@ -1,0 +1,277 @@
+"""A mechanism is one module: nothing outside ``pate_cli/mechanisms/`` asks a mechanism's
+type or name, and a new mechanism defined here, registered and nowhere else, runs through
+analyze, compare, plan, aggregate, --record and verify (command line and library)."""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+import pate_cli as pate
+from pate_cli.aggregators import aggregate_gnmax
+from pate_cli.errors import ExitCode, UnsupportedError
+from pate_cli.mechanisms import REGISTRY, Mechanism, register
+from pate_cli.mechanisms.base import positive
+from pate_cli.mechanisms.steps import GaussianAnswer, LaplaceAnswer
+from tests.conftest import MNIST, run_cli
+
+PACKAGE = Path(pate.__file__).parent
+CLASSES = {"GNMax", "LNMax", "ConfidentGNMax", "InteractiveGNMax"}
+NAMES = {"gnmax", "lnmax", "confident-gnmax", "interactive-gnmax"}
+
+
+def type_questions(source: str) -> list[str]:
+    """``isinstance`` on a mechanism class, and comparisons with a mechanism's name or
+    ``MechanismName``, in ``source``: what only the mechanisms' own modules may ask."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+            named = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+            if named & CLASSES:
+                found.append(f"line {node.lineno}: isinstance on {sorted(named & CLASSES)}")
+        if isinstance(node, ast.Compare):
+            parts = [node.left, *node.comparators]
+            texts = {
+                n.value
+                for part in parts
+                for n in ast.walk(part)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            }
+            enums = {
+                n.value.id
+                for part in parts
+                for n in ast.walk(part)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            }
+            if texts & NAMES or "MechanismName" in enums:
+                found.append(f"line {node.lineno}: compares with {sorted(texts & NAMES)}")
+    return found
+
+
+def test_nothing_outside_the_mechanisms_asks_their_type_or_name():
+    found = {
+        str(path.relative_to(PACKAGE)): questions
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "mechanisms" not in path.relative_to(PACKAGE).parts
+        and (questions := type_questions(path.read_text()))
+    }
+    assert not found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "isinstance(m, LNMax)",
+        "isinstance(m, (GNMax, ConfidentGNMax))",
+        "m.name == 'gnmax'",
+        "m['name'] in ('gnmax', 'lnmax')",
+        "m.name is MechanismName.GNMAX",
+    ],
+)
+def test_the_type_questions_are_found(source):
+    assert type_questions(source)
+
+
+# ---------------------------------------------------------------------------
+# A new mechanism, in this file only.
+
+
+@dataclass(frozen=True)
+class TwiceGNMax(Mechanism):
+    """GNMax whose noise is twice its ``sigma``: so it must cost exactly GNMax(2 sigma)."""
+
+    name: ClassVar[str] = "twice-gnmax"
+    short: ClassVar[str] = "twice"
+    parameters: ClassVar[tuple[str, ...]] = ("sigma",)
+
+    sigma: float
+
+    def __post_init__(self) -> None:
+        positive(self, "sigma")
+
+    @property
+    def answer_step(self) -> GaussianAnswer:
+        return GaussianAnswer(2 * self.sigma)
+
+    def run(self, counts, noise, run):  # type: ignore[no-untyped-def]
+        return aggregate_gnmax(
+            counts, 2 * self.sigma, noise.generator("aggregate-answer"), **run.limits
+        )
+
+
+@dataclass(frozen=True)
+class OddAnswer:
+    """An answer step of a kind no release has a local-sensitivity table for."""
+
+    gamma: float
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(LaplaceAnswer(self.gamma), name)
+
+
+@dataclass(frozen=True)
+class OddLNMax(Mechanism):
+    """LNMax's costs through an answer step the release does not know."""
+
+    name: ClassVar[str] = "odd-lnmax"
+    short: ClassVar[str] = "odd"
+    parameters: ClassVar[tuple[str, ...]] = ("gamma",)
+
+    gamma: float
+
+    @property
+    def answer_step(self) -> OddAnswer:  # type: ignore[override]
+        return OddAnswer(self.gamma)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered() -> Iterator[None]:
+    register(TwiceGNMax)
+    register(OddLNMax)
+    yield
+    del REGISTRY[TwiceGNMax.name], REGISTRY[OddLNMax.name]
+
+
+@pytest.fixture(scope="module")
+def votes():
+    return pate.load_votes(MNIST, queries=300)
+
+
+def figures(block: dict) -> tuple:
+    return (
+        block["data_dependent"]["epsilon"],
+        block["data_independent"]["epsilon"],
+        [f["epsilon"] for f in block["publishable"]],
+    )
+
+
+def test_the_library_analyzes_and_compares_it(votes):
+    mine = pate.analyze(votes, TwiceGNMax(20), delta=1e-5, release=False).to_dict()
+    same = pate.analyze(votes, pate.GNMax(40), delta=1e-5, release=False).to_dict()
+    assert figures(mine) == figures(same) and mine["mechanism"] == {
+        "name": "twice-gnmax",
+        "sigma": 20.0,
+    }
+    rows = pate.compare(votes, [TwiceGNMax(20), pate.GNMax(40)], delta=1e-5).to_dict()["rows"]
+    assert rows[0]["data_dependent"] == rows[1]["data_dependent"]
+    assert rows[0]["agreement"] == rows[1]["agreement"]
+    released = pate.smooth_sensitivity(
+        votes, TwiceGNMax(20), delta=1e-5, order=20, beta=0.01, sigma_ss=10
+    )
+    reference = pate.smooth_sensitivity(
+        votes, pate.GNMax(40), delta=1e-5, order=20, beta=0.01, sigma_ss=10
+    )
+    assert released.release.smooth_sensitivity == reference.release.smooth_sensitivity
+
+
+def test_the_command_line_runs_it_end_to_end(tmp_path):
+    base = ["--queries", 300, "--delta", 1e-5, "--json"]
+    mine = run_cli(
+        ["analyze", MNIST, "--mechanism", "twice-gnmax", "--sigma", 20, "--no-release", *base]
+    ).json
+    same = run_cli(["analyze", MNIST, "--sigma", 40, "--no-release", *base]).json
+    assert figures(mine) == figures(same)
+    compared = run_cli(
+        ["compare", MNIST, "--mechanism", "twice-gnmax", "--sigma", "10,20", *base]
+    ).json
+    assert [row["mechanism"]["sigma"] for row in compared["rows"]] == [20.0, 10.0]
+    planned = run_cli(
+        [
+            "plan",
+            "--mechanism",
+            "twice-gnmax",
+            "--delta",
+            1e-5,
+            "--epsilon",
+            2,
+            "--queries",
+            640,
+            "--json",
+        ]
+    ).json
+    gnmax = run_cli(["plan", "--delta", 1e-5, "--epsilon", 2, "--queries", 640, "--json"]).json
+    assert planned["value"] == pytest.approx(gnmax["value"] / 2, rel=1e-6)
+    labels, record = tmp_path / "labels.npy", tmp_path / "run.record.json"
+    args = ["aggregate", MNIST, "--mechanism", "twice-gnmax", "--sigma", 20, "--queries", 300]
+    run_cli(
+        [
+            *args,
+            "--delta",
+            1e-5,
+            "--seed-file",
+            tmp_path / "run.seed",
+            "--output",
+            labels,
+            "--record",
+            record,
+        ]
+    )
+    same_labels = tmp_path / "same.npy"
+    run_cli(
+        [
+            "aggregate",
+            MNIST,
+            "--sigma",
+            40,
+            "--queries",
+            300,
+            "--delta",
+            1e-5,
+            "--seed-file",
+            tmp_path / "run.seed",
+            "--output",
+            same_labels,
+            "--force",
+        ]
+    )
+    assert np.array_equal(np.load(labels), np.load(same_labels))
+    assert json.loads(record.read_text())["call"]["mechanism"] == {
+        "name": "twice-gnmax",
+        "sigma": 20.0,
+    }
+    verified = run_cli(["verify", record, "--seed-file", tmp_path / "run.seed", "--json"]).json
+    assert verified["verdict"] == "verified", verified["summary"]
+    assert pate.verify(record, seed_file=tmp_path / "run.seed").differing == ()
+
+
+def test_a_release_it_cannot_make_fails_in_one_line(votes):
+    with pytest.raises(UnsupportedError, match="no local-sensitivity table"):
+        pate.smooth_sensitivity(votes, OddLNMax(0.1), delta=1e-5)
+    result = run_cli(
+        [
+            "smooth-sensitivity",
+            MNIST,
+            "--mechanism",
+            "odd-lnmax",
+            "--gamma",
+            0.1,
+            "--queries",
+            300,
+            "--delta",
+            1e-5,
+        ],
+        expect=ExitCode.BAD_INPUT,
+    )
+    (line,) = result.stderr.strip().splitlines()
+    assert line == (
+        "pate: error: odd-lnmax: its answer step has no local-sensitivity table, so its "
+        "data-dependent epsilon has no smooth-sensitivity release"
+    )
+    # analyze says so in its release block instead of failing the analysis
+    analysis = pate.analyze(votes, OddLNMax(0.1), delta=1e-5).to_dict()
+    assert analysis["release"]["released"] is False
+    assert "no local-sensitivity table" in analysis["release"]["reason"]
+    lnmax = pate.analyze(votes, pate.LNMax(0.1), delta=1e-5, release=False).to_dict()
+    assert figures(analysis) == figures(lnmax)
+
+
+def test_a_mechanism_that_cannot_aggregate_says_so(votes):
+    with pytest.raises(UnsupportedError, match="odd-lnmax: no aggregator to run"):
+        pate.aggregate(votes, OddLNMax(0.1), delta=1e-5, seed=0)
