@@ -72,8 +72,11 @@ def log_delta_pure_composition(eps: float, eps0: float, k: int) -> float:
         parts.append(np.array([_log_binomial_cdf(min(low, last + 1) - 1, k, q0)]))
     if high < last:  # and between the window and the last positive term
         below = _log_binomial_cdf(last, k, q0)
-        upto = _log_binomial_cdf(max(high, low - 1), k, q0)
-        parts.append(np.array([below + float(log1mexp(np.float64(min(upto - below, 0.0))))]))
+        upto = _exact_log_binomial_cdf(max(high, low - 1), k, q0)
+        if upto is None or not math.isfinite(below):  # a bound: the mass up to last, whole
+            parts.append(np.array([below]))
+        else:
+            parts.append(np.array([below + float(log1mexp(np.float64(min(upto - below, 0.0))))]))
     return float(special.logsumexp(np.concatenate(parts))) if parts else -math.inf
 
 
@@ -91,13 +94,31 @@ def _log_binomial_pmf(levels: np.ndarray, k: int, p: float) -> np.ndarray:
 
 def _log_binomial_cdf(level: int, k: int, p: float) -> float:
     """log P[Bin(k, p) <= level], from the regularised incomplete beta (``bdtr``); a mass
-    below the double range comes out as -inf, which moves no epsilon."""
+    below the double range comes out as -inf, which moves no epsilon. Where ``bdtr`` cannot
+    be evaluated (k beyond its integer range), the Chernoff bound, never below the truth."""
+    exact = _exact_log_binomial_cdf(level, k, p)
+    return _chernoff_log_cdf(level, k, p) if exact is None else exact
+
+
+def _exact_log_binomial_cdf(level: int, k: int, p: float) -> float | None:
+    """``_log_binomial_cdf`` from ``bdtr``; None where it gives no number."""
     if level < 0:
         return -math.inf
     if level >= k:
         return 0.0
-    with np.errstate(divide="ignore"):
-        return float(np.log(special.bdtr(level, k, p)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = float(np.log(special.bdtr(level, k, p)))
+    return None if math.isnan(value) else value
+
+
+def _chernoff_log_cdf(level: int, k: int, p: float) -> float:
+    """log of the Chernoff bound P[Bin(k, p) <= a k] <= exp(-k KL(a || p)) for a < p (and 1
+    above): an upper bound on the lower tail."""
+    a = level / k
+    if a >= p:
+        return 0.0
+    kl = (a * math.log(a / p) if a > 0 else 0.0) + (1 - a) * math.log((1 - a) / (1 - p))
+    return -k * kl * (1 - 1e-12)  # rounded up: the bound is tight at level 0
 
 
 def epsilon_for(log_delta: Callable[[float], float], delta: float) -> float:

@@ -256,3 +256,16 @@ def test_bad_arguments_are_value_errors(kwargs, message):
     arguments = {"holds": lambda x: True, "good": 1.0, "bad": 2.0, **kwargs}
     with pytest.raises(ValueError, match=message):
         bisect_boundary(**arguments)
+
+
+def test_pure_composition_beyond_bdtr_is_a_bound_not_a_crash():
+    """bdtr gives NaN for k beyond its integer range: the lower tail is then its Chernoff
+    bound (never below the truth) instead of a NaN reaching log1mexp."""
+    import math
+
+    from pate_cli.core import exact
+
+    value = exact.log_delta_pure_composition(1e6, 0.1, 2**31)
+    assert math.isfinite(value)
+    for level, k, p in [(10, 100, 0.3), (400, 1000, 0.47), (0, 50, 0.2)]:
+        assert exact._chernoff_log_cdf(level, k, p) >= exact._exact_log_binomial_cdf(level, k, p)
