@@ -275,3 +275,13 @@ def test_a_release_it_cannot_make_fails_in_one_line(votes):
 def test_a_mechanism_that_cannot_aggregate_says_so(votes):
     with pytest.raises(UnsupportedError, match="odd-lnmax: no aggregator to run"):
         pate.aggregate(votes, OddLNMax(0.1), delta=1e-5, seed=0)
+
+
+def test_an_unknown_mechanism_name_is_refused_in_one_line(tmp_path):
+    record = tmp_path / "run.record.json"
+    args = ["analyze", MNIST, "--mechanism", "gmax", "--sigma", 40, "--delta", 1e-5]
+    result = run_cli([*args, "--record", record], expect=ExitCode.BAD_INPUT)
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("pate: error: --mechanism 'gmax': expected one of gnmax, ")
+    assert "twice-gnmax" in line  # the registry's names, registered ones included
+    assert not any(tmp_path.iterdir())

@@ -64,3 +64,13 @@ def test_the_command_line_reads_a_member_and_records_it(archive, tmp_path):
     assert out["data_dependent"]["epsilon"] == alone.data_dependent.epsilon
     verified = run_cli(["verify", record, "--json"]).json
     assert verified["verdict"] == "verified", verified["summary"]
+
+
+def test_the_command_line_refuses_an_unknown_member_in_one_line(archive, tmp_path):
+    record = tmp_path / "run.record.json"
+    args = ["analyze", archive, "--member", "counts", "--sigma", 40, "--delta", 1e-5]
+    result = run_cli([*args, "--record", record], expect=ExitCode.BAD_INPUT)
+    assert result.stderr.strip() == (
+        f"pate: error: {archive}: the .npz holds no array 'counts'; its arrays are 'votes', 'truth'"
+    )
+    assert not record.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["run.npz"]

@@ -232,12 +232,12 @@ def _chosen_member(
                 f"{', '.join(map(repr, keys)) or 'none'}"
             )
         return members[keys.index(name)], name
-    if len(members) != 1:
-        listed = ", ".join(map(repr, keys))
+    if not keys:
+        raise InputError(f"{where}: the .npz holds 0 arrays; expected one {what} array")
+    if len(keys) > 1:
         raise InputError(
-            f"{where}: the .npz holds {len(members)} arrays"
-            + (f" ({listed}); name the {what} array with {option('member')}" if keys else "")
-            + ("" if keys else f"; expected one {what} array")
+            f"{where}: the .npz holds {len(keys)} arrays ({', '.join(map(repr, keys))}); "
+            f"name the {what} array with {option('member')}"
         )
     return members[0], keys[0]
 
