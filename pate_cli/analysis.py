@@ -90,12 +90,14 @@ def analysis_report(
         answered=answered,
         data_independent=data_independent,
     )
-    dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
-    joint_result: EpsilonResult | None = dependent if guaranteed else None
+    joint: FloatArray | None = None
     if guaranteed and mechanism.threshold_step is not None and not data_independent:
         # Never below the paper's figure: both bound the run (the joint one without the
         # averaging), so their maximum does too, and the two never tell different stories.
         joint = np.maximum(guaranteed_rdp(mechanism, terms, orders), result.data_dependent)
+    dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
+    joint_result: EpsilonResult | None = dependent if guaranteed else None
+    if joint is not None:
         joint_result = epsilon_result(orders, joint, delta, conversion)
     moves = terms.threshold_sensitivity
     exact, exact_worst_case = _exact_bounds(

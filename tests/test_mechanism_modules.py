@@ -65,6 +65,31 @@ def test_nothing_outside_the_mechanisms_asks_their_type_or_name():
     assert not found
 
 
+STEP_FORMULAS = {"threshold", "gnmax", "lnmax", "agreement"}
+
+
+def step_formulas(source: str) -> list[str]:
+    """Imports of a step's formulas from ``pate_cli.core``: what the steps alone may read."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            modules = {node.module.rsplit(".", 1)[-1]} | {alias.name for alias in node.names}
+            if node.module.startswith("pate_cli.core") and modules & STEP_FORMULAS:
+                found.append(f"line {node.lineno}: {node.module} {sorted(modules & STEP_FORMULAS)}")
+    return found
+
+
+def test_the_accountant_asks_the_steps_for_their_formulas():
+    found = {
+        path.name: imports
+        for path in sorted((PACKAGE / "accountant").glob("*.py"))
+        if (imports := step_formulas(path.read_text()))
+    }
+    assert not found
+    assert step_formulas("from pate_cli.core import conversion, threshold")
+    assert step_formulas("from pate_cli.core.threshold import rdp_threshold")
+
+
 @pytest.mark.parametrize(
     "source",
     [

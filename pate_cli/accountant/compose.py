@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,9 +33,8 @@ from pate_cli.accountant.terms import (
     query_terms,
 )
 from pate_cli.choices import Conversion
-from pate_cli.core import threshold
 from pate_cli.mechanisms import Mechanism
-from pate_cli.mechanisms.steps import GaussianThreshold
+from pate_cli.mechanisms.steps import ThresholdStep
 
 
 @dataclass(frozen=True)
@@ -294,16 +292,14 @@ def _answer_independent_cost(
 
 
 def _threshold_costs(
-    step: GaussianThreshold, terms: QueryTerms, orders: FloatArray, *, forced: bool, total: Total
+    step: ThresholdStep, terms: QueryTerms, orders: FloatArray, *, forced: bool, total: Total
 ) -> tuple[FloatArray, FloatArray]:
     """The threshold step's (cost, data-independent cost) on every query seen: Theorem 6 on
     the less likely outcome (sigma -> sqrt(2) sigma1), its exact cost (``threshold_bound``
     "exact"), or Prop. 8's where ``forced``."""
     num = terms.num_seen
     moves = terms.threshold_sensitivity
-    per_query_seen = threshold.rdp_threshold_data_independent(
-        step.sigma1, orders, sensitivity=moves
-    )
+    per_query_seen = step.data_independent(orders, moves)
     independent = (
         np.broadcast_to(per_query_seen, (num, orders.size)).copy()
         if total is per_query
@@ -311,20 +307,10 @@ def _threshold_costs(
     )
     if forced:
         return independent, independent
-    if step.bound == "exact":
-        assert terms.margins is not None
-        key = ("threshold-exact", step.sigma1, moves)
-        exact_cost = partial(
-            threshold.rdp_threshold_joint,
-            sigma1=step.sigma1,
-            orders=orders,
-            shift=float(moves),
-        )
-        return total(terms.margins, None, key, exact_cost), independent
-    assert terms.logq_threshold is not None
-    key = ("threshold", step.sigma1, moves)
-    cost = partial(threshold.rdp_threshold, sigma1=step.sigma1, orders=orders, sensitivity=moves)
-    return total(terms.logq_threshold, None, key, cost), independent
+    cost = step.cost(orders, moves)
+    statistic = getattr(terms, cost.statistic)
+    assert statistic is not None
+    return total(statistic, None, cost.key, cost.function), independent
 
 
 @dataclass(frozen=True)
@@ -529,8 +515,6 @@ def data_independent_rdp(
     answers = scaled_cost(num_answered, _data_independent_answer(mechanism, orders))
     step = mechanism.threshold_step
     if step is not None:
-        per_query_seen = threshold.rdp_threshold_data_independent(
-            step.sigma1, orders, sensitivity=threshold_sensitivity
-        )
+        per_query_seen = step.data_independent(orders, threshold_sensitivity)
         return scaled_cost(num_seen, per_query_seen) + answers
     return answers

@@ -6,15 +6,16 @@ Each reads the per-query terms (``terms.py``) or the parameters and counts alone
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from pate_cli.accountant.terms import FloatArray, QueryTerms
 from pate_cli.choices import Conversion
-from pate_cli.core import conversion, exact, threshold
+from pate_cli.core import conversion, exact
 from pate_cli.mechanisms import Mechanism, UnsupportedError, assert_never
-from pate_cli.mechanisms.steps import exact_parts
+from pate_cli.mechanisms.steps import GaussianPart, Part, PurePart
 
 
 def delta_warnings(delta: float, num_queries: int) -> list[str]:
@@ -78,7 +79,7 @@ def guaranteed_rdp(
 ) -> FloatArray:
     """The run's RDP without averaging over the threshold noise: per query, the Renyi
     divergence of the joint (threshold outcome, label) by the chain rule
-    (``threshold.rdp_threshold_joint`` with the answer step's cost), never above the
+    (the threshold step's ``joint`` with the answer step's cost), never above the
     data-independent cost of both steps (Prop. 8), summed over the queries seen.
 
     Each distinct (margin, log q) pair is costed once, a block of pairs at a time.
@@ -94,16 +95,13 @@ def guaranteed_rdp(
     keyed.real, keyed.imag = terms.margins, terms.logq  # (not z + 1j * logq: 0 * inf)
     pairs, counts = np.unique(keyed, return_counts=True)
     moves = terms.threshold_sensitivity  # 2 where half to even moves the rounded top by 2
-    ceiling = threshold.rdp_threshold_data_independent(
-        step.sigma1, orders, sensitivity=moves
-    ) + answer_step.data_independent(orders)
+    ceiling = step.data_independent(orders, moves) + answer_step.data_independent(orders)
     answer_cost = answer_step.cost(orders)
-    shift = float(moves)
     total = np.zeros(orders.size)
     for start in range(0, pairs.size, block):
         part = pairs[start : start + block]
         answer = answer_cost(part.imag)
-        joint = threshold.rdp_threshold_joint(part.real, step.sigma1, orders, answer, shift=shift)
+        joint = step.joint(part.real, orders, answer, moves)
         total += counts[start : start + block] @ np.minimum(joint, ceiling)
     return total
 
@@ -155,8 +153,24 @@ def exact_bound(
     """
     step = mechanism.threshold_step
     parts = [] if step is None else [step.part(queries, threshold_sensitivity)]
-    kind, mu, pure = exact_parts([*parts, mechanism.answer_step.part(answered)])
+    kind, mu, pure = _exact_parts([*parts, mechanism.answer_step.part(answered)])
     if pure is not None:
         epsilon = exact.pure_composition_epsilon(pure.epsilon0, pure.count, delta)
         return ExactBound(epsilon, "pure-dp-optimal", queries, answered, eps0=pure.epsilon0)
     return ExactBound(exact.gaussian_epsilon(mu, delta), kind, queries, answered, mu=mu)
+
+
+def _exact_parts(parts: list[Part]) -> tuple[str, float, PurePart | None]:
+    """The exact account of steps composed: ("gaussian", mu, None) when every part is
+    Gaussian (mu = hypot of theirs), ("pure", 0, the part) for one pure part.
+
+    Raises:
+        UnsupportedError: parts that no exact composition covers (pure and Gaussian mixed).
+    """
+    if all(isinstance(part, GaussianPart) for part in parts):
+        return "gaussian", math.hypot(*(part.mu for part in parts)), None  # type: ignore[union-attr]
+    if len(parts) == 1 and isinstance(parts[0], PurePart):
+        return "pure", 0.0, parts[0]
+    raise UnsupportedError(
+        "no exact account composes these steps (Gaussian and pure DP together); use the RDP figures"
+    )

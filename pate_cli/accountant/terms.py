@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.core import threshold
 from pate_cli.mechanisms import Mechanism
 
 DEFAULT_CHUNK_SIZE = 1 << 16
@@ -41,7 +40,7 @@ class QueryTerms:
     """The threshold step's statistic in noise units, (h - T) / sigma1 (Q,)."""
     threshold_sensitivity: int = 1
     """How far a neighbour moves the rounded statistic h: 1, or 2 under half to even where a
-    value of votes - baseline is an exact half (``threshold.statistic_sensitivity``). Every
+    value of votes - baseline is an exact half (the threshold step's ``moves``). Every
     privacy bound of the threshold step reads it; its probabilities do not."""
 
     def rows(self, start: int, stop: int) -> QueryTerms:
@@ -96,12 +95,10 @@ def query_terms(
         if step is not None:
             assert log_pr is not None and logq_step1 is not None and step1_margins is not None
             step1 = counts if baseline is None else counts - baseline[start:stop]
-            margins = threshold.threshold_margins(
-                step1, step.threshold, step.sigma1, half_even=half_even
-            )
-            step1_margins[start:stop] = margins
-            log_pr[start:stop], logq_step1[start:stop] = threshold.outcomes_from_margins(margins)
-            sensitivities.append(threshold.statistic_sensitivity(step1, half_even=half_even))
+            found = step.terms(step1, half_even)
+            step1_margins[start:stop] = found.margins
+            log_pr[start:stop], logq_step1[start:stop] = found.log_pr_answered, found.logq
+            sensitivities.append(found.moves)
         if logq is not None:
             logq[start:stop] = mechanism.answer_step.logq(counts)
         return stop - start
@@ -112,13 +109,13 @@ def query_terms(
         for done in map(chunk, starts) if pool is None else pool.map(chunk, starts):
             if progress is not None:
                 progress(done)
-    if is_threshold and half_even and max(sensitivities) == 1:
+    if step is not None and half_even and max(sensitivities) == 1:
         # The worst case covers the file's every query, seen or not (a realised run).
         for start in range(seen, len(votes), chunk_size):
             rest = np.asarray(votes[start : start + chunk_size], dtype=np.float64)
             if baseline is not None:
                 rest = rest - baseline[start : start + chunk_size]
-            sensitivities.append(threshold.statistic_sensitivity(rest, half_even=True))
+            sensitivities.append(step.moves(rest, half_even=True))
     return QueryTerms(log_pr, logq_step1, logq, seen, step1_margins, max(sensitivities))
 
 

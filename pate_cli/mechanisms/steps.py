@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
-from pate_cli.errors import UnsupportedError
-
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
@@ -77,6 +75,43 @@ class AnswerStep(Protocol):
 
     def agreement(self, counts: FloatArray) -> FloatArray:
         """Per query, the probability that the noisy label is the plurality label."""
+
+
+class ThresholdStep(Protocol):
+    """What the accountant and the release ask of a threshold step: answer a query when its
+    noisy statistic reaches ``threshold``."""
+
+    @property
+    def threshold(self) -> float:
+        """The threshold T the noisy statistic is compared with."""
+
+    @property
+    def sigma1(self) -> float:
+        """The standard deviation of the statistic's noise."""
+
+    @property
+    def bound(self) -> str:
+        """How its data-dependent RDP is bounded: "theorem6" or "exact"."""
+
+    def terms(self, values: FloatArray, half_even: bool) -> ThresholdTerms:
+        """The per-query scalars of ``values`` (votes, or votes - baseline)."""
+
+    def moves(self, values: FloatArray, half_even: bool) -> int:
+        """How far a neighbour moves the statistic of ``values`` (1 or 2)."""
+
+    def cost(self, orders: FloatArray, moves: int) -> ThresholdCost:
+        """RDP of one step as a function of one of its scalars, at ``orders``."""
+
+    def data_independent(self, orders: FloatArray, moves: int) -> FloatArray:
+        """RDP of one step whatever the votes, at ``orders``."""
+
+    def joint(
+        self, margins: FloatArray, orders: FloatArray, answer: FloatArray, moves: int
+    ) -> FloatArray:
+        """RDP of the joint (outcome, label), the answer costing ``answer`` when given."""
+
+    def part(self, queries: float, moves: float) -> Part:
+        """The share of ``queries`` steps in an exact account."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +185,29 @@ class LaplaceAnswer:
 
 
 @dataclass(frozen=True)
+class ThresholdTerms:
+    """A threshold step's per-query scalars: its statistic in noise units, (h - T) / sigma1,
+    log Pr[answered] and log of the less likely outcome (Q,), and how far a neighbour moves
+    the rounded statistic (1, or 2 under half to even at an exact half)."""
+
+    margins: FloatArray
+    log_pr_answered: FloatArray
+    logq: FloatArray
+    moves: int
+
+
+@dataclass(frozen=True)
+class ThresholdCost:
+    """A threshold step's per-query cost: which of its scalars it reads ("margins" or
+    "logq_threshold", fields of the accountant's terms), what it depends on besides them,
+    and the function."""
+
+    statistic: str
+    key: CostKey
+    function: Callable[[FloatArray], FloatArray]
+
+
+@dataclass(frozen=True)
 class GaussianThreshold:
     """Confident-GNMax's threshold step (2018, Algorithm 1): answer when the top vote plus
     N(0, sigma1^2) reaches ``threshold``; ``bound`` is how its data-dependent RDP is bounded
@@ -159,26 +217,57 @@ class GaussianThreshold:
     sigma1: float
     bound: str = "theorem6"
 
+    def terms(self, values: FloatArray, half_even: bool) -> ThresholdTerms:
+        """The per-query scalars of ``values`` (votes, or votes - baseline), (Q, C)."""
+        from pate_cli.core import threshold
+
+        margins = threshold.threshold_margins(
+            values, self.threshold, self.sigma1, half_even=half_even
+        )
+        log_pr, logq = threshold.outcomes_from_margins(margins)  # each tail from its own function
+        return ThresholdTerms(margins, log_pr, logq, self.moves(values, half_even))
+
+    def moves(self, values: FloatArray, half_even: bool) -> int:
+        """How far a neighbour moves the rounded statistic of ``values``: 1, or 2 under half
+        to even where a value is an exact half."""
+        from pate_cli.core import threshold
+
+        return threshold.statistic_sensitivity(values, half_even=half_even)
+
+    def cost(self, orders: FloatArray, moves: int) -> ThresholdCost:
+        """RDP of one threshold step as a function of its statistic, at ``orders``: Theorem 6
+        on the less likely outcome (sigma -> sqrt(2) sigma1) of log q, or ("exact") the
+        divergence of its two outcomes from the margin; the statistic moves by ``moves``."""
+        from pate_cli.core import threshold
+
+        if self.bound == "exact":
+            joint = partial(
+                threshold.rdp_threshold_joint, sigma1=self.sigma1, orders=orders, shift=float(moves)
+            )
+            return ThresholdCost("margins", ("threshold-exact", self.sigma1, moves), joint)
+        theorem6 = partial(
+            threshold.rdp_threshold, sigma1=self.sigma1, orders=orders, sensitivity=moves
+        )
+        return ThresholdCost("logq_threshold", ("threshold", self.sigma1, moves), theorem6)
+
+    def data_independent(self, orders: FloatArray, moves: int) -> FloatArray:
+        """RDP of one threshold step whatever the votes (Prop. 8, the statistic moving by
+        ``moves``)."""
+        from pate_cli.core import threshold
+
+        return threshold.rdp_threshold_data_independent(self.sigma1, orders, sensitivity=moves)
+
+    def joint(
+        self, margins: FloatArray, orders: FloatArray, answer: FloatArray, moves: int
+    ) -> FloatArray:
+        """RDP of the joint (outcome, label) by the chain rule, the answer costing ``answer``
+        (Q, K) when the query is answered. Shapes: margins (Q,) -> (Q, K)."""
+        from pate_cli.core import threshold
+
+        return threshold.rdp_threshold_joint(
+            margins, self.sigma1, orders, answer, shift=float(moves)
+        )
+
     def part(self, queries: float, moves: float) -> Part:
         # The rounded top count moves by ``moves`` (1, or 2 under half to even).
         return GaussianPart(queries * moves**2, self.sigma1)
-
-
-def exact_parts(parts: list[Part]) -> tuple[str, float, PurePart | None]:
-    """The exact account of steps composed: ("gaussian", mu, None) when every part is
-    Gaussian (mu = hypot of theirs), ("pure", 0, the part) for one pure part.
-
-    Raises:
-        UnsupportedError: parts that no exact composition covers (pure and Gaussian mixed).
-    """
-    if all(isinstance(part, GaussianPart) for part in parts):
-        return "gaussian", math.hypot(*(part.mu for part in parts)), None  # type: ignore[union-attr]
-    if len(parts) == 1 and isinstance(parts[0], PurePart):
-        return "pure", 0.0, parts[0]
-    raise UnsupportedError(
-        "no exact account composes these steps (Gaussian and pure DP together); use the RDP figures"
-    )
-
-
-ThresholdStep = GaussianThreshold
-"""The threshold steps there are (a mechanism's ``threshold_step``)."""
