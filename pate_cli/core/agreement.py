@@ -25,6 +25,9 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import special
 
+from pate_cli.core import compact
+from pate_cli.core.compact import Compact
+
 FloatArray = NDArray[np.float64]
 
 _HERMITE_NODES = 96
@@ -58,18 +61,23 @@ def _rows_per_block(classes: int, nodes: int) -> int:
     return max(1, _BLOCK_ELEMENTS // max(1, classes * nodes))
 
 
-def gaussian_agreement(counts: FloatArray, sigma: float) -> FloatArray:
-    """P[argmax(n + N(0, sigma^2 I)) = argmax(n)] per row (module docstring).
+def gaussian_agreement(counts: FloatArray | Compact, sigma: float) -> FloatArray:
+    """P[argmax(n + N(0, sigma^2 I)) = argmax(n)] per row (module docstring); the unlisted
+    zero-vote classes of compact histograms as one factor to the power of their number.
 
     Shapes: counts (R, C) -> (R,)."""
-    counts = np.asarray(counts, dtype=np.float64)
+    counts, zeros, _ = compact.parts(counts)
     nodes, weights = _hermite()
     out = np.empty(counts.shape[0])
     step = _rows_per_block(counts.shape[1], nodes.size)
     for start in range(0, counts.shape[0], step):
-        gaps = _gaps(counts[start : start + step]) / sigma
+        block = counts[start : start + step]
+        gaps = _gaps(block) / sigma
         # log prod_j Phi(gap_j + z) at every node z: (rows, nodes)
         log_win = special.log_ndtr(gaps[:, :, None] + nodes[None, None, :]).sum(axis=1)
+        if zeros is not None:
+            top = block.max(axis=1)[:, None] / sigma
+            log_win += zeros[start : start + step, None] * special.log_ndtr(top + nodes)
         out[start : start + gaps.shape[0]] = np.exp(log_win) @ weights
     return np.clip(out, 0.0, 1.0)
 
@@ -80,18 +88,22 @@ def _laplace_log_cdf(x: FloatArray) -> FloatArray:
         return np.where(x < 0, x - np.log(2.0), np.log1p(-0.5 * np.exp(-np.abs(x))))
 
 
-def laplace_agreement(counts: FloatArray, gamma: float) -> FloatArray:
+def laplace_agreement(counts: FloatArray | Compact, gamma: float) -> FloatArray:
     """P[argmax(n + Laplace(1/gamma) noise) = argmax(n)] per row (module docstring).
 
     Shapes: counts (R, C) -> (R,)."""
-    counts = np.asarray(counts, dtype=np.float64)
+    counts, zeros, _ = compact.parts(counts)
     nodes, weights = _laguerre()
     both = np.concatenate([nodes, -nodes])  # the top's noise x on each half line
     half = np.concatenate([weights, weights]) / 2  # density e^{-|x|} / 2
     out = np.empty(counts.shape[0])
     step = _rows_per_block(counts.shape[1], both.size)
     for start in range(0, counts.shape[0], step):
-        gaps = _gaps(counts[start : start + step]) * gamma
+        block = counts[start : start + step]
+        gaps = _gaps(block) * gamma
         log_win = _laplace_log_cdf(gaps[:, :, None] + both[None, None, :]).sum(axis=1)
+        if zeros is not None:
+            top = block.max(axis=1)[:, None] * gamma
+            log_win += zeros[start : start + step, None] * _laplace_log_cdf(top + both)
         out[start : start + gaps.shape[0]] = np.exp(log_win) @ half
     return np.clip(out, 0.0, 1.0)

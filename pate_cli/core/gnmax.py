@@ -16,6 +16,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import log_ndtr, logsumexp
 
+from pate_cli.core import compact
+from pate_cli.core.compact import Compact
 from pate_cli.core.logmath import log1mexp
 
 
@@ -36,23 +38,27 @@ def _check_sigma_orders(sigma: float, orders: NDArray[np.float64]) -> None:
         raise ValueError("Renyi orders must be greater than 1")
 
 
-def logq_gnmax(counts: NDArray[np.float64], sigma: float) -> NDArray[np.float64]:
+def logq_gnmax(counts: NDArray[np.float64] | Compact, sigma: float) -> NDArray[np.float64]:
     """Upper bound on log Pr[GNMax outcome != argmax] for each query.
 
     Prop. 7, Papernot et al. 2018: q <= sum_{i != i*} Pr[N(0, 2 sigma^2) >= n_i* - n_i],
-    capped at 1 - 1/C. The argmax is the first maximal class, as in the reference.
+    capped at 1 - 1/C. The argmax is the first maximal class, as in the reference. Compact
+    histograms add their unlisted zero-vote classes as one term times their number.
 
     Shapes: counts (Q, C) -> (Q,).
     """
-    counts = np.asarray(counts, dtype=np.float64)
+    counts, zeros, num_classes = compact.parts(counts)
     if not sigma > 0:
         raise ValueError(f"sigma must be positive, got {sigma}")
-    num_classes = counts.shape[1]
     with np.errstate(divide="ignore"):  # log(0) for a single class is the intended -inf
         cap = np.log(1 - 1 / num_classes)
     logq = _logq_integer_gaps(counts, sigma)
     if logq is None:
         logq = _logq_rows_log_space(counts, sigma)
+    if zeros is not None:
+        top = counts.max(axis=1) if counts.size else np.zeros(0)
+        with np.errstate(divide="ignore"):  # no other zero class: log 0 adds nothing
+            logq = np.logaddexp(logq, np.log(zeros) + _log_tails(top, sigma))
     return np.minimum(logq, cap)
 
 
@@ -131,7 +137,7 @@ def _logq_integer_gaps(counts: NDArray[np.float64], sigma: float) -> NDArray[np.
     terms = np.take(table, index, out=gaps)  # the tails of the nonzero gaps; 0 for gap 0
     # A row's largest term: the tail of gap 0 with a tie, else of its smallest nonzero gap.
     head = np.where(ties > 0, half, terms.max(axis=0))
-    sums = terms.sum(axis=0)
+    sums = _column_sums(terms)
     sums += ties * half
     exact = head >= _LINEAR_FLOOR
     logq = np.empty(counts.shape[0])
@@ -141,6 +147,26 @@ def _logq_integer_gaps(counts: NDArray[np.float64], sigma: float) -> NDArray[np.
     if rest.any():
         logq[rest] = _logq_rows_log_space(counts[rest], sigma)
     return logq
+
+
+# Up to this many classes a column is summed in order; beyond, pairwise.
+_PAIRWISE_FROM = 128
+
+
+def _column_sums(terms: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Sums down the columns of (C, Q) non-negative terms: in order for few classes, else
+    pairwise (halving the rows), so that the rounding error grows with log C, not C."""
+    if terms.shape[0] <= _PAIRWISE_FROM:
+        sums: NDArray[np.float64] = terms.sum(axis=0)
+        return sums
+    rows = terms
+    while rows.shape[0] > 1:
+        half = rows.shape[0] // 2
+        paired = rows[:half] + rows[half : 2 * half]
+        if rows.shape[0] % 2:
+            paired[-1] += rows[-1]
+        rows = paired
+    return rows[0].copy()
 
 
 def rdp_gnmax_data_independent(sigma: float, orders: NDArray[np.float64]) -> NDArray[np.float64]:

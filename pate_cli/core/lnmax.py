@@ -12,33 +12,45 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import logsumexp
 
+from pate_cli.core import compact
+from pate_cli.core.compact import Compact
 from pate_cli.core.logmath import log1mexp
 
 
-def logq_lnmax(counts: NDArray[np.float64], gamma: float) -> NDArray[np.float64]:
+def logq_lnmax(counts: NDArray[np.float64] | Compact, gamma: float) -> NDArray[np.float64]:
     """Upper bound on log Pr[LNMax outcome != argmax] for each query.
 
     Lemma 4, Papernot et al. 2017: q <= sum_{j != j*} (2 + gamma g_j) / (4 exp(gamma g_j))
-    with g_j the gap to the top count, capped at 1 - 1/C.
+    with g_j the gap to the top count, capped at 1 - 1/C. Compact histograms add their
+    unlisted zero-vote classes as one term times their number.
 
     Shapes: counts (Q, C) -> (Q,).
     """
     if not gamma > 0:
         raise ValueError(f"gamma must be positive, got {gamma}")
-    counts = np.asarray(counts, dtype=np.float64)
-    num_queries, num_classes = counts.shape
-    rows = np.arange(num_queries)
+    counts, zeros, num_classes = compact.parts(counts)
+    rows = np.arange(counts.shape[0])
     top = counts.argmax(axis=1)
+    terms = _log_terms(counts - counts[rows, top][:, None], gamma)
+    terms[rows, top] = -np.inf
+    logq = logsumexp(terms, axis=1)
+    if zeros is not None:
+        with np.errstate(divide="ignore"):  # no other zero class: log 0 adds nothing
+            logq = np.logaddexp(logq, np.log(zeros) + _log_terms(-counts[rows, top], gamma))
+    with np.errstate(divide="ignore"):  # log(0) for a single class is the intended -inf
+        cap = np.log(1 - 1 / num_classes)
+    return np.minimum(logq, cap)
+
+
+def _log_terms(gaps: NDArray[np.float64], gamma: float) -> NDArray[np.float64]:
+    """log of Lemma 4's term (2 + gamma g) / (4 exp(gamma g)) at each gap -g <= 0."""
     # Scaled gaps, <= 0; the reference divides by lambda = 1/gamma. A gap of more than
     # ~1e308 noise scales overflows: clip it, so that its term is exp(-1.8e308) = 0, not NaN.
     with np.errstate(over="ignore"):
-        scaled = (counts - counts[rows, top][:, None]) / (1 / gamma)
+        scaled = gaps / (1 / gamma)
     scaled = np.maximum(scaled, -np.finfo(np.float64).max)
-    terms = np.log(2 - scaled) + np.log(0.25) + scaled
-    terms[rows, top] = -np.inf
-    with np.errstate(divide="ignore"):  # log(0) for a single class is the intended -inf
-        cap = np.log(1 - 1 / num_classes)
-    return np.minimum(logsumexp(terms, axis=1), cap)
+    result: NDArray[np.float64] = np.log(2 - scaled) + np.log(0.25) + scaled
+    return result
 
 
 def rdp_lnmax_data_independent(gamma: float, orders: NDArray[np.float64]) -> NDArray[np.float64]:

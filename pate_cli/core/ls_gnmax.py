@@ -40,6 +40,7 @@ from pate_cli.core._common import (
     _check_positive,
     _ordered_map,
 )
+from pate_cli.core.compact import Compact, narrow
 from pate_cli.core.ls_tilde import _GnmaxSensitivity
 
 # A non-leader class whose union-bound term is below exp(-45) * 1.5 of the head
@@ -83,8 +84,9 @@ class _TailTable:
         self._search = _RowSearch(-values.astype(np.float64))
 
     @classmethod
-    def distinct(cls, values: NDArray[np.int64]) -> _TailTable:
-        """Group equal values of non-increasing rows; pads are value -1 with count 0."""
+    def distinct(cls, values: NDArray[np.int64], extra: int = 0) -> _TailTable:
+        """Group equal values of non-increasing rows; pads are value -1 with count 0.
+        ``extra`` more zero-vote classes join each row's group of value 0."""
         num_rows, width = values.shape
         if width == 0:
             return cls(np.full((num_rows, 1), -1, dtype=np.int64), np.zeros((num_rows, 1)))
@@ -96,6 +98,7 @@ class _TailTable:
         grouped = np.full(num_rows * num_groups, -1, dtype=np.int64)
         grouped[flat] = values.ravel()
         counts = np.bincount(flat, minlength=num_rows * num_groups).astype(np.float64)
+        counts[grouped == 0] += extra  # one group of zeros per row: the caller's rows end in 0
         return cls(grouped.reshape(num_rows, num_groups), counts.reshape(num_rows, num_groups))
 
     def kept(
@@ -176,7 +179,11 @@ class _WalkEvaluator:
     non-leaders to L or L+1 (k from the cumulative "fill cost").
     """
 
-    def __init__(self, sorted_rows: NDArray[np.int64], params: _GnmaxSensitivity) -> None:
+    def __init__(
+        self, sorted_rows: NDArray[np.int64], params: _GnmaxSensitivity, extra: int = 0
+    ) -> None:
+        """``extra``: zero-vote classes beyond the rows' columns (compact votes), each row's
+        last column being a zero they join: their terms enter as its multiplicity."""
         self.params = params
         self.leader = np.ascontiguousarray(sorted_rows[:, 0])
         rest = np.ascontiguousarray(sorted_rows[:, 1:])
@@ -190,8 +197,12 @@ class _WalkEvaluator:
         # fill_cost[:, k-1]: moves that level the top k non-leaders down to the next one.
         fill_cost = self.prefix[:, 1:] - np.arange(1, num_rest + 1) * below
         self.fill_search = _RowSearch(fill_cost.astype(np.float64))
-        self.right_tail = _TailTable.distinct(np.ascontiguousarray(rest[:, 1:]))
-        self.left_tail = _TailTable(rest, None)
+        self.right_tail = _TailTable.distinct(np.ascontiguousarray(rest[:, 1:]), extra)
+        weights = None
+        if extra:
+            weights = np.ones(rest.shape)
+            weights[:, -1] += extra
+        self.left_tail = _TailTable(rest, weights)
         self.third = rest[:, 1] if num_rest > 1 else None
         self.scale = math.sqrt(2 * params.sigma**2)  # sd of the difference of two noises
         # Every gap a walk reaches is at most a row's total of votes (and one more).
@@ -387,9 +398,9 @@ def _joined(parts: Iterator[NDArray[Any]], dtype: type) -> NDArray[Any]:
 
 
 def _plan_walks(
-    sorted_rows: NDArray[np.int64], num_teachers: int, params: _GnmaxSensitivity
+    sorted_rows: NDArray[np.int64], num_teachers: int, params: _GnmaxSensitivity, extra: int = 0
 ) -> _WalkPlan:
-    evaluator = _WalkEvaluator(sorted_rows, params)
+    evaluator = _WalkEvaluator(sorted_rows, params, extra)
     num_rows = sorted_rows.shape[0]
 
     def start_of(rows: NDArray[np.intp]) -> NDArray[np.float64]:
@@ -485,7 +496,7 @@ def _canonical_rows(votes: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArra
 
 
 def local_sensitivity_gnmax(
-    counts: ArrayLike,
+    counts: ArrayLike | Compact,
     num_teachers: int,
     sigma: float,
     order: float,
@@ -493,7 +504,8 @@ def local_sensitivity_gnmax(
     reference: bool = False,
     increments_verified: bool = False,
 ) -> NDArray[np.float64]:
-    """Upper bounds on GNMax's local sensitivity at distance d, per query.
+    """Upper bounds on GNMax's local sensitivity at distance d, per query (dense counts, or
+    compact ones: ``compact.narrow``).
 
     Algorithms 3-5 (Props. 13, 14, 19, Theorem 20), Papernot et al. 2018: entry d
     bounds the local sensitivity of the published per-query bound (``rdp_gnmax``) over
@@ -523,11 +535,12 @@ def local_sensitivity_gnmax(
 
     Shapes: counts (Q, C) -> (Q, M).
     """
-    votes = _as_integer_votes(counts)
+    votes, extra = narrow(counts)
+    votes = _as_integer_votes(votes)
     num_teachers = _check_num_teachers(num_teachers)
     sigma = _check_positive("sigma", sigma)
     order = _check_order(order)
-    num_queries, num_classes = votes.shape
+    num_queries, num_classes = votes.shape[0], votes.shape[1] + extra
     if num_classes == 1 or num_queries == 0:
         return np.zeros((num_queries, num_teachers))
     params = _GnmaxSensitivity.build(
@@ -535,7 +548,7 @@ def local_sensitivity_gnmax(
     )
     unique, inverse = _canonical_rows(votes)
     table = np.full((unique.shape[0], num_teachers), params.plateau)
-    plan = _plan_walks(unique, num_teachers, params)
+    plan = _plan_walks(unique, num_teachers, params, extra)
     for row, step, ls, _ in _ordered_map(_call, _walk_chunks(plan)):
         table[row, step] = ls
     return table[inverse]

@@ -37,6 +37,7 @@ from pate_cli.core._common import (
     _check_positive,
     _ordered_map,
 )
+from pate_cli.core.compact import Compact, narrow
 from pate_cli.core.gnmax import rdp_gnmax_data_independent
 from pate_cli.core.ls_gnmax import WalkChunk, _canonical_rows, _plan_walks, _walk_chunks
 from pate_cli.core.ls_threshold import (
@@ -183,8 +184,10 @@ def _gnmax_total(
     answer: _AnswerWeights,
     num_teachers: int,
     params: _GnmaxSensitivity,
+    extra: int = 0,
 ) -> NDArray[np.float64]:
-    """sum_q w_q(d) LS_gnmax(q)[d] without a (Q, M) array. Shapes: (Q, C) -> (M,).
+    """sum_q w_q(d) LS_gnmax(q)[d] without a (Q, M) array, ``extra`` zero-vote classes
+    beyond the columns (``compact.narrow``). Shapes: (Q, C) -> (M,).
 
     Queries are grouped by (canonical row, h); the walks run once per canonical row, on
     distinct sorted rows in chunks.
@@ -198,7 +201,7 @@ def _gnmax_total(
     pr = answer.pr_answered
     highest = num_teachers if pr is None else pr.size - 1  # the largest top h
     pairs = _Pairs.group(inverse, tops, answer.weights[live], num_rows, highest)
-    plan = _plan_walks(unique, num_teachers, params)
+    plan = _plan_walks(unique, num_teachers, params, extra)
     total = np.zeros(num_teachers)
     # Chunks on threads; their sums are added in chunk order, whatever the thread count.
     for first, sums in _ordered_map(partial(_chunk_sums, pairs, answer), _walk_chunks(plan)):
@@ -320,7 +323,7 @@ class _ThresholdStep:
 
 
 def local_sensitivity_total(
-    votes: ArrayLike,
+    votes: ArrayLike | Compact,
     num_teachers: int,
     order: float,
     sigma: float,
@@ -347,7 +350,7 @@ def local_sensitivity_total(
     but in expectation its cost still moves with Pr[answered]. Never materialises a (Q, M) array.
 
     Args:
-        votes: integer teacher vote counts (step 2, GNMax).
+        votes: integer teacher vote counts (step 2, GNMax), dense or compact.
         num_teachers: M.
         order: Renyi order.
         sigma: GNMax (step 2) noise standard deviation.
@@ -372,16 +375,13 @@ def local_sensitivity_total(
         threshold_exact: the threshold step is accounted exactly (``--threshold-bound exact``):
             its table is of that cost.
 
-    Returns:
-        The summed bound per distance.
-
-    Raises:
-        ValueError: inconsistent shapes, missing sigma1, invalid parameters.
+    Returns the summed bound per distance; raises ValueError on inconsistent shapes, a
+    missing sigma1 or invalid parameters.
 
     Shapes: votes (Q, C), step1_votes (Q, C), step2_weights (Q,) -> (M,).
     """
-    counts, num_teachers, order, sigma = _checked(votes, num_teachers, order, sigma)
-    num_queries, num_classes = counts.shape
+    counts, extra, num_teachers, order, sigma = _checked(votes, num_teachers, order, sigma)
+    num_queries, num_classes = counts.shape[0], counts.shape[1] + extra
     total = np.zeros(num_teachers)
     answer = _AnswerWeights(np.ones(num_queries))
     if threshold is not None:
@@ -397,38 +397,47 @@ def local_sensitivity_total(
     if step2_weights is not None:
         answer = _AnswerWeights(_fixed_weights(step2_weights, num_queries))
     if not data_independent_step2 and num_classes > 1 and num_queries > 0:
-        _add_answer_step(total, counts, answer, sigma, order, reference, increments_verified)
+        verified = increments_verified
+        total += _answer_total(
+            counts, extra, num_teachers, answer, sigma, order, reference, verified
+        )
     return total
 
 
 def _checked(
-    votes: ArrayLike, num_teachers: int, order: float, sigma: float
-) -> tuple[NDArray[np.float64], int, float, float]:
-    """The votes as counts (Q, C), then M, the order and sigma, each checked."""
-    counts = _as_counts(votes, "votes")
+    votes: ArrayLike | Compact, num_teachers: int, order: float, sigma: float
+) -> tuple[NDArray[np.float64], int, int, float, float]:
+    """The votes as counts (Q, C) and the zero-vote classes beyond them (compact votes:
+    ``compact.narrow``), then M, the order and sigma, each checked."""
+    dense, extra = narrow(votes)
     return (
-        counts,
+        _as_counts(dense, "votes"),
+        extra,
         _check_num_teachers(num_teachers),
         _check_order(order),
         _check_positive("sigma", sigma),
     )
 
 
-def _add_answer_step(
-    total: NDArray[np.float64],
+def _answer_total(
     counts: NDArray[np.float64],
+    extra: int,
+    num_teachers: int,
     answer: _AnswerWeights,
     sigma: float,
     order: float,
     reference: bool,
     increments_verified: bool,
-) -> None:
-    """Add (in place) the answer (GNMax) step's weighted local sensitivity, summed over
-    queries, to ``total`` (M,)."""
+) -> NDArray[np.float64]:
+    """The answer (GNMax) step's weighted local sensitivity, summed over queries (M,)."""
     params = _GnmaxSensitivity.build(
-        sigma, order, counts.shape[1], reference=reference, increments_verified=increments_verified
+        sigma,
+        order,
+        counts.shape[1] + extra,
+        reference=reference,
+        increments_verified=increments_verified,
     )
-    total += _gnmax_total(_as_integer_votes(counts), answer, total.size, params)
+    return _gnmax_total(_as_integer_votes(counts), answer, num_teachers, params, extra)
 
 
 def _fixed_weights(weights: ArrayLike, num_queries: int) -> NDArray[np.float64]:

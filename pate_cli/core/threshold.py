@@ -40,7 +40,8 @@ def statistic_sensitivity(values: NDArray[np.float64], *, half_even: bool = Fals
     if not half_even:
         return 1
     values = np.asarray(values, dtype=np.float64)
-    return 2 if bool(np.any(values - np.floor(values) == 0.5)) else 1
+    with np.errstate(invalid="ignore"):  # -inf (no class, in compact votes) is no half
+        return 2 if bool(np.any(values - np.floor(values) == 0.5)) else 1
 
 
 def threshold_margins(
