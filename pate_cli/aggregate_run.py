@@ -33,6 +33,8 @@ from pate_cli.accountant.terms import FloatArray
 from pate_cli.aggregators import AggregationResult
 from pate_cli.analysis import Progress, analysis_report
 from pate_cli.choices import Conversion, GateOn
+from pate_cli.core import compact
+from pate_cli.core.compact import read_rows
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import REGISTRY, Mechanism
 from pate_cli.mechanisms.base import Run
@@ -382,7 +384,7 @@ def _result(
     seen = run.num_seen
     labels = run.labels[:seen]
     released = labels >= 0
-    plurality = votes.counts[:seen].argmax(axis=1)
+    plurality = compact.plurality(read_rows(votes.counts, 0, seen))
     agreement = float(np.mean(labels[released] == plurality[released])) if released.any() else None
     accuracy = (
         float(np.mean(labels[released] == truth[:seen][released]))

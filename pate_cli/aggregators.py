@@ -41,7 +41,9 @@ from enum import IntEnum
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.special import ndtri
 
+from pate_cli.core.compact import Compact, parts
 from pate_cli.core.threshold import round_votes
 
 # Class noise is drawn in blocks of about this many elements; results do not depend on it.
@@ -88,7 +90,15 @@ class AggregationResult:
         return int(np.count_nonzero(self.branch == Branch.STUDENT))
 
 
-def _check_counts(counts: ArrayLike) -> NDArray[np.float64]:
+def _check_counts(counts: ArrayLike | Compact) -> NDArray[np.float64] | Compact:
+    if isinstance(counts, Compact):  # checked as it was read
+        return counts
+    return _check_dense_counts(counts)
+
+
+def _check_dense_counts(counts: ArrayLike | Compact) -> NDArray[np.float64]:
+    if isinstance(counts, Compact):
+        raise ValueError("votes over a vocabulary (compact): this aggregator needs dense counts")
     out = np.asarray(counts, dtype=np.float64)
     if out.ndim != 2 or out.shape[1] < 1:
         raise ValueError(f"counts must have shape (queries, classes >= 1), got {out.shape}")
@@ -118,16 +128,59 @@ def _row_blocks(num_queries: int, num_classes: int) -> Iterator[slice]:
         yield slice(start, start + step)
 
 
+Largest = Callable[[NDArray[np.int64]], NDArray[np.float64]]
+"""largest(k): per row, the largest of k[row] independent unit noises (-inf for k = 0)."""
+
+
+def _uniform_open(rng: np.random.Generator, size: int) -> NDArray[np.float64]:
+    """Uniform draws in (0, 1), both ends excluded (53 random bits each)."""
+    bits = rng.integers(0, 1 << 53, size).astype(np.float64)
+    return (bits + 0.5) / float(1 << 53)
+
+
+def _largest_gaussian(rng: np.random.Generator) -> Largest:
+    """The largest of k standard normals by inversion: Phi(x)^k = u, so x = -Phi^-1(p) with
+    p = 1 - u^(1/k) computed as -expm1(log(u) / k) (no cancellation near 1)."""
+
+    def largest(k: NDArray[np.int64]) -> NDArray[np.float64]:
+        u = _uniform_open(rng, k.size)
+        with np.errstate(divide="ignore"):  # k = 0: p = 1, x = -inf (no such class)
+            p = -np.expm1(np.log(u) / k)
+        return np.asarray(-ndtri(p))
+
+    return largest
+
+
+def _largest_laplace(rng: np.random.Generator) -> Largest:
+    """The largest of k standard Laplace draws by inversion of F(x)^k = u: with
+    p = 1 - u^(1/k), x = -log(2 p) above the median, log(2 (1 - p)) below it."""
+
+    def largest(k: NDArray[np.int64]) -> NDArray[np.float64]:
+        u = _uniform_open(rng, k.size)
+        with np.errstate(divide="ignore"):  # k = 0: x = -inf (no such class)
+            log_v = np.log(u) / k  # log F(x)
+            p = -np.expm1(log_v)
+            return np.where(p <= 0.5, -np.log(2 * p), np.log(2.0) + log_v)
+
+    return largest
+
+
 def _noisy_argmax(
-    counts: NDArray[np.float64],
+    counts: NDArray[np.float64] | Compact,
     scale: float,
     unit: Callable[[tuple[int, int]], NDArray[np.float64]],
+    largest: Largest,
+    rng: np.random.Generator,
 ) -> NDArray[np.int64]:
     """argmax(counts + scale * unit(shape)) per row, drawing block by block in row order.
 
     Where scale * noise overflows (scale near the float limit), the row is decided
-    on counts / scale + noise instead: the same argmax, without an inf - inf.
+    on counts / scale + noise instead: the same argmax, without an inf - inf. Compact
+    counts draw the unlisted zero-vote classes' noise as one maximum per query
+    (``_compact_noisy_argmax``).
     """
+    if isinstance(counts, Compact):
+        return _compact_noisy_argmax(counts, scale, unit, largest, rng)
     labels = np.empty(counts.shape[0], dtype=np.int64)
     for rows in _row_blocks(*counts.shape):
         block = counts[rows]
@@ -139,6 +192,45 @@ def _noisy_argmax(
             noisy[overflow] = block[overflow] / scale + noise[overflow]
         labels[rows] = np.argmax(noisy, axis=1)
     return labels
+
+
+def _compact_noisy_argmax(
+    counts: Compact,
+    scale: float,
+    unit: Callable[[tuple[int, int]], NDArray[np.float64]],
+    largest: Largest,
+    rng: np.random.Generator,
+) -> NDArray[np.int64]:
+    """The noisy argmax over a vocabulary without its zero-vote classes' noise one by one.
+
+    In noise units (counts / scale + noise: the same argmax): the listed classes draw
+    their noise; the query's k unlisted zero-vote classes, exchangeable, reach the largest
+    of k noises (one draw, ``largest``), and when that beats every listed class the label
+    is one of them, uniformly: the same distribution as the argmax over every class.
+    """
+    labels = np.empty(len(counts), dtype=np.int64)
+    for rows in _row_blocks(*counts.values.shape):
+        block = counts[rows]
+        noisy = block.values / scale + unit(block.values.shape)
+        column = np.argmax(noisy, axis=1)
+        index = np.arange(len(block))
+        best, label = noisy[index, column], block.classes[index, column]
+        unlisted = largest(block.zeros)
+        (won,) = np.nonzero(unlisted > best)
+        if won.size:
+            label[won] = _unlisted_class(block.classes[won], rng.integers(0, block.zeros[won]))
+        labels[rows] = label
+    return labels
+
+
+def _unlisted_class(classes: NDArray[np.int64], rank: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Per row, the class of the given rank among those not in the row's ``classes``
+    (-1 pads ignored): walk the listed classes in increasing order, stepping over each."""
+    listed = np.sort(np.where(classes < 0, np.iinfo(np.int64).max, classes), axis=1)
+    found = rank.astype(np.int64)
+    for column in listed.T:
+        found += column <= found
+    return found
 
 
 def _threshold_source(
@@ -208,7 +300,7 @@ def _answer_every_query(
 
 
 def aggregate_lnmax(
-    counts: ArrayLike,
+    counts: ArrayLike | Compact,
     gamma: float,
     rng: np.random.Generator,
     *,
@@ -237,12 +329,15 @@ def aggregate_lnmax(
     counts = _check_counts(counts)
     _check_scale("gamma", gamma)
     _check_common(rng, max_answered, max_queries)
-    labels = _noisy_argmax(counts, 1.0 / gamma, lambda shape: rng.laplace(0.0, 1.0, shape))
+    laplace = _largest_laplace(rng)
+    labels = _noisy_argmax(
+        counts, 1.0 / gamma, lambda shape: rng.laplace(0.0, 1.0, shape), laplace, rng
+    )
     return _answer_every_query(labels, max_answered, max_queries)
 
 
 def aggregate_gnmax(
-    counts: ArrayLike,
+    counts: ArrayLike | Compact,
     sigma: float,
     rng: np.random.Generator,
     *,
@@ -258,12 +353,12 @@ def aggregate_gnmax(
     counts = _check_counts(counts)
     _check_scale("sigma", sigma)
     _check_common(rng, max_answered, max_queries)
-    labels = _noisy_argmax(counts, sigma, rng.standard_normal)
+    labels = _noisy_argmax(counts, sigma, rng.standard_normal, _largest_gaussian(rng), rng)
     return _answer_every_query(labels, max_answered, max_queries)
 
 
 def aggregate_confident_gnmax(
-    counts: ArrayLike,
+    counts: ArrayLike | Compact,
     threshold: float,
     sigma1: float,
     sigma: float,
@@ -301,9 +396,13 @@ def aggregate_confident_gnmax(
     _check_scale("sigma", sigma)
     _check_common(rng, max_answered, max_queries)
     answered = _threshold_step(
-        counts.max(axis=1), threshold, sigma1, _threshold_source(rng, threshold_rng), half_even
+        parts(counts)[0].max(axis=1),
+        threshold,
+        sigma1,
+        _threshold_source(rng, threshold_rng),
+        half_even,
     )
-    labels = _noisy_argmax(counts, sigma, rng.standard_normal)
+    labels = _noisy_argmax(counts, sigma, rng.standard_normal, _largest_gaussian(rng), rng)
     labels = np.where(answered, labels, -1)
     return _finish(labels, answered, _teacher_branch(answered), max_answered, max_queries)
 
@@ -354,7 +453,7 @@ def aggregate_interactive_gnmax(
     Shapes: counts (Q, C), student_probs (Q, C) -> result arrays (Q,).
     """
     # Algorithm 2, Papernot et al. 2018.
-    counts = _check_counts(counts)
+    counts = _check_dense_counts(counts)
     probs = np.asarray(student_probs, dtype=np.float64)
     if probs.shape != counts.shape:
         raise ValueError(f"student_probs shape {probs.shape} != counts shape {counts.shape}")
@@ -376,7 +475,7 @@ def aggregate_interactive_gnmax(
     answered = _threshold_step(
         top, threshold, sigma1, _threshold_source(rng, threshold_rng), half_even
     )
-    teacher_labels = _noisy_argmax(counts, sigma, rng.standard_normal)
+    teacher_labels = _noisy_argmax(counts, sigma, rng.standard_normal, _largest_gaussian(rng), rng)
     is_student = ~answered & (probs.max(axis=1) > student_confidence)
     labels = np.where(answered, teacher_labels, np.where(is_student, probs.argmax(axis=1), -1))
     branch = np.select([answered, is_student], [Branch.TEACHERS, Branch.STUDENT], Branch.ABSTAINED)

@@ -10,7 +10,7 @@ command line's one-line message, naming the parameter as the caller wrote it.
 Parameters the entry points share (each function's docstring lists only its own):
 
 - ``votes``: votes from ``load_votes``, or a path or an array read as ``load_votes`` reads
-  it with ``format=``, ``teachers=``, ``num_classes=`` and ``member=``.
+  it with ``format=``, ``teachers=``, ``num_classes=``, ``member=`` and ``candidates=``.
 - ``delta``: the target delta, in (0, 1). ``orders``: Renyi orders (an array, or the
   command line's text; default the 298 of the 2018 reference). ``conversion``:
   ``"classic"`` (the 2018 paper) or ``"improved"``.
@@ -96,6 +96,7 @@ def load_votes(
     queries: int | None = None,
     indices: Input | None = None,
     member: str | None = None,
+    candidates: Input | None = None,
 ) -> Votes:
     """Read teacher votes as the command line's VOTES argument does, from a file or an array.
 
@@ -112,6 +113,8 @@ def load_votes(
         indices: a .npy, or an array, of query indices to keep, in order.
         member: the array of an .npz to read, by its ``numpy.savez`` keyword (``--member``;
             needed when the .npz holds several arrays).
+        candidates: a .npy, or an array, of each query's number of classes (its candidates,
+            classes 0 .. n - 1; ``--candidates``), chosen without the private votes.
 
     Raises:
         InputError: the votes cannot be read one way only, or are invalid.
@@ -126,6 +129,7 @@ def load_votes(
         queries=queries,
         indices=indices,
         member=member,
+        candidates=candidates,
     )
 
 
@@ -174,6 +178,7 @@ def analyze(
     teachers: int | None = None,
     num_classes: int | None = None,
     member: str | None = None,
+    candidates: Input | None = None,
     delta: float,
     orders: str | ArrayLike | None = None,
     conversion: str | Conversion = "classic",
@@ -203,10 +208,9 @@ def analyze(
             default) computes its parameters, cost and expected epsilon and draws no noise
             (``seed`` and ``seed_file`` are then refused); ``"sample"`` (or True, as ``pate
             analyze`` does) also draws the one sampled released epsilon; False adds none.
-        breakdown: add the summary of the per-query ledger by teacher agreement
-            (``breakdown`` in the JSON), as ``--breakdown``. The ledger itself
-            (``report.ledger``, what ``plot_analysis`` draws) is always there, its rows
-            computed when read.
+        breakdown: add the summary of the per-query ledger by teacher agreement (JSON
+            ``breakdown``, as ``--breakdown``). The ledger itself (``report.ledger``, what
+            ``plot_analysis`` draws) is always there, its rows computed when read.
     """
     checks.sigma_ss(sigma_ss)
     checks.max_epsilon(max_epsilon)
@@ -215,7 +219,7 @@ def analyze(
     noise = release_noise(mode, seed, seed_file)
     options = {"release": mode == "sample", "data_independent": data_independent, "orders": orders}
     mechanism = as_mechanism(mechanism)
-    votes = read_votes(votes, reading(format, teachers, num_classes, member))
+    votes = read_votes(votes, reading(format, teachers, num_classes, member, candidates))
     tuning: dict[str, Any] = {"beta": beta, "sigma_ss": sigma_ss, "half_even": half_even}
     charge = _budget_charge(budget, "analyze", mechanism, votes, options | tuning, seed, seed_file)
     votes, report, baseline_array, answered_mask = _analysis(
@@ -289,6 +293,7 @@ def smooth_sensitivity(
     teachers: int | None = None,
     num_classes: int | None = None,
     member: str | None = None,
+    candidates: Input | None = None,
     delta: float,
     order: float | None = None,
     orders: str | ArrayLike | None = None,
@@ -327,7 +332,7 @@ def smooth_sensitivity(
     options: dict[str, Any] = {"order": order, "beta": beta, "sigma_ss": sigma_ss}
     options["half_even"] = half_even
     mechanism = as_mechanism(mechanism)
-    votes = read_votes(votes, reading(format, teachers, num_classes, member))
+    votes = read_votes(votes, reading(format, teachers, num_classes, member, candidates))
     charge = _budget_charge(
         budget, "smooth_sensitivity", mechanism, votes, options, seed, seed_file
     )
@@ -384,6 +389,7 @@ def compare(
     teachers: int | None = None,
     num_classes: int | None = None,
     member: str | None = None,
+    candidates: Input | None = None,
     delta: float,
     orders: str | ArrayLike | None = None,
     conversion: str | Conversion = "classic",
@@ -403,7 +409,7 @@ def compare(
     checks.max_epsilon(max_epsilon)
     on = as_gate_on(gate_on)
     check_gate_choice(on, releases=False, what="compare")
-    votes = read_votes(votes, reading(format, teachers, num_classes, member))
+    votes = read_votes(votes, reading(format, teachers, num_classes, member, candidates))
     if isinstance(mechanisms, str) or is_mechanism(mechanisms):
         raise TypeError(f"mechanisms={mechanisms!r}: expected a list of mechanism objects")
     mechanisms = [as_mechanism(m, "mechanisms[]") for m in mechanisms]
@@ -457,11 +463,14 @@ def inspect(
     teachers: int | None = None,
     num_classes: int | None = None,
     member: str | None = None,
+    candidates: Input | None = None,
 ) -> InspectReport:
     """What ``pate inspect`` computes: what a vote file is and how strongly teachers agree
-    (``format``, ``teachers``, ``num_classes``, ``member``: as ``load_votes`` reads a path or
-    an array)."""
-    return inspect_votes(read_votes(votes, reading(format, teachers, num_classes, member)))
+    (``format``, ``teachers``, ``num_classes``, ``member``, ``candidates``: as ``load_votes``
+    reads a path or an array)."""
+    return inspect_votes(
+        read_votes(votes, reading(format, teachers, num_classes, member, candidates))
+    )
 
 
 def aggregate(
@@ -472,6 +481,7 @@ def aggregate(
     teachers: int | None = None,
     num_classes: int | None = None,
     member: str | None = None,
+    candidates: Input | None = None,
     delta: float,
     seed: int | np.random.Generator | None = None,
     seed_file: PathLike | None = None,
@@ -498,7 +508,7 @@ def aggregate(
     exceed the limit, and appended under the budget's lock once the labels are drawn.
     """
     mechanism = as_mechanism(mechanism)
-    votes = read_votes(votes, reading(format, teachers, num_classes, member))
+    votes = read_votes(votes, reading(format, teachers, num_classes, member, candidates))
     options = {"max_queries": max_queries, "half_even": half_even}
     charge = _budget_charge(budget, "aggregate", mechanism, votes, options, seed, seed_file)
     result = aggregate_votes(

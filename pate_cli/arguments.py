@@ -25,9 +25,11 @@ def reading(
     teachers: int | None,
     num_classes: int | None,
     member: str | None,
+    candidates: Input | None = None,
 ) -> dict[str, Any]:
     """An entry point's reading parameters, as ``load_votes`` takes them."""
-    return {"format": format, "teachers": teachers, "num_classes": num_classes, "member": member}
+    shape = {"teachers": teachers, "num_classes": num_classes}
+    return {"format": format, **shape, "member": member, "candidates": candidates}
 
 
 def read_votes(votes: Votes | Input, reading: dict[str, Any] | None = None) -> Votes:

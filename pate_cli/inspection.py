@@ -23,7 +23,6 @@ prints or imports a terminal library.
 
 from __future__ import annotations
 
-import zipfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,11 +30,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE
+from pate_cli.core.compact import Compact, read_rows, row_sums
+from pate_cli.core.compact import plurality as plurality_of
 from pate_cli.reports.breakdown import BUCKET_EDGES, agreement_bucket, bucket_labels, top_two
 from pate_cli.reports.encoding import plain
 from pate_cli.reports.models import InputSummary
 from pate_cli.reports.reprs import short_repr
-from pate_cli.votes import Votes, load_array
+from pate_cli.votes import Votes
 
 FloatArray = NDArray[np.float64]
 
@@ -116,6 +117,34 @@ class VoteProfile:
     """Queries whose top two classes have the same count (never with one class)."""
     plurality_counts: tuple[int, ...]
     """How many queries each class wins (ties go to the first class, as argmax)."""
+    vocabulary: VocabularyProfile | None = None
+    """Votes held by query over a vocabulary (sparse, labels of token ids, many classes)."""
+
+
+@dataclass(frozen=True)
+class VocabularyProfile:
+    """The shape of votes over a vocabulary: how many classes a query votes on, how many
+    distinct vote rows there are (each is analysed once), and the candidate sets."""
+
+    classes: int
+    """The vocabulary: the most classes a query has."""
+    nonzeros: tuple[int, float, int]
+    """Classes with votes per query: (min, mean, max)."""
+    distinct_rows: int
+    """Distinct vote rows (classes and counts)."""
+    candidates: tuple[int, int] | None
+    """(min, max) classes per query when they differ (candidate sets), else None."""
+
+    def to_dict(self) -> dict[str, Any]:
+        low, mean, high = self.nonzeros
+        out: dict[str, Any] = {
+            "classes": self.classes,
+            "nonzeros_per_query": {"min": low, "mean": mean, "max": high},
+            "distinct_rows": self.distinct_rows,
+        }
+        if self.candidates is not None:
+            out["candidates"] = {"min": self.candidates[0], "max": self.candidates[1]}
+        return out
 
 
 @dataclass(frozen=True)
@@ -149,6 +178,11 @@ class InspectReport:
                 "unanimous": profile.unanimous,
                 "tied": profile.tied,
                 "plurality_counts": list(profile.plurality_counts),
+                **(
+                    {}
+                    if profile.vocabulary is None
+                    else {"vocabulary": profile.vocabulary.to_dict()}
+                ),
                 "warnings": list(self.warnings),
             }
         )
@@ -201,7 +235,7 @@ def _gap_histogram(gap: FloatArray, num_teachers: int) -> Histogram:
     )
 
 
-def profile_votes(counts: FloatArray, num_teachers: int) -> VoteProfile:
+def profile_votes(counts: FloatArray | Compact, num_teachers: int) -> VoteProfile:
     """Agreement statistics of a (Q, C) vote histogram with M teachers.
 
     Args:
@@ -218,11 +252,11 @@ def profile_votes(counts: FloatArray, num_teachers: int) -> VoteProfile:
     top, gap, totals = np.empty(num_queries), np.empty(num_queries), np.empty(num_queries)
     winner = np.empty(num_queries, dtype=np.intp)
     for start in range(0, num_queries, DEFAULT_CHUNK_SIZE):  # bounded memory on large files
-        block = np.asarray(counts[start : start + DEFAULT_CHUNK_SIZE], dtype=np.float64)
+        block = read_rows(counts, start, start + DEFAULT_CHUNK_SIZE)
         rows = slice(start, start + len(block))
         top[rows], gap[rows] = top_two(block)
-        totals[rows] = block.sum(axis=1)
-        winner[rows] = block.argmax(axis=1)
+        totals[rows] = row_sums(block) if isinstance(block, Compact) else block.sum(axis=1)
+        winner[rows] = plurality_of(block)
     share = top / num_teachers
     which = agreement_bucket(share)
     size = len(BUCKET_EDGES)
@@ -241,20 +275,40 @@ def profile_votes(counts: FloatArray, num_teachers: int) -> VoteProfile:
         unanimous=int(np.sum((top == totals) & (totals > 0))),
         tied=tied,
         plurality_counts=tuple(int(n) for n in plurality),
+        vocabulary=vocabulary_profile(counts) if isinstance(counts, Compact) else None,
+    )
+
+
+def _vocabulary_dict(vocabulary: VocabularyProfile | None) -> dict[str, Any]:
+    return {} if vocabulary is None else {"vocabulary": vocabulary.to_dict()}
+
+
+def vocabulary_profile(counts: Compact) -> VocabularyProfile:
+    """Classes with votes per query, distinct rows and candidate sets of compact votes."""
+    voted = (counts.classes >= 0) & (counts.values > 0)
+    nonzeros = np.count_nonzero(voted, axis=1)
+    rows = np.concatenate(
+        [np.where(voted, counts.classes, -1), np.where(voted, counts.values, 0)], axis=1
+    )
+    distinct = int(np.unique(rows, axis=0).shape[0]) if len(counts) else 0
+    classes = counts.num_classes
+    differ = classes.size and int(classes.min()) != int(classes.max())
+    return VocabularyProfile(
+        classes=counts.vocabulary,
+        nonzeros=(
+            (int(nonzeros.min()), float(nonzeros.mean()), int(nonzeros.max()))
+            if nonzeros.size
+            else (0, 0.0, 0)
+        ),
+        distinct_rows=distinct,
+        candidates=(int(classes.min()), int(classes.max())) if differ else None,
     )
 
 
 def stored_dtype(votes: Votes) -> str:
-    """The dtype of the array as stored in the votes file (already validated by ``load_votes``).
-
-    A .npy is memory-mapped, so only its header is read; an .npz member is read whole.
-    Votes given as an array have no file: the array's dtype, as ``load_votes`` saw it.
-    """
-    if votes.source == "memory":
-        return votes.stored_dtype
-    if zipfile.is_zipfile(votes.path):
-        return str(load_array(votes.path, "votes").dtype)
-    return str(np.load(votes.path, mmap_mode="r", allow_pickle=False).dtype)
+    """The dtype of the array as stored in the votes file, as ``load_votes`` read it from
+    the header (of an array in memory: its dtype; of a sparse matrix: its data's)."""
+    return votes.stored_dtype
 
 
 def inspect_votes(votes: Votes) -> InspectReport:

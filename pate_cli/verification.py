@@ -74,7 +74,12 @@ def _replay_call(
     """``_replay``'s call, in the command line's words."""
     call = record["call"]
     function = call["function"]
-    votes = load_votes(resolved["votes"], indices=resolved.get("indices"), **call["votes"])
+    votes = load_votes(
+        resolved["votes"],
+        indices=resolved.get("indices"),
+        candidates=resolved.get("candidates"),
+        **call["votes"],
+    )
     mechanism = mechanism_from_dict(call["mechanism"])
     options = dict(call["options"])
     options.update({role: resolved[role] for role in FILE_ROLES[function] if role in resolved})

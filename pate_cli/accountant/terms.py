@@ -14,10 +14,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from pate_cli.core.compact import Counts, parts, read_rows
 from pate_cli.mechanisms import Mechanism
 
 DEFAULT_CHUNK_SIZE = 1 << 16
@@ -60,7 +62,7 @@ class QueryTerms:
 
 
 def query_terms(
-    votes: FloatArray,
+    votes: Counts | Any,
     mechanism: Mechanism,
     *,
     num_seen: int | None = None,
@@ -91,10 +93,11 @@ def query_terms(
 
     def chunk(start: int) -> int:
         stop = min(start + chunk_size, seen)
-        counts = np.asarray(votes[start:stop], dtype=np.float64)
+        counts = read_rows(votes, start, stop)
         if step is not None:
             assert log_pr is not None and logq_step1 is not None and step1_margins is not None
-            step1 = counts if baseline is None else counts - baseline[start:stop]
+            values, _, _ = parts(counts)  # the statistic reads the top count alone
+            step1 = values if baseline is None else values - baseline[start:stop]
             found = step.terms(step1, half_even)
             step1_margins[start:stop] = found.margins
             log_pr[start:stop], logq_step1[start:stop] = found.log_pr_answered, found.logq
@@ -112,7 +115,7 @@ def query_terms(
     if step is not None and half_even and max(sensitivities) == 1:
         # The worst case covers the file's every query, seen or not (a realised run).
         for start in range(seen, len(votes), chunk_size):
-            rest = np.asarray(votes[start : start + chunk_size], dtype=np.float64)
+            rest, _, _ = parts(read_rows(votes, start, start + chunk_size))
             if baseline is not None:
                 rest = rest - baseline[start : start + chunk_size]
             sensitivities.append(step.moves(rest, half_even=True))

@@ -70,7 +70,8 @@ VotesArg = Annotated[
     typer.Argument(
         metavar="VOTES",
         help="Teacher votes: .npy (or .npz with one array) of counts (queries x classes), "
-        "labels (teachers x queries) or probs (teachers x queries x classes).",
+        "labels (teachers x queries) or probs (teachers x queries x classes); or counts saved "
+        "with scipy.sparse.save_npz.",
         show_default=False,
     ),
 ]
@@ -86,6 +87,14 @@ MemberOpt = Annotated[
         "--member",
         help="The array of an .npz VOTES file to read (its numpy.savez name), when it holds "
         "several.",
+    ),
+]
+CandidatesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--candidates",
+        help=".npy of each query's number of classes (its candidates: classes 0 .. n-1), "
+        "chosen without the private votes.",
     ),
 ]
 TeachersOpt = Annotated[

@@ -102,6 +102,7 @@ class Selection:
     queries: int | None
     indices: str | None
     member: str | None = None
+    candidates: str | None = None
 
     @classmethod
     def of(cls, p: Params) -> Selection:
@@ -114,17 +115,24 @@ class Selection:
             p["queries"],
             p["indices"],
             p.get("member"),
+            p.get("candidates"),
         )
 
     @property
-    def files(self) -> tuple[File, File]:
-        return (File("VOTES", self.path, "votes"), File("--indices", self.indices, "indices"))
+    def files(self) -> tuple[File, File, File]:
+        return (
+            File("VOTES", self.path, "votes"),
+            File("--indices", self.indices, "indices"),
+            File("--candidates", self.candidates, "candidates"),
+        )
 
     def load(self) -> Votes:
         """The votes, read as a record's replay reads them (``pate_cli.api.load_votes``)."""
         from pate_cli import api
 
-        return api.load_votes(self.path, indices=self.indices, **self.to_call())
+        return api.load_votes(
+            self.path, indices=self.indices, candidates=self.candidates, **self.to_call()
+        )
 
     def to_call(self) -> dict[str, Any]:
         """The flags as a record's call holds them (the files are among its inputs)."""

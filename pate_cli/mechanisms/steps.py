@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
+    from pate_cli.core.compact import Counts
+
     FloatArray = NDArray[np.float64]
 
 CostKey = tuple[object, ...]
@@ -61,7 +63,7 @@ class AnswerStep(Protocol):
     def key(self) -> CostKey:
         """What the per-query cost depends on besides log q (runs sharing it share terms)."""
 
-    def logq(self, counts: FloatArray) -> FloatArray:
+    def logq(self, counts: Counts) -> FloatArray:
         """log q per query: the probability of not releasing the plurality label, bounded."""
 
     def cost(self, orders: FloatArray) -> Callable[[FloatArray], FloatArray]:
@@ -73,7 +75,7 @@ class AnswerStep(Protocol):
     def part(self, answered: float) -> Part:
         """The share of ``answered`` answers in an exact account."""
 
-    def agreement(self, counts: FloatArray) -> FloatArray:
+    def agreement(self, counts: Counts) -> FloatArray:
         """Per query, the probability that the noisy label is the plurality label."""
 
 
@@ -124,7 +126,7 @@ class GaussianAnswer:
     def key(self) -> CostKey:
         return ("gnmax", self.sigma)
 
-    def logq(self, counts: FloatArray) -> FloatArray:
+    def logq(self, counts: Counts) -> FloatArray:
         from pate_cli.core import gnmax
 
         return gnmax.logq_gnmax(counts, self.sigma)  # Prop. 7 of 2018
@@ -143,7 +145,7 @@ class GaussianAnswer:
         # A histogram moves by sqrt(2) in L2 (Dong, Roth and Su 2022, Corollary 3.3).
         return GaussianPart(2.0 * answered, self.sigma)
 
-    def agreement(self, counts: FloatArray) -> FloatArray:
+    def agreement(self, counts: Counts) -> FloatArray:
         from pate_cli.core import agreement
 
         return agreement.gaussian_agreement(counts, self.sigma)  # by quadrature
@@ -159,7 +161,7 @@ class LaplaceAnswer:
     def key(self) -> CostKey:
         return ("lnmax", self.gamma)
 
-    def logq(self, counts: FloatArray) -> FloatArray:
+    def logq(self, counts: Counts) -> FloatArray:
         from pate_cli.core import lnmax
 
         return lnmax.logq_lnmax(counts, self.gamma)  # Lemma 4 of 2017
@@ -178,7 +180,7 @@ class LaplaceAnswer:
         # Laplace noise on counts of L1 sensitivity 2: each answer is (2 gamma)-DP.
         return PurePart(2.0 * self.gamma, int(answered))
 
-    def agreement(self, counts: FloatArray) -> FloatArray:
+    def agreement(self, counts: Counts) -> FloatArray:
         from pate_cli.core import agreement
 
         return agreement.laplace_agreement(counts, self.gamma)  # by quadrature

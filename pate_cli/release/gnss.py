@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ from pate_cli.choices import Conversion
 from pate_cli.core import conditions as cond_core
 from pate_cli.core import ls_lnmax
 from pate_cli.core import smooth as smooth_core
+from pate_cli.core.compact import Compact, DenseRows, parts
 from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import Mechanism, UnsupportedError
@@ -195,9 +196,9 @@ class _Walk:
 
     def local_sensitivity(
         self,
-        counts: FloatArray,
+        counts: FloatArray | Compact | DenseRows,
         num_seen: int,
-        block_bound: Callable[[FloatArray, slice], FloatArray],
+        block_bound: Callable[[Any, slice], FloatArray],
     ) -> FloatArray:
         """The local sensitivity of the total RDP at each distance d = 0 .. M-1, over the
         first ``num_seen`` queries: ``block_bound(block, rows)`` of each block of whole
@@ -270,7 +271,7 @@ def gnss_release(
         UsageError: beta outside (0, 1/(2 order)), or LNMax with ``strict`` off.
         ConditionError: C5 or C6 fails at ``order`` and ``skip_conditions`` is off.
     """
-    _check_releasable(counts.shape[1])
+    _check_releasable(counts)
     at = _AtOrder(order, delta, conversion, steps, order_index)
     draw = _Draw(beta, sigma_ss, noise, order_chosen_on_data)
     walk = _Walk(num_teachers, chunk_size, progress)
@@ -308,10 +309,15 @@ def _release_of(mechanism: Mechanism) -> Callable[..., GnssRelease]:
     return found
 
 
-def _check_releasable(num_classes: int) -> None:
-    """The error known before any pass over the votes: a single class (no sensitivity to
-    release)."""
-    if num_classes < 2:
+def _check_releasable(counts: FloatArray | Compact) -> None:
+    """The errors known before any pass over the votes: a single class (no sensitivity to
+    release), and candidate sets (a number of classes per query: no bound for them)."""
+    if isinstance(counts, Compact) and np.any(counts.num_classes != counts.vocabulary):
+        raise UnsupportedError(
+            "the smooth-sensitivity release of votes with candidate sets (a number of classes "
+            "per query) is not available; the RDP figures are"
+        )
+    if counts.shape[1] < 2:
         raise ConditionError(
             "the votes have a single class: every answer is that class, so the answer step "
             "costs nothing and there is no smooth sensitivity to release"
@@ -379,7 +385,7 @@ def gaussian_release(
             answer.sigma,
             threshold=None if threshold_step is None else threshold_step.threshold,
             sigma1=None if threshold_step is None else threshold_step.sigma1,
-            step1_votes=block if baseline is None else block - baseline[rows],
+            step1_votes=None if baseline is None else block - baseline[rows],
             step2_weights=None if answered is None or weights is None else weights[rows],
             data_independent_step1=forced[0],
             data_independent_step2=forced[1],
@@ -469,6 +475,9 @@ def _nothing_to_release(
     )
 
 
+_LNMAX_DENSE_CLASSES = 1 << 22  # LNMax's release reads a dense row of every class
+
+
 def laplace_release(
     answer: LaplaceAnswer,
     counts: FloatArray,
@@ -490,6 +499,14 @@ def laplace_release(
     counts = counts[: _num_seen(counts, answered)]
     if terms is None:
         terms = query_terms(counts, mechanism, num_seen=len(counts), chunk_size=walk.chunk_size)
+    rows: FloatArray | DenseRows = counts
+    if isinstance(counts, Compact):  # its bounds read every class: dense blocks of rows
+        if counts.vocabulary > _LNMAX_DENSE_CLASSES:
+            raise UnsupportedError(
+                f"LNMax's release over {counts.vocabulary} classes reads every class of each "
+                f"query: at most {_LNMAX_DENSE_CLASSES}; its RDP figures are available"
+            )
+        rows, walk = DenseRows(counts), replace(walk, chunk_size=counts.dense_block_rows())
     weights = None if answered is None else answered.astype(np.float64)
     fields = at.fields(mechanism, terms, weights, (True, False), len(counts))
     tables = ls_lnmax.LnmaxSensitivity(counts.shape[1], walk.num_teachers, answer.gamma, at.order)
@@ -498,7 +515,7 @@ def laplace_release(
         """One block's bound of ``ls_lnmax``."""
         return tables.total(block, None if weights is None else weights[rows])
 
-    ls = walk.local_sensitivity(counts, len(counts), block_bound)
+    ls = walk.local_sensitivity(rows, len(counts), block_bound)
     fields.update(conditions=None, conditions_apply=False, strict_local_sensitivity=True)
     return _sampled(ls, fields, [], at, draw)
 
@@ -511,10 +528,11 @@ _RELEASES: dict[type, Callable[..., GnssRelease]] = {
 }
 
 
-def _whole_counts(block: FloatArray) -> FloatArray:
+def _whole_counts(block: FloatArray | Compact) -> FloatArray | Compact:
     """A block of votes as whole counts, or the error: a teacher change moves one vote."""
-    block = np.asarray(block, dtype=np.float64)
-    if np.any(block != np.round(block)):
+    block = block if isinstance(block, Compact) else np.asarray(block, dtype=np.float64)
+    values, _, _ = parts(block)
+    if np.any(np.isfinite(values) & (values != np.round(values))):
         raise ConditionError(
             "the smooth sensitivity needs whole vote counts (a teacher change moves one vote); "
             "these votes are fractional"

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from pate_cli.core.compact import Compact, top_two_values
+
 FloatArray = NDArray[np.float64]
 
 #: Lower edges of the agreement buckets (top vote share n_max / M); the last is closed at 1.
@@ -54,11 +56,14 @@ def agreement_bucket(top_share: FloatArray) -> NDArray[np.intp]:
 _TOP_BLOCK = 1 << 16
 
 
-def top_two(counts: FloatArray) -> tuple[FloatArray, FloatArray]:
+def top_two(counts: FloatArray | Compact) -> tuple[FloatArray, FloatArray]:
     """Top vote count and its gap to the runner-up (the top count itself for one class).
 
     Shapes: counts (Q, C) -> (Q,), (Q,).
     """
+    if isinstance(counts, Compact):
+        top, second = top_two_values(counts)
+        return top, np.where(np.isfinite(second), top - second, top)
     num, classes = counts.shape
     top, gap = np.empty(num), np.empty(num)
     # In blocks of rows: memory of a block, not of a partitioned copy of every count.

@@ -51,6 +51,7 @@ from pate_cli.accountant.compose import (
 )
 from pate_cli.accountant.terms import QueryTerms, answer_weights, query_terms
 from pate_cli.choices import Conversion
+from pate_cli.core.compact import read_rows
 from pate_cli.mechanisms import Mechanism
 from pate_cli.reports.breakdown import (
     BUCKET_EDGES,
@@ -166,7 +167,7 @@ def build_ledger(
     num = votes.num_queries if answered is None else int(answered.size)
     if terms is None:
         terms = query_terms(
-            np.asarray(votes.counts[:num], dtype=np.float64),
+            read_rows(votes.counts, 0, num),
             mechanism,
             baseline=None if baseline is None else baseline[:num],
             half_even=half_even,

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -43,6 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.choices import VoteFormat
+from pate_cli.core.compact import Compact
 from pate_cli.errors import InputError, UsageError
 from pate_cli.outputs import (
     check_distinct_files,
@@ -51,13 +53,21 @@ from pate_cli.outputs import (
     write_atomic,
 )
 from pate_cli.spelling import given
-from pate_cli.votes.conversion import check_shape, teachers_of_counts, teachers_of_labels, to_counts
+from pate_cli.votes.conversion import (
+    check_shape,
+    classes_of_labels,
+    teachers_of_counts,
+    teachers_of_labels,
+    to_counts,
+)
 from pate_cli.votes.detection import detect_format
 from pate_cli.votes.formats import QUERY_AXIS, BlockScan, scan_blocks
 from pate_cli.votes.inputs import (
     Input,
+    candidates_note,
     load_answered_mask,
     load_baseline,
+    load_candidates,
     load_student_probs,
     load_true_labels,
     query_selection,
@@ -70,6 +80,13 @@ from pate_cli.votes.reader import (
     hash_in_background,
     load_array,
     open_array,
+)
+from pate_cli.votes.sparse import (
+    COMPACT_MIN_CLASSES,
+    compact_from_label_blocks,
+    compact_from_row_blocks,
+    sparse_votes,
+    with_candidates,
 )
 from pate_cli.votes.stream import BlockSize, ChunkedCounts, ChunkedLabels, open_streams
 
@@ -147,6 +164,7 @@ def load_votes(
     queries: int | None = None,
     indices: Input | None = None,
     member: str | None = None,
+    candidates: Input | None = None,
 ) -> Votes:
     """Read, validate and select a votes file, returning ``(Q, C)`` counts.
 
@@ -165,6 +183,9 @@ def load_votes(
             its order.
         member: ``--member``: the array of an .npz to read, by its ``numpy.savez`` keyword
             (needed when the .npz holds several).
+        candidates: ``--candidates``: an .npy (or an array) of each file query's number of
+            classes n (its classes are 0 .. n - 1), chosen without the private votes; the
+            counts are then held by query (``pate_cli.core.compact``).
 
     Returns:
         The validated :class:`Votes`.
@@ -175,6 +196,9 @@ def load_votes(
     """
     fmt = _vote_format(fmt)
     _check_flags(num_classes, teachers, queries)
+    sparse = sparse_votes(path, member, fmt, num_classes, teachers, queries, indices, candidates)
+    if sparse is not None:
+        return sparse
     reading = _open_reading(path, member, fmt, teachers, streamable=indices is None)
     detected = fmt is VoteFormat.AUTO
     fmt, scans = _format_and_scans(reading, fmt, teachers)
@@ -184,6 +208,10 @@ def load_votes(
     notes = reading.notes(teachers)
     try:
         counts, num_teachers = _counts(reading, fmt, scans, selection, num_classes, teachers, notes)
+        if candidates is not None:
+            counts = _over_candidates(
+                counts, candidates, reading.where, num_file_queries, selection, notes
+            )
     except InputError as exc:
         if not detected:
             raise
@@ -302,6 +330,8 @@ def _open_reading(
     if streamable and not transposed and isinstance(file, ArrayFile):
         block = BlockSize(rows=_BLOCK_ROWS, cells=_BLOCK_CELLS)
         rows, columns = open_streams(file, fmt, STREAM_MIN_ROWS, block)
+        if rows is None and _wide(file_shape, fmt):  # counts over a vocabulary: by rows
+            rows, _ = open_streams(file, VoteFormat.COUNTS, 1, block)
     return _Reading(file, where, digest, transposed, rows, columns)
 
 
@@ -335,7 +365,7 @@ def _counts(
     num_classes: int | None,
     teachers: int | None,
     notes: list[str],
-) -> tuple[NDArray[np.float64] | ChunkedCounts, int]:
+) -> tuple[NDArray[np.float64] | ChunkedCounts | Compact, int]:
     """The selected queries as counts, and M: streamed (counts by rows, labels by columns)
     where the file is, else converted in memory. Notes are appended to ``notes``."""
     where, (row_scan, label_scan) = reading.where, scans
@@ -344,7 +374,13 @@ def _counts(
     if reading.rows is not None and fmt is VoteFormat.COUNTS:
         counts = reading.rows.prefix(num_selected)
         scan = counts.scan() if row_scan is None else row_scan  # row_scan: the whole file
-        return counts, teachers_of_counts(scan, where, teachers, notes, num_queries=num_selected)
+        num_teachers = teachers_of_counts(scan, where, teachers, notes, num_queries=num_selected)
+        if _wide(reading.shape, fmt):
+            compact = compact_from_row_blocks(counts.blocks(), num_selected, counts.shape[1])
+            return compact, num_teachers
+        return counts, num_teachers
+    if fmt is VoteFormat.LABELS and num_classes is not None and _wide((0, num_classes), fmt):
+        return _compact_labels(reading, label_scan, selection, num_classes, teachers, notes)
     if reading.columns is not None and label_scan is not None and fmt is VoteFormat.LABELS:
         chunked = reading.columns.counts(
             where, label_scan, num_classes, num_selected, _MAX_LABEL_COUNT_CELLS
@@ -368,8 +404,71 @@ def _counts(
         notes,
         max_label_cells=_MAX_LABEL_COUNT_CELLS,
     )
+    if _wide(in_memory.shape, VoteFormat.COUNTS):
+        return compact_from_row_blocks([(0, in_memory)], *in_memory.shape), num_teachers
     in_memory.flags.writeable = False
     return in_memory, num_teachers
+
+
+def _over_candidates(
+    counts: NDArray[np.float64] | ChunkedCounts | Compact,
+    candidates: Input,
+    where: str,
+    num_file_queries: int,
+    selection: NDArray[np.int64] | None,
+    notes: list[str],
+) -> Compact:
+    """The selected counts over each query's candidates (``--candidates``: one count per
+    file query, selected as the queries are)."""
+    per_query, source = load_candidates(candidates, where, num_file_queries, counts.shape[1])
+    notes.append(candidates_note(where, source, per_query))
+    chosen = per_query[: len(counts)] if selection is None else per_query[selection]
+    blocks = counts.blocks() if isinstance(counts, ChunkedCounts) else counts
+    return with_candidates(blocks, chosen, int(counts.shape[1]), where)
+
+
+def _wide(shape: tuple[int, ...], fmt: VoteFormat) -> bool:
+    """Counts over a vocabulary (many classes): held compact, read by blocks of queries."""
+    return len(shape) == 2 and shape[1] >= COMPACT_MIN_CLASSES and fmt is not VoteFormat.PROBS
+
+
+def _compact_labels(
+    reading: _Reading,
+    label_scan: BlockScan | None,
+    selection: NDArray[np.int64] | None,
+    num_classes: int,
+    teachers: int | None,
+    notes: list[str],
+) -> tuple[Compact, int]:
+    """Labels over a vocabulary of ``num_classes`` token ids, counted compact: streamed by
+    blocks of queries where the file is, else from the selected labels in memory."""
+    where = reading.where
+    num_selected = int(reading.shape[1]) if selection is None else len(selection)
+    columns = reading.columns
+    if columns is not None and label_scan is not None:
+        classes_of_labels(
+            where, num_classes, label_scan, lambda: columns.label_blocks(0, num_selected)
+        )
+        compact = compact_from_label_blocks(
+            columns.label_blocks(0, num_selected), num_selected, num_classes
+        )
+    else:
+        raw = reading.whole_array()
+        data = np.asarray(raw if selection is None else np.take(raw, selection, axis=1))
+
+        def file_query(q: int) -> int:
+            return q if selection is None else int(selection[q])
+
+        step = max(1, _BLOCK_CELLS // max(data.shape[0], 1))
+
+        def blocks() -> Iterator[tuple[int, np.ndarray]]:
+            return (
+                (start, data[:, start : start + step]) for start in range(0, data.shape[1], step)
+            )
+
+        classes_of_labels(where, num_classes, None, blocks, file_query)
+        compact = compact_from_label_blocks(blocks(), num_selected, num_classes)
+    return compact, teachers_of_labels(int(reading.shape[0]), teachers, where, notes)
 
 
 def _scan_rows(raw: np.ndarray) -> BlockScan:

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pate_cli.errors import InputError
+from pate_cli.core.compact import Compact
+from pate_cli.errors import InputError, UnsupportedError
 from pate_cli.spelling import option
 from pate_cli.votes.formats import first_index, is_whole, show_value, sum_rows
 from pate_cli.votes.memory import read_input, where_of
@@ -63,6 +64,40 @@ def _load_indices(path: Input, votes_where: str, num_file_queries: int) -> NDArr
             "each index at most once"
         )
     return selection
+
+
+def load_candidates(
+    path: Input, votes_where: str, num_file_queries: int, vocabulary: int
+) -> tuple[NDArray[np.int64], str]:
+    """Read ``--candidates``: each file query's number of classes, in [1, C] (its classes
+    are 0 .. n - 1), and where they came from."""
+    a, where = read_input(path, "candidates")
+    if a.ndim != 1 or a.size != num_file_queries:
+        raise InputError(
+            f"{where}: candidates array has shape {a.shape}; expected one count per query of "
+            f"{votes_where} ({num_file_queries},)"
+        )
+    if a.dtype.kind == "b":
+        raise InputError(f"{where}: candidates array has dtype bool; expected integer counts")
+    bad = ~is_whole(a) | (a < 1) | (a > vocabulary)
+    if bad.any():
+        (i,) = first_index(bad)
+        raise InputError(
+            f"{where}: candidate count of query {i} is {show_value(a[i])}; expected a whole "
+            f"number of classes in [1, {vocabulary}]"
+        )
+    return a.astype(np.int64), where
+
+
+def candidates_note(votes_where: str, where: str, counts: NDArray[np.int64]) -> str:
+    """What a report says of candidate sets: where they came from, and that they must be
+    chosen without the private votes."""
+    low, high = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
+    return (
+        f"{votes_where}: each query's classes are its candidates, {low} to {high} per query "
+        f"(from {where}); the analysis is sound only if they were chosen without the private "
+        "votes (by a public model, say)"
+    )
 
 
 def query_selection(
@@ -166,6 +201,15 @@ def _load_per_query(path: Input, votes: Votes, what: str, expected: str) -> NDAr
     return values
 
 
+def _dense_votes(votes: Votes, flag: str) -> None:
+    """Interactive-GNMax's inputs are per class: they need votes held dense."""
+    if isinstance(votes.counts, Compact):
+        raise UnsupportedError(
+            f"{option(flag)}: Interactive-GNMax over votes held by query (a vocabulary, or "
+            "candidate sets) is not available; Confident-GNMax is"
+        )
+
+
 def load_baseline(path: Input, votes: Votes) -> NDArray[np.float64]:
     """Read an Interactive-GNMax baseline on the votes' scale, selected like the votes.
 
@@ -182,6 +226,7 @@ def load_baseline(path: Input, votes: Votes) -> NDArray[np.float64]:
     Raises:
         InputError: Wrong shape, a non-finite or negative entry, or an unreadable file.
     """
+    _dense_votes(votes, "baseline")
     baseline = _load_per_query(
         path, votes, "baseline", "finite non-negative probabilities or counts"
     )
@@ -212,6 +257,7 @@ def check_student_probs(a: np.ndarray, where: str, votes: Votes) -> NDArray[np.f
         InputError: Wrong shape, a negative or non-finite entry, a row not summing to 1
             (or every row to M); the one-line message starts with ``where``.
     """
+    _dense_votes(votes, "student-probs")
     probs, rows = _per_query(a, where, votes, STUDENT_PROBS)
     bad = ~np.isfinite(probs) | (probs < 0)
     if bad.any():

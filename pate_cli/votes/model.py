@@ -17,7 +17,9 @@ class Votes:
     """Validated votes as a float64 ``(Q, C)`` histogram, plus where they came from.
 
     Attributes:
-        counts: Per-query vote histogram after the selection; read-only, C-contiguous.
+        counts: Per-query vote histogram after the selection; read-only, C-contiguous. A
+            large file's is read a block of rows at a time (``ChunkedCounts``), and votes
+            over a vocabulary are held by query (``pate_cli.core.compact.Compact``).
         path: The path as the user gave it; ``"<array>"`` for votes given as an array.
         digest: Hex SHA-256 of the file's bytes, computed on a thread while the votes are
             analysed (hashlib releases the GIL); of an array in memory, that of its dtype,

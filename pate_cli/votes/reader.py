@@ -198,7 +198,7 @@ def _check_member_size(where: str, what: str, header: NpyHeader, info: zipfile.Z
 
 
 @contextmanager
-def _npz_errors(where: str, what: str) -> Iterator[None]:
+def npz_errors(where: str, what: str) -> Iterator[None]:
     """Turn what zipfile and zlib raise on a damaged archive into the one-line InputError."""
     try:
         yield
@@ -249,7 +249,7 @@ def _open_member(
     """The member of an .npz that holds the array (``_chosen_member``), checked: (its zip
     entry, its name for messages, its header, the member opened just past the header).
     Raises InputError."""
-    with _npz_errors(where, what), zipfile.ZipFile(path) as archive:
+    with npz_errors(where, what), zipfile.ZipFile(path) as archive:
         members = [info for info in archive.infolist() if not info.is_dir()]
         info, key = _chosen_member(members, where, what, name)
         inner = f"{where}: array {key!r}"
@@ -313,7 +313,7 @@ class ArrayFile:
         out = np.empty(header.nbytes, dtype=np.uint8)
         filled = 0
         with _open_member(self.path, self.where, self.what, self.member) as (_, inner, _, member):
-            with _npz_errors(self.where, self.what):
+            with npz_errors(self.where, self.what):
                 while filled < header.nbytes:
                     chunk = member.read(min(_INFLATE_BYTES, header.nbytes - filled))
                     if not chunk:
@@ -346,7 +346,7 @@ class ArrayFile:
         with _open_member(self.path, self.where, self.what, self.member) as (_, inner, _, member):
             for start in range(0, num_rows, rows):
                 count = min(rows, num_rows - start)
-                with _npz_errors(self.where, self.what):
+                with npz_errors(self.where, self.what):
                     data = member.read(count * row_bytes)
                 if len(data) != count * row_bytes:
                     raise _truncated(inner, self.what, header, start * row_bytes + len(data))

@@ -16,6 +16,7 @@ import typer
 from pate_cli.choices import Conversion, TableGateOn, ThresholdBound, VoteFormat
 from pate_cli.cli.options import (
     BudgetOpt,
+    CandidatesOpt,
     ConversionOpt,
     DeltaOpt,
     ForceOpt,
@@ -175,6 +176,7 @@ def aggregate(
     fmt: FormatOpt = VoteFormat.AUTO,
     num_classes: NumClassesOpt = None,
     member: MemberOpt = None,
+    candidates: CandidatesOpt = None,
     teachers: TeachersOpt = None,
     queries: QueriesOpt = None,
     indices: IndicesOpt = None,

@@ -10,6 +10,7 @@ import typer
 from pate_cli.choices import Conversion, SortColumn, TableGateOn, ThresholdBound, VoteFormat
 from pate_cli.cli.options import (
     BaselineOpt,
+    CandidatesOpt,
     ConversionOpt,
     DeltaOpt,
     FormatOpt,
@@ -150,6 +151,7 @@ def compare(
     fmt: FormatOpt = VoteFormat.AUTO,
     num_classes: NumClassesOpt = None,
     member: MemberOpt = None,
+    candidates: CandidatesOpt = None,
     teachers: TeachersOpt = None,
     queries: QueriesOpt = None,
     indices: IndicesOpt = None,

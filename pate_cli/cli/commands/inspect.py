@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pate_cli.choices import VoteFormat
 from pate_cli.cli.options import (
+    CandidatesOpt,
     FormatOpt,
     IndicesOpt,
     JsonOpt,
@@ -28,6 +29,7 @@ def inspect(
     fmt: FormatOpt = VoteFormat.AUTO,
     num_classes: NumClassesOpt = None,
     member: MemberOpt = None,
+    candidates: CandidatesOpt = None,
     teachers: TeachersOpt = None,
     queries: QueriesOpt = None,
     indices: IndicesOpt = None,
@@ -47,7 +49,8 @@ def inspect(
 
         pate inspect sample_data/mnist_250_teachers.npy
     """
-    votes = Selection(votes_path, fmt, num_classes, teachers, queries, indices, member).load()
+    shape = (num_classes, teachers, queries)
+    votes = Selection(votes_path, fmt, *shape, indices, member, candidates).load()
     from pate_cli.cli import render
     from pate_cli.inspection import inspect_votes
 

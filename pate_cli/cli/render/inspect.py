@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pate_cli.cli.render.common import input_line
-from pate_cli.inspection import QUANTILES, Histogram, InspectReport
+from pate_cli.inspection import QUANTILES, Histogram, InspectReport, VocabularyProfile
 
 
 def _quantile_table(report: InspectReport) -> Table:
@@ -50,9 +50,12 @@ def render_inspect(report: InspectReport) -> RenderableType:
     source, profile = report.input, report.profile
     header = input_line(source, report.dtype)
     total = profile.num_queries
-    plurality = ", ".join(f"{c}: {n}" for c, n in enumerate(profile.plurality_counts))
+    plurality = _plurality(profile.plurality_counts)
+    vocabulary = profile.vocabulary
+    lines = [] if vocabulary is None else [_vocabulary_line(vocabulary)]
     return Group(
         header,
+        *lines,
         _quantile_table(report),
         _histogram_table(
             "Top vote share (2018 paper, Figure 5 buckets)",
@@ -65,4 +68,29 @@ def render_inspect(report: InspectReport) -> RenderableType:
             f"unanimous: {profile.unanimous} of {total} queries; tied at the top: "
             f"{profile.tied}; plurality class counts: {plurality}"
         ),
+    )
+
+
+# Classes beyond this many are listed by their plurality counts, the largest first.
+_LISTED_CLASSES = 20
+
+
+def _plurality(counts: tuple[int, ...]) -> str:
+    """Every class's plurality count, or for a vocabulary the most frequent ones."""
+    if len(counts) <= _LISTED_CLASSES:
+        return ", ".join(f"{c}: {n}" for c, n in enumerate(counts))
+    order = sorted((c for c, n in enumerate(counts) if n), key=lambda c: (-counts[c], c))
+    shown = ", ".join(f"{c}: {counts[c]}" for c in order[:10])
+    return f"{shown} (the {min(10, len(order))} most frequent of {len(order)} classes that win)"
+
+
+def _vocabulary_line(vocabulary: VocabularyProfile) -> Text:
+    low, mean, high = vocabulary.nonzeros
+    candidates = vocabulary.candidates
+    per_query = (
+        "" if candidates is None else f"; candidates {candidates[0]}-{candidates[1]} per query"
+    )
+    return Text(
+        f"vocabulary of {vocabulary.classes} classes; classes with votes per query: {low} to "
+        f"{high} (mean {mean:.2f}); {vocabulary.distinct_rows} distinct vote rows{per_query}"
     )
