@@ -6,8 +6,9 @@ counts into such a matrix: for every query it lays out the 250 votes class by
 class and shuffles which teacher cast which vote with a fixed seed, so that
 counting the labels back gives exactly the original counts.
 
-It also writes mnist_student_probs.npy, a synthetic student's class probabilities
-for the Interactive-GNMax examples (see ``student_probabilities``), and
+It also writes next_token_votes.npz (``next_token_votes``: a synthetic next-token run
+over a GPT-2 vocabulary, saved sparse), mnist_student_probs.npy, a synthetic student's class
+probabilities for the Interactive-GNMax examples (see ``student_probabilities``), and
 mnist_table2.record.json: the record of the 2018 paper's MNIST
 analysis (Confident-GNMax, T=200, sigma1=150, sigma=40, 640 queries, without the
 sampled release, so that every figure is deterministic; a private record, as it holds
@@ -20,9 +21,52 @@ Run from the repository root: python sample_data/make_samples.py
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse
 
 HERE = Path(__file__).resolve().parent
 SEED = 2018
+VOCABULARY, NEXT_TOKEN_TEACHERS, NEXT_TOKEN_QUERIES = 50_257, 200, 3_000
+
+
+def next_token_votes(num_queries: int, rng: np.random.Generator) -> scipy.sparse.csr_matrix:
+    """A synthetic next-token run: ``num_queries`` queries of 200 teachers over a GPT-2
+    vocabulary (50,257 token ids), as a CSR matrix of int32 counts.
+
+    A query's teachers agree on a Zipf-distributed number of tokens (Zipf(2), at most 12);
+    the plurality token takes a share from a mixture (80% Beta(8, 2), a contested 20%
+    Beta(2, 2)), the rest of the votes fall uniformly on the query's other tokens, and token
+    ids follow a Zipf(1.2) law over the vocabulary. Not a language model's votes: an input of
+    the right shape to try the flags and to time them.
+    """
+    k = np.minimum(rng.zipf(2.0, num_queries), 12)
+    share = np.where(
+        rng.random(num_queries) < 0.8,
+        rng.beta(8, 2, num_queries),
+        rng.beta(2, 2, num_queries),
+    )
+    rows = np.repeat(np.arange(num_queries), k)
+    tokens = rng.zipf(1.2, rows.size) % VOCABULARY
+    while True:  # distinct tokens within a query
+        order = np.lexsort((tokens, rows))
+        rows, tokens = rows[order], tokens[order]
+        again = np.r_[False, (rows[1:] == rows[:-1]) & (tokens[1:] == tokens[:-1])]
+        if not again.any():
+            break
+        tokens[again] = (tokens[again] + rng.integers(1, VOCABULARY, again.sum())) % VOCABULARY
+    first = np.r_[0, np.cumsum(k)[:-1]]
+    top = np.where(
+        k == 1, NEXT_TOKEN_TEACHERS, np.round(share * NEXT_TOKEN_TEACHERS).astype(np.int64)
+    )
+    counts = np.zeros(rows.size, dtype=np.int64)
+    counts[first] = top
+    spread = np.repeat(np.arange(num_queries), NEXT_TOKEN_TEACHERS - top)
+    slot = 1 + (rng.random(spread.size) * (k[spread] - 1)).astype(np.int64)
+    np.add.at(counts, first[spread] + slot, 1)
+    matrix = scipy.sparse.csr_matrix(
+        (counts.astype(np.int32), (rows, tokens)), shape=(num_queries, VOCABULARY)
+    )
+    matrix.eliminate_zeros()
+    return matrix
 
 
 def labels_from_counts(counts: np.ndarray, seed: int = SEED) -> np.ndarray:
@@ -62,6 +106,9 @@ def main() -> None:
     probs = student_probabilities(counts)
     np.save(HERE / "mnist_student_probs.npy", probs)
     print(f"wrote mnist_student_probs.npy {probs.shape} {probs.dtype}")
+    votes = next_token_votes(NEXT_TOKEN_QUERIES, np.random.default_rng(SEED))
+    scipy.sparse.save_npz(HERE / "next_token_votes.npz", votes)
+    print(f"wrote next_token_votes.npz {votes.shape} {votes.nnz} non-zeros")
     from pate_cli.cli.app import app
 
     try:
