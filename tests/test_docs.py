@@ -7,6 +7,7 @@ import shlex
 
 import pytest
 
+import pate_cli
 import pate_cli.cli.app as cli
 from tests.conftest import ROOT, run_cli
 
@@ -86,3 +87,11 @@ def test_readme_notebook_example_runs(monkeypatch, capsys):
     assert plan == "queries 194"  # as the comment in the example says
     assert "# queries 194" in code
     assert shown.startswith("Figure ### pate analyze: epsilon ")
+
+
+def test_the_changelog_names_the_current_version_under_its_rule():
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    headings = re.findall(r"^## (.+)$", changelog, flags=re.M)
+    assert headings[0] == "Unreleased", "new lines go under Unreleased"
+    assert re.fullmatch(rf"{re.escape(pate_cli.__version__)} \(\d{{4}}-\d\d-\d\d\)", headings[1])
+    assert "Every change a user can see" in changelog
