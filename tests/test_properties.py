@@ -146,4 +146,6 @@ def test_realised_mask_of_all_true_equals_plain_gnmax_cost(counts, mechanism, se
     assert _finite_non_negative(realised.data_dependent)
     assert np.all(realised.data_dependent <= realised.data_independent)
     everything = account(counts, mechanism, ORDERS, answered=np.ones(counts.shape[0], bool))
-    assert np.all(realised.data_dependent <= everything.data_dependent + 1e-12)
+    # A subset of the answers costs no more, up to the rounding of sums of either size.
+    slack = 1e-12 * np.maximum(1.0, np.abs(everything.data_dependent))
+    assert np.all(realised.data_dependent <= everything.data_dependent + slack)

@@ -23,7 +23,7 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import IO, Any, TypeGuard
 
 from pate_cli import checks
@@ -89,7 +89,7 @@ class Charge:
     def to_line(self, prev: str) -> dict[str, Any]:
         return {
             "command": self.command,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "mechanism": self.mechanism.to_json_dict(),
             "num_queries": self.num_queries,
             "half_even": self.half_even,
@@ -151,7 +151,7 @@ class Budget:
             "delta": delta,
             "max_epsilon": max_epsilon,
             "conversion": checks.choice(Conversion, conversion, "conversion").value,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
         try:

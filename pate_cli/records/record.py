@@ -48,7 +48,7 @@ import os
 import platform
 import re
 import secrets
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -161,7 +161,7 @@ def build_record(
             if path is not None
         },
         "versions": current_versions(),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "report": report,
     }
     if not public:
