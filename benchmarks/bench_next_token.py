@@ -45,22 +45,13 @@ import scipy.sparse
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "sample_data")]
 from bench_scale import Measured, run_pate  # noqa: E402
-from make_samples import VOCABULARY, next_token_votes  # noqa: E402
+from make_samples import VOCABULARY, labels_of, next_token_votes  # noqa: E402
 
 SEED = 50257
 TEACHERS = 200
 GNMAX = ["--sigma", "40", "--delta", "1e-5"]
 CONFIDENT = ["--threshold", "190", "--sigma1", "60", "--sigma", "20", "--delta", "1e-5"]
 LABEL_QUERIES, DENSE_QUERIES = 200_000, 2_000
-
-
-def labels_of(matrix: scipy.sparse.csr_matrix) -> np.ndarray:
-    """The same votes as teachers x queries token ids (each teacher one vote per query)."""
-    labels = np.empty((TEACHERS, matrix.shape[0]), dtype=np.int32)
-    for q in range(matrix.shape[0]):
-        start, stop = matrix.indptr[q], matrix.indptr[q + 1]
-        labels[:, q] = np.repeat(matrix.indices[start:stop], matrix.data[start:stop])
-    return labels
 
 
 def write_inputs(workdir: Path, num_queries: int) -> dict[str, Path]:

@@ -69,6 +69,16 @@ def next_token_votes(num_queries: int, rng: np.random.Generator) -> scipy.sparse
     return matrix
 
 
+def labels_of(votes: scipy.sparse.csr_matrix) -> np.ndarray:
+    """The votes of ``next_token_votes`` as (teachers, queries) int32 token ids: each query's
+    votes laid out class by class (every query has all 200 teachers' votes)."""
+    votes = votes.tocsr()
+    if not np.all(np.asarray(votes.sum(axis=1)).ravel() == NEXT_TOKEN_TEACHERS):
+        raise ValueError("every query must have a vote of every teacher")
+    per_query = np.repeat(votes.indices, votes.data).astype(np.int32)
+    return np.ascontiguousarray(per_query.reshape(votes.shape[0], NEXT_TOKEN_TEACHERS).T)
+
+
 def labels_from_counts(counts: np.ndarray, seed: int = SEED) -> np.ndarray:
     """(queries, classes) integer counts -> (teachers, queries) labels, shuffled per query."""
     counts = counts.astype(np.int64)

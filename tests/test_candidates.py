@@ -176,8 +176,31 @@ def test_bad_candidates_on_the_command_line_exit_2(
     np.save(tmp_path / "ones.npy", np.ones(QUERIES, dtype=int))
     files = {**paths, "ones": tmp_path / "ones.npy"}
     flags = ["--candidates", files[candidates_file], "--sigma", "8", "--delta", "1e-5"]
-    result = run_cli(["analyze", files[votes_file], *flags], expect=ExitCode.BAD_INPUT)
+    record = tmp_path / "run.record.json"
+    result = run_cli(
+        ["analyze", files[votes_file], *flags, "--record", record], expect=ExitCode.BAD_INPUT
+    )
     assert result.stderr.count("\n") == 1 and message in result.stderr
+    assert not record.exists()
+
+
+def test_a_vocabulary_past_the_limit_is_one_line_and_exit_2(tmp_path):
+    """The vocabulary is a number in the file (a sparse shape) or a flag: past 2^24 classes
+    nothing is allocated for it."""
+    wide = scipy.sparse.csr_matrix(([5.0], ([0], [3])), shape=(1, (1 << 24) + 1))
+    scipy.sparse.save_npz(tmp_path / "wide.npz", wide)
+    np.save(tmp_path / "labels.npy", np.zeros((5, 4), dtype=np.int32))
+    cases = [
+        ([tmp_path / "wide.npz"], "a sparse matrix of 16777217 classes"),
+        (
+            [tmp_path / "labels.npy", "--format", "labels", "--num-classes", 1 << 25],
+            "--num-classes 33554432",
+        ),
+    ]
+    for votes_args, message in cases:
+        result = run_cli(["inspect", *votes_args], expect=ExitCode.BAD_INPUT)
+        assert result.stderr.count("\n") == 1 and message in result.stderr
+        assert "at most 16777216 classes" in result.stderr
 
 
 def test_the_release_with_candidates_is_not_made_and_says_why(votes):

@@ -34,10 +34,8 @@ def test_the_sample_is_its_recipe():
 
 def test_the_sample_analyses_alike_as_labels(tmp_path):
     saved = scipy.sparse.load_npz(SAMPLE).tocsr()
-    labels = np.empty((200, saved.shape[0]), dtype=np.int32)
-    for q in range(saved.shape[0]):
-        start, stop = saved.indptr[q], saved.indptr[q + 1]
-        labels[:, q] = np.repeat(saved.indices[start:stop], saved.data[start:stop])
+    labels = _recipe().labels_of(saved)
+    assert labels.shape == (200, 3000)
     np.save(tmp_path / "labels.npy", labels)
     flags = ["--threshold", "190", "--sigma1", "60", "--sigma", "20", "--delta", "1e-5"]
     flags += ["--no-release", "--json"]

@@ -83,6 +83,7 @@ from pate_cli.votes.reader import (
 )
 from pate_cli.votes.sparse import (
     COMPACT_MIN_CLASSES,
+    check_vocabulary,
     compact_from_label_blocks,
     compact_from_row_blocks,
     sparse_votes,
@@ -443,6 +444,7 @@ def _compact_labels(
     """Labels over a vocabulary of ``num_classes`` token ids, counted compact: streamed by
     blocks of queries where the file is, else from the selected labels in memory."""
     where = reading.where
+    check_vocabulary(num_classes, f"{where}: {given('num-classes', num_classes)}")
     num_selected = int(reading.shape[1]) if selection is None else len(selection)
     columns = reading.columns
     if columns is not None and label_scan is not None:

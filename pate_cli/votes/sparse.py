@@ -111,9 +111,10 @@ def read_sparse(path: StrPath, where: str) -> tuple[Compact, tuple[int, int], st
 
 
 #: Queries without a single vote a sparse matrix may hold beyond its entries, and the
-#: largest vocabulary: the shape is a number inside the file, memory is the entries'.
+#: largest vocabulary (a plurality count per class: 128 MB at most; tokenizers stop near
+#: 2^18): the shape is a number inside the file, memory is the entries'.
 MAX_EMPTY_QUERIES = 1 << 20
-MAX_VOCABULARY = 1 << 31
+MAX_VOCABULARY = 1 << 24
 
 
 def _check_extent(shape: tuple[int, ...], entries: int, where: str) -> None:
@@ -124,10 +125,13 @@ def _check_extent(shape: tuple[int, ...], entries: int, where: str) -> None:
             f"{where}: a sparse matrix of {shape[0]} queries holds {entries} votes; expected "
             "votes for most queries"
         )
-    if shape[1] > MAX_VOCABULARY:
-        raise InputError(
-            f"{where}: a sparse matrix of {shape[1]} classes; expected at most {MAX_VOCABULARY}"
-        )
+    check_vocabulary(shape[1], f"{where}: a sparse matrix of {shape[1]} classes")
+
+
+def check_vocabulary(num_classes: int, what: str) -> None:
+    """Refuse a vocabulary above :data:`MAX_VOCABULARY` (``what`` names it, one line)."""
+    if num_classes > MAX_VOCABULARY:
+        raise InputError(f"{what}; expected a vocabulary of at most {MAX_VOCABULARY} classes")
 
 
 def compact_from_entries(
