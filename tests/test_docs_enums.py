@@ -120,3 +120,19 @@ def test_an_existing_record_is_refused_with_the_documented_sentence(tmp_path, ex
     )
     assert again.stderr.strip() == f"pate: error: {record} {sentence}"
     assert f'"{sentence}"' in " ".join(DOCS.split())
+
+
+def test_budget_methods_list_every_method_of_a_total():
+    """The budget total's ``method``: every value ``compose`` can return is documented, and
+    each is reached by the charges below."""
+    from pate_cli.budget import compose
+    from pate_cli.budget.accounts import METHODS
+    from pate_cli.choices import Conversion
+
+    gaussian = {"kind": "gaussian", "mu": 0.5}
+    pure = {"kind": "pure", "epsilon0": 0.1, "count": 20}
+    release = {"kind": "rdp", "orders": [20.0], "rdp": [0.8]}
+    cases = [[], [gaussian], [pure], [gaussian, pure], [{"kind": "gaussian", "mu": 3.0}, release]]
+    emitted = {compose(case, 1e-5, Conversion.CLASSIC).method for case in cases}
+    documented = quoted_after("and `method` says which:", "(the charges split")
+    assert documented == set(METHODS) == emitted

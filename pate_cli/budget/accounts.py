@@ -9,19 +9,35 @@ forms (JSON objects, as a budget file holds them):
   for the threshold step, whose statistic moves by s = 1 (2 under half to even rounding);
 - ``{"kind": "pure", "epsilon0": E0, "count": K}``: K mechanisms each E0-DP (LNMax: 2 gamma
   per query, Laplace noise on counts of L1 sensitivity 2);
-- ``{"kind": "rdp", "orders": [...], "rdp": [...]}``: Renyi DP at the orders listed only
-  (a GNSS release of a data-dependent epsilon is (lambda, eps)-RDP at its one order,
-  Theorem 23 of Papernot et al. 2018, on top of the mechanism's own cost there).
+- ``{"kind": "rdp", "orders": [...], "rdp": [...]}``: Renyi DP at the orders listed (a GNSS
+  release of a data-dependent epsilon is (lambda, eps)-RDP at its one order, Theorem 23 of
+  Papernot et al. 2018, on top of the mechanism's own cost there). At an order not listed,
+  the value at the smallest listed order above it holds too (the Renyi divergence does not
+  decrease with its order: van Erven and Harremoes 2014, Theorem 3); above the largest,
+  nothing is known.
 
-:func:`compose` composes accounts exactly where their forms allow it: all Gaussian, mu =
-sqrt(sum mu_i^2) (Corollary 3.3) and the exact Gaussian curve; all pure with one E0, the
-optimal composition (Kairouz, Oh and Viswanath 2015); otherwise every account as RDP per
-order, summed and converted at the budget's delta.
+:func:`compose` gives the smallest of the sound ways to compose accounts, and says which:
+
+- ``gaussian-dp``: all Gaussian, mu = sqrt(sum mu_i^2) (Corollary 3.3) on the exact curve;
+- ``optimal-pure``: all pure with one E0, the optimal composition (Kairouz, Oh and
+  Viswanath 2015);
+- ``rdp``: every account as RDP per order (the default grid and every order an account
+  lists), summed and converted at the budget's delta;
+- ``grouped``: the accounts split by form (the Gaussian ones, the pure ones of each E0, the
+  RDP ones), each group composed its best way at a share delta_i of the delta, and the
+  groups added as (sum eps_i, sum delta_i). Basic composition; the groups' charges may
+  interleave in any order, which concurrent composition allows (Vadhan and Wang 2021, Lyu
+  2022). The split is chosen to make the sum small; whichever is chosen, the shares sum to
+  at most delta, so the choice moves how tight the total is, never whether it is sound.
+
+A release at another order than an earlier one is never infinite: at the smaller of the two
+orders both are known.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +56,18 @@ Account = dict[str, Any]
 GAUSSIAN = "gaussian"
 PURE = "pure"
 RDP = "rdp"
+
+# How a total was composed (``Total.method``).
+GAUSSIAN_DP = "gaussian-dp"
+OPTIMAL_PURE = "optimal-pure"
+GROUPED = "grouped"
+NONE = "none"
+METHODS = (GAUSSIAN_DP, OPTIMAL_PURE, RDP, GROUPED, NONE)
+
+# Each group's share of delta is rounded down by this much, so the shares never sum above it.
+_SHARE_MARGIN = 1e-12
+# The smallest share of delta the split search gives a group (log10).
+_SMALLEST_SHARE = -9.0
 
 
 @dataclass(frozen=True)
@@ -87,7 +115,8 @@ def rdp_of(account: Account, orders: np.ndarray) -> np.ndarray:
 
     Gaussian: lambda mu^2 / 2 (mu-GDP is the Gaussian mechanism of sensitivity mu at unit
     noise). Pure E0-DP: min(E0, lambda E0^2 / 2) a step (Mironov 2017, Prop. 3; Bun and
-    Steinke 2016, Prop. 1.4, through zCDP), times the count."""
+    Steinke 2016, Prop. 1.4, through zCDP), times the count. RDP: at each order, the smallest
+    value listed at that order or above (van Erven and Harremoes 2014, Theorem 3)."""
     kind = account["kind"]
     if kind == GAUSSIAN:
         return orders * float(account["mu"]) ** 2 / 2
@@ -95,9 +124,30 @@ def rdp_of(account: Account, orders: np.ndarray) -> np.ndarray:
         eps0, count = float(account["epsilon0"]), int(account["count"])
         return count * np.minimum(eps0, orders * eps0**2 / 2)
     if kind == RDP:
-        listed = dict(zip(map(float, account["orders"]), map(float, account["rdp"]), strict=True))
-        return np.array([listed.get(float(order), math.inf) for order in orders])
+        listed = np.asarray(account["orders"], dtype=np.float64)
+        values = np.asarray(account["rdp"], dtype=np.float64)
+        above = listed[None, :] >= np.asarray(orders, dtype=np.float64)[:, None]
+        return np.min(np.where(above, values[None, :], math.inf), axis=1, initial=math.inf)
     raise ValueError(f"unknown account kind {kind!r}")
+
+
+@dataclass(frozen=True)
+class Group:
+    """Charges composed together within a grouped total, at their share of delta."""
+
+    method: str
+    epsilon: float
+    delta: float
+    charges: tuple[int, ...]
+    """Their positions among the accounts composed (0 the first)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "charges": [number + 1 for number in self.charges],
+        }
 
 
 @dataclass(frozen=True)
@@ -107,30 +157,203 @@ class Total:
     epsilon: float
     delta: float
     method: str
-    """``gaussian``, ``pure-dp-optimal``, ``rdp`` or ``none`` (no account)."""
+    """One of ``METHODS`` (module docstring); ``none`` when there is no account."""
+    groups: tuple[Group, ...] = ()
+    """The groups of a ``grouped`` total (their deltas sum to at most ``delta``)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "delta": self.delta, "method": self.method}
+        out: dict[str, Any] = {"epsilon": self.epsilon, "delta": self.delta, "method": self.method}
+        if self.groups:
+            out["groups"] = [group.to_dict() for group in self.groups]
+        return out
 
 
-def compose(accounts: list[Account], delta: float, conversion: Conversion) -> Total:
-    """The accounts composed at ``delta``: exactly where their forms allow (module docstring),
-    otherwise through RDP; never below any of the ways that apply."""
+def compose(accounts: Sequence[Account], delta: float, conversion: Conversion) -> Total:
+    """The accounts composed at ``delta``: the smallest of the sound ways (module docstring).
+
+    Ties go to the first found: the whole composed one way before any grouping."""
     if not accounts:
-        return Total(0.0, delta, "none")
-    kinds = {account["kind"] for account in accounts}
+        return Total(0.0, delta, NONE)
+    everything = tuple(range(len(accounts)))
+    epsilon, method = _Part(accounts, everything, conversion).best(delta)
+    candidates = [Total(epsilon, delta, method)]
+    parts: dict[tuple[int, ...], _Part] = {}  # a group tried in several groupings, built once
+    for members in _partitions(accounts):
+        grouping = [parts.setdefault(m, _Part(accounts, m, conversion)) for m in members]
+        candidates.append(_grouped(grouping, delta))
+    return min(candidates, key=lambda total: total.epsilon)
+
+
+def _form(account: Account) -> tuple[Any, ...]:
+    """What composes exactly with what: Gaussian with Gaussian, pure with pure of one E0."""
+    if account["kind"] == GAUSSIAN:
+        return (GAUSSIAN,)
+    if account["kind"] == PURE:
+        return (PURE, float(account["epsilon0"]))
+    return (RDP,)
+
+
+def _partitions(accounts: Sequence[Account]) -> list[list[tuple[int, ...]]]:
+    """The groupings tried: every form its own group; and each exact form apart from all
+    the rest through RDP (when that differs)."""
+    forms: dict[tuple[Any, ...], list[int]] = {}
+    for number, account in enumerate(accounts):
+        forms.setdefault(_form(account), []).append(number)
+    if len(forms) < 2:
+        return []
+    groups = [tuple(members) for members in forms.values()]
+    found = [groups]
+    if len(forms) > 2:
+        for form, members in forms.items():
+            if form[0] == RDP:
+                continue
+            rest = tuple(n for n in range(len(accounts)) if n not in members)
+            found.append([tuple(members), rest])
+    return found
+
+
+class _Part:
+    """Some of the accounts, composed their best way at any delta."""
+
+    def __init__(
+        self, accounts: Sequence[Account], members: tuple[int, ...], conversion: Conversion
+    ) -> None:
+        self.members = members
+        chosen = [accounts[n] for n in members]
+        self._conversion = conversion
+        listed = [float(o) for a in chosen if a["kind"] == RDP for o in a["orders"]]
+        orders = np.union1d(DEFAULT_ORDERS, np.array(listed, dtype=np.float64))
+        total = np.sum([rdp_of(account, orders) for account in chosen], axis=0)
+        finite = np.isfinite(total)
+        self._orders, self._rdp = orders[finite], total[finite]
+        self._exact = _exact_curve(chosen)
+        self._estimates: dict[float, tuple[np.ndarray, np.ndarray]] = {}
+
+    def rdp(self, delta: float) -> float:
+        """Through RDP: the smallest epsilon over the orders (inf where none is finite)."""
+        if self._orders.size == 0:
+            return math.inf
+        eps = eps_curve(self._conversion, self._orders, self._rdp, delta)
+        return float(max(np.min(eps), 0.0))
+
+    def best(self, delta: float) -> tuple[float, str]:
+        """The smaller of the exact curve (when there is one) and RDP, and its method."""
+        through_rdp = self.rdp(delta)
+        if self._exact is None:
+            return through_rdp, RDP
+        method, _, epsilon_at = self._exact
+        exact_epsilon = epsilon_at(delta)
+        return (exact_epsilon, method) if exact_epsilon <= through_rdp else (through_rdp, RDP)
+
+    def estimate(self, delta: float) -> Callable[[np.ndarray], np.ndarray]:
+        """A cheap estimate of ``best`` at deltas ``delta * share`` (shares from 10^-9 to 1),
+        for the split search only (the total is computed by ``best`` at the split found):
+        both curves tabulated at a few points and interpolated in log delta (the exact one
+        from its delta at a few epsilons, which needs no inversion)."""
+        if delta not in self._estimates:
+            self._estimates[delta] = self._tabulate(delta)
+        log_deltas, epsilons = self._estimates[delta]
+        return lambda shares: np.interp(np.log(delta * shares), log_deltas, epsilons)
+
+    def _tabulate(self, delta: float) -> tuple[np.ndarray, np.ndarray]:
+        """(log delta, epsilon) of the estimate, log delta increasing."""
+        log_deltas = math.log(delta) + np.linspace(_SMALLEST_SHARE, 0, 37) * math.log(10)
+        through_rdp = np.array([self.rdp(math.exp(x)) for x in log_deltas])
+        if self._exact is None:
+            return log_deltas, through_rdp
+        _, log_delta_of, epsilon_at = self._exact
+        low, high = epsilon_at(delta), epsilon_at(delta * 10.0**_SMALLEST_SHARE)
+        if not (math.isfinite(high) and high > low):
+            return log_deltas, np.minimum(through_rdp, high)
+        grid = np.linspace(low, high, 32)
+        exact_log_deltas = np.array([log_delta_of(float(eps)) for eps in grid])
+        # log delta falls as epsilon grows: interpolate on the reversed table.
+        exact_eps = np.interp(log_deltas, exact_log_deltas[::-1], grid[::-1], left=high, right=low)
+        return log_deltas, np.minimum(through_rdp, exact_eps)
+
+
+ExactCurve = tuple[str, Callable[[float], float], Callable[[float], float]]
+"""(method, log delta of epsilon, epsilon at delta) of accounts that compose exactly."""
+
+
+def _exact_curve(chosen: Sequence[Account]) -> ExactCurve | None:
+    """The exact curve of accounts of one form that composes exactly (module docstring)."""
+    kinds = {account["kind"] for account in chosen}
     if kinds == {GAUSSIAN}:
-        mu = math.sqrt(math.fsum(float(a["mu"]) ** 2 for a in accounts))
-        return Total(exact.gaussian_epsilon(mu, delta), delta, "gaussian")
-    if kinds == {PURE} and len({float(a["epsilon0"]) for a in accounts}) == 1:
-        eps0 = float(accounts[0]["epsilon0"])
-        count = sum(int(a["count"]) for a in accounts)
-        return Total(exact.pure_composition_epsilon(eps0, count, delta), delta, "pure-dp-optimal")
-    listed = [float(o) for a in accounts if a["kind"] == RDP for o in a["orders"]]
-    orders = np.union1d(DEFAULT_ORDERS, np.array(listed, dtype=np.float64))
-    total = np.sum([rdp_of(account, orders) for account in accounts], axis=0)
-    finite = np.isfinite(total)
-    if not finite.any():
-        return Total(math.inf, delta, "rdp")
-    eps = eps_curve(conversion, orders[finite], total[finite], delta)
-    return Total(float(np.max([np.min(eps), 0.0])), delta, "rdp")
+        # Corollary 3.3; the root rounded up, so mu is never below the composition's.
+        mu = math.nextafter(math.sqrt(math.fsum(float(a["mu"]) ** 2 for a in chosen)), math.inf)
+        return (
+            GAUSSIAN_DP,
+            lambda eps: exact.log_delta_gaussian(eps, mu),
+            lambda delta: exact.gaussian_epsilon(mu, delta),
+        )
+    if kinds == {PURE} and len({float(a["epsilon0"]) for a in chosen}) == 1:
+        eps0 = float(chosen[0]["epsilon0"])
+        count = sum(int(a["count"]) for a in chosen)
+        return (
+            OPTIMAL_PURE,
+            lambda eps: exact.log_delta_pure_composition(eps, eps0, count),
+            lambda delta: exact.pure_composition_epsilon(eps0, count, delta),
+        )
+    return None
+
+
+def _grouped(parts: list[_Part], delta: float) -> Total:
+    """The groups composed each their best way and added at the split of delta found by
+    ``_split`` (module docstring: basic composition)."""
+    shares = _split([part.estimate(delta) for part in parts])
+    # Each share rounded down a little: the deltas spent never sum above delta.
+    deltas = [delta * share * (1 - _SHARE_MARGIN) for share in shares]
+    while math.fsum(deltas) > delta:  # pragma: no cover - the margin is far above rounding
+        deltas = [d * (1 - _SHARE_MARGIN) for d in deltas]
+    groups = []
+    for part, share in zip(parts, deltas, strict=True):
+        epsilon, method = part.best(share)
+        groups.append(Group(method, epsilon, share, part.members))
+    total = math.fsum(group.epsilon for group in groups)
+    # fsum is correctly rounded: one step up keeps the sum at or above the exact one.
+    return Total(math.nextafter(total, math.inf), delta, GROUPED, tuple(groups))
+
+
+def _split(estimates: list[Callable[[np.ndarray], np.ndarray]]) -> list[float]:
+    """Shares of delta (summing to 1) that make the estimated sum small: between each pair of
+    groups, the best share on a grid refined by a golden-section search (one round for two
+    groups, a few for more)."""
+    count = len(estimates)
+    shares = np.full(count, 1.0 / count)
+    for _ in range(3 if count > 2 else 1):
+        for i in range(count):
+            for j in range(i + 1, count):
+                pool = shares[i] + shares[j]
+
+                def cost(
+                    given: np.ndarray, i: int = i, j: int = j, pool: float = pool
+                ) -> np.ndarray:
+                    total = estimates[i](given * pool) + estimates[j]((1 - given) * pool)
+                    return np.where(np.isfinite(total), total, math.inf)
+
+                moved = _best_fraction(cost)
+                shares[i], shares[j] = moved * pool, (1 - moved) * pool
+    shares = np.clip(shares, 10.0**_SMALLEST_SHARE / 2, None)
+    return [float(share) for share in shares / shares.sum()]
+
+
+def _best_fraction(cost: Callable[[np.ndarray], np.ndarray]) -> float:
+    """The fraction in (0, 1) that makes ``cost`` smallest: a grid symmetric in its log-odds,
+    then a golden-section search between the best point's neighbours."""
+    odds = np.linspace(_SMALLEST_SHARE, -_SMALLEST_SHARE, 73) * math.log(10)
+    fractions = 1 / (1 + np.exp(-odds))
+    values = cost(fractions)
+    best = int(np.argmin(values))
+    low, high = odds[max(best - 1, 0)], odds[min(best + 1, odds.size - 1)]
+    ratio = (math.sqrt(5) - 1) / 2
+    for _ in range(20):
+        a, b = high - ratio * (high - low), low + ratio * (high - low)
+        pair = cost(1 / (1 + np.exp(-np.array([a, b]))))
+        if pair[0] <= pair[1]:
+            high = b
+        else:
+            low = a
+    middle = (low + high) / 2
+    found = 1 / (1 + math.exp(-middle))
+    return found if cost(np.array([found]))[0] <= values[best] else float(fractions[best])
