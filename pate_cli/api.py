@@ -55,7 +55,7 @@ from pate_cli.analysis import (
 )
 from pate_cli.arguments import as_mechanism, read_votes, reading, release_mode, release_noise
 from pate_cli.budget import Budget, Charge, as_budget
-from pate_cli.budget.charges import checked_charge
+from pate_cli.budget.book import checked_charge
 from pate_cli.choices import Conversion, GateOn
 from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_warning, sort_rows
 from pate_cli.errors import UsageError
@@ -568,5 +568,7 @@ def _charged(
     if noise is not None and noise.commitment is not None and charge.purposes:
         charge = replace(charge, seed_commitment=noise.commitment)
     with as_budget(budget).charging(charge) as pending:
-        pending.append(None)
+        pending.prepare()
+        pending.append()
+        pending.check_in_place()  # the file read and appended to is still the budget
         return replace(result, budget=pending.block)

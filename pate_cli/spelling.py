@@ -30,7 +30,12 @@ _SWITCHES = {
     "force": "force=True",
 }
 # Flags whose keyword is not the flag's name with "_" for "-".
-_KEYWORDS = {"round-half-even": "half_even", "student-probs": "student_probs"}
+_KEYWORDS = {
+    "round-half-even": "half_even",
+    "student-probs": "student_probs",
+    "head": "heads",
+    "input": "inputs",
+}
 
 
 class Placeholder(str):

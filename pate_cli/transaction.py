@@ -169,9 +169,16 @@ class Transaction:
         staged.sha256 = digest.hexdigest()
         return staged.sha256
 
-    def commit(self, check: Callable[[], object] | None = None) -> None:
+    def commit(
+        self,
+        check: Callable[[], object] | None = None,
+        before_publish: Callable[[list[str]], object] | None = None,
+    ) -> None:
         """Make every staged file visible, in the order staged, or none of them; ``check``
-        runs under the folders' locks just before (an input that changed, say, fails it).
+        runs under the folders' locks just before (an input that changed, say, fails it),
+        and ``before_publish`` once the journals are written (given their paths), before any
+        file is visible (a budget's charge is appended there: it fails the commit, or the
+        release is charged before anything is out).
 
         Raises:
             UsageError: a target that must not be replaced exists (another run published
@@ -186,6 +193,8 @@ class Transaction:
                 check()
             journals = self._journals(folders)
             try:
+                if before_publish is not None:
+                    before_publish(journals)
                 for staged in self._staged:
                     self._publish(staged)
             except BaseException:

@@ -1,13 +1,16 @@
-"""``pate verify`` from Python: a record replayed through the library, or a budget's chain.
+"""``pate verify`` from Python: a record replayed through the library, or a budget audited.
 
 ``verify`` (``pate.verify``) reads a record written by ``--record`` and checks it
 (``pate_cli.records.verify``), replaying its library call through ``pate_cli.api``; given a
-budget file it checks the budget's chain instead (``pate_cli.budget.audit``).
+budget file it checks each charge against the record it names and the chain against heads
+published earlier instead (``pate_cli.budget.audit``).
 """
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +24,7 @@ from pate_cli.outputs import save_npy_atomic
 from pate_cli.records.record import FILE_ROLES, as_printed, load_record
 from pate_cli.records.verify import CommandLine, VerifyReport
 from pate_cli.records.verify import verify as verify_record
-from pate_cli.spelling import command_line, given
+from pate_cli.spelling import command_line, given, option
 from pate_cli.votes import Votes
 from pate_cli.votes.memory import file_path
 
@@ -134,22 +137,33 @@ def verify_file(
     overrides: dict[str, str] | None = None,
     seed_file: str | None = None,
     opening: str | None = None,
-    records: str | None = None,
+    records: Sequence[str] = (),
+    heads: Sequence[str] = (),
+    budget: str | None = None,
     rtol: float | None = None,
     command_line: CommandLine | None = None,
 ) -> VerifyReport:
     """Read a record and check it (``pate_cli.records.verify.verify``, replaying through this
-    API), or a budget file's chain (``pate_cli.budget.audit``, with ``records`` the folder of
-    its records); ``command_line`` re-parses a record's command line (``pate verify`` passes
-    pate's parser)."""
+    API), or a budget file against its records and published heads
+    (``pate_cli.budget.audit``: ``records`` the folders searched for its records, ``heads``
+    the digests published earlier); ``command_line`` re-parses a record's command line
+    (``pate verify`` passes pate's parser)."""
     if rtol is not None and not 0 <= rtol < 1:
         raise UsageError(f"{given('rtol', rtol)}: expected a number in [0, 1)")
     if is_budget(record_path):
+        _check_budget_options(overrides, seed_file, opening, rtol, heads, budget)
         header = {"command": "budget", "kind": "budget"}
-        return VerifyReport(record_path, header, tuple(verify_budget(record_path, records)))
-    if records is not None:
-        raise UsageError(f"{given('records', records)}: only a budget file's charges have records")
+        checks = verify_budget(record_path, records, heads)
+        return VerifyReport(record_path, header, tuple(checks))
+    if records:
+        raise UsageError(
+            f"{given('records', records[0])}: only a budget file's charges have records"
+        )
+    if heads:
+        raise UsageError(f"{given('head', heads[0])}: only a budget file has a head")
     record = load_record(record_path)
+    if budget is not None and not isinstance(record["report"].get("budget"), dict):
+        raise UsageError(f"{given('budget', budget)}: the record was not charged to a budget")
     checks = verify_record(
         record,
         record_path,
@@ -161,8 +175,43 @@ def verify_file(
         command_line=command_line,
     )
     # A run charged to a budget: the budget holds its charge.
-    checks.extend(record_charge_checks(record, record_path))
+    checks.extend(record_charge_checks(record, record_path, budget))
     return VerifyReport(record_path, record, tuple(checks))
+
+
+_HEAD = re.compile(r"\A[0-9a-f]{64}\Z")
+
+
+def _check_budget_options(
+    overrides: dict[str, str] | None,
+    seed_file: str | None,
+    opening: str | None,
+    rtol: float | None,
+    heads: Sequence[str],
+    budget: str | None,
+) -> None:
+    """A budget is checked against its records and heads: the options of a record's replay
+    mean nothing for it (refused, rather than ignored)."""
+    given_options = {
+        "votes": (overrides or {}).get("votes"),
+        "input": next(iter((overrides or {}).values()), None) if overrides else None,
+        "seed-file": seed_file,
+        "opening": opening,
+        "rtol": rtol,
+        "budget": budget,
+    }
+    for name, value in given_options.items():
+        if value is not None:
+            raise UsageError(
+                f"{given(name, value)}: a budget file is checked against its records "
+                f"({option('records')}) and published heads ({option('head')}), not replayed"
+            )
+    for head in heads:
+        if not _HEAD.match(head):
+            raise UsageError(
+                f"{given('head', head)}: expected a budget's head, 64 hex digits as "
+                "'pate budget show' prints it"
+            )
 
 
 def verify(
@@ -173,7 +222,9 @@ def verify(
     votes: PathLike | None = None,
     inputs: dict[str, PathLike] | None = None,
     rtol: float | None = None,
-    records: PathLike | None = None,
+    records: PathLike | Sequence[PathLike] | None = None,
+    heads: Sequence[str] = (),
+    budget: PathLike | None = None,
 ) -> VerifyReport:
     """What ``pate verify`` checks: every input hash, every recorded number (recomputed
     through this library) and every output hash of a record written by ``--record``.
@@ -184,8 +235,12 @@ def verify(
     public record's opening file, which checks that the files given are the ones the run
     read. The report's ``verdict`` is ``verified`` only when every check was made and holds;
     a check that could not be made (the sample without the seed file, a binding without the
-    opening) is ``not-checked`` and makes it ``incomplete``. Given a budget file, checks its
-    chain instead (``records``: the folder of its records).
+    opening) is ``not-checked`` and makes it ``incomplete``. A record charged to a budget is
+    checked against the budget it names (``budget``: where that file is now). Given a budget
+    file, checks it
+    instead: each charge recomputed from its record (``records``: one folder or several,
+    searched recursively) and the chain through every head published earlier (``heads``);
+    without records it is never fully verified (nothing shows a charge removed).
     """
     overrides = {role: file_path(path, role) for role, path in (inputs or {}).items()}
     if votes is not None:
@@ -195,6 +250,17 @@ def verify(
         overrides=overrides,
         seed_file=None if seed_file is None else os.fspath(seed_file),
         opening=None if opening is None else os.fspath(opening),
-        records=None if records is None else os.fspath(records),
+        records=_folders(records),
+        heads=tuple(heads),
+        budget=None if budget is None else os.fspath(budget),
         rtol=rtol,
     )
+
+
+def _folders(records: PathLike | Sequence[PathLike] | None) -> tuple[str, ...]:
+    """``records=`` as folders: one path, or several."""
+    if records is None:
+        return ()
+    if isinstance(records, str | os.PathLike):
+        return (os.fspath(records),)
+    return tuple(os.fspath(folder) for folder in records)

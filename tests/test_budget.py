@@ -36,15 +36,31 @@ CONFIDENT = ["--threshold", 200, "--sigma1", 150, "--sigma", 40]
 LNMAX = ["--gamma", 0.05]
 # A GNSS release fixed in advance: one order, beta and sigma_ss.
 RELEASE = ["--beta", 0.01, "--sigma-ss", 10]
-BUDGET_BLOCK = {"path", "id", "spent", "limit", "entries"}
+BUDGET_BLOCK = {
+    "path",
+    "id",
+    "charge_index",
+    "head",
+    "spent",
+    "limit",
+    "remaining",
+    "method",
+    "delta",
+    "conversion",
+    "entries",
+}
 SHOW_KEYS = {
     "command",
     "path",
+    "id",
     "name",
     "delta",
     "limit",
     "conversion",
     "entries",
+    "notes",
+    "lines",
+    "head",
     "total",
     "remaining",
 }
@@ -143,7 +159,7 @@ def votes():
 def test_init_show_and_verify_round_trip(tmp_path):
     budget = tmp_path / "team.budget.jsonl"
     made = init(budget, 8.0, "--name", "MNIST teachers", "--conversion", "improved")
-    assert set(made) == SHOW_KEYS
+    assert set(made) == SHOW_KEYS | {"kept"} and made["kept"] is None
     assert made["command"] == "budget" and made["name"] == "MNIST teachers"
     assert (made["delta"], made["limit"], made["conversion"]) == (DELTA, 8.0, "improved")
     assert made["entries"] == [] and made["remaining"] == 8.0
@@ -155,14 +171,19 @@ def test_init_show_and_verify_round_trip(tmp_path):
         8.0,
         "MNIST teachers",
     )
-    assert show(budget) == made
-    report = verify(budget)
-    assert report["verdict"] == "verified"
+    assert show(budget) == {key: value for key, value in made.items() if key != "kept"}
+    assert made["head"] == made["id"] == header["digest"] and made["lines"] == 1
+    # Without its records nothing shows a charge removed: never fully verified.
+    report = verify(budget, expect=ExitCode.NOT_CHECKED)
+    assert report["verdict"] == "incomplete"
     assert statuses(report) == {
+        "file": "verified",
         "header": "verified",
         "chain": "verified",
+        "no charge missing": "not-checked",
         "total within the limit": "verified",
     }
+    assert verify(budget, "--records", tmp_path)["verdict"] == "verified"
 
 
 def test_a_budget_is_never_replaced_without_force(tmp_path):
@@ -178,9 +199,17 @@ def test_a_budget_is_never_replaced_without_force(tmp_path):
     with pytest.raises(UsageError):
         pate.Budget.init(budget, delta=DELTA, max_epsilon=3)
     assert budget.read_bytes() == content
+    head = lines_of(budget)[-1]["digest"]
     again = init(budget, 3.0, "--force")
     assert again["entries"] == [] and again["limit"] == 3.0
     assert_chain(budget, 0)
+    # no charge is ever destroyed: the old budget is kept beside it, named by its head
+    kept = tmp_path / f"b.{head[:12]}.jsonl"
+    assert again["kept"] == str(kept) and kept.read_bytes() == content
+    text = run_cli(["budget", "init", budget, "--delta", DELTA, "--max-epsilon", 2, "--force"])
+    assert f"the old budget was kept as {tmp_path / 'b.'}" in text.stdout
+    assert kept.read_bytes() == content  # the second start kept the first restart beside it
+    assert len(list(tmp_path.glob("b.*.jsonl"))) == 2
 
 
 @pytest.mark.parametrize(
@@ -263,12 +292,12 @@ def test_charges_of_every_command_compose_in_show_and_verify(tmp_path):
     assert opened.remaining == pytest.approx(payload["remaining"])
     # verify: the records are named, so without --records something is not checked
     unchecked = verify(budget, expect=ExitCode.NOT_CHECKED)
-    assert unchecked["not_checked"] == ["records"]
+    assert unchecked["not_checked"] == ["no charge missing"]
     verify(budget, "--allow-unchecked")
     report = verify(budget, "--records", tmp_path)
     assert report["verdict"] == "verified"
-    assert statuses(report)["records of the charges"] == "verified"
-    assert statuses(report)["charges of the records"] == "verified"
+    assert statuses(report)["charges and their records"] == "verified"
+    assert statuses(report)["records of this budget"] == "verified"
 
 
 def test_show_gates_the_total(tmp_path):
@@ -516,7 +545,7 @@ def test_a_seed_file_is_charged_once_per_noise_purpose(tmp_path):
     content = budget.read_bytes()
     # the same seed file would draw the same answer noise: refused, naming the charge
     again = aggregate(tmp_path, "second", budget, "--seed-file", seed, expect=ExitCode.BAD_INPUT)
-    assert "charge 1" in again.stderr and "aggregate-answer" in again.stderr
+    assert "line 2" in again.stderr and "aggregate-answer" in again.stderr
     assert not (tmp_path / "second.npy").exists()
     assert budget.read_bytes() == content
     # ... whatever the mechanism that would draw it (Confident-GNMax: threshold and answer)
@@ -533,7 +562,7 @@ def test_a_seed_file_is_charged_once_per_noise_purpose(tmp_path):
     smooth(budget, "--order", 20, *RELEASE, "--seed-file", seed)
     assert lines_of(budget)[2]["purposes"] == ["gnss-sample"]
     refused = smooth(budget, "--order", 20, *RELEASE, "--seed-file", seed, expect=2)
-    assert "charge 2" in refused.stderr and "gnss-sample" in refused.stderr
+    assert "line 3" in refused.stderr and "gnss-sample" in refused.stderr
     # a Confident-GNMax run's seed file drew both streams of the aggregator
     other = tmp_path / "other.seed"
     aggregate(tmp_path, "fourth", budget, "--seed-file", other, mechanism=CONFIDENT)
@@ -549,7 +578,7 @@ def test_the_library_refuses_a_seed_file_already_charged(tmp_path, votes):
     result = pate.aggregate(votes, pate.GNMax(sigma=40), delta=DELTA, seed_file=seed, budget=budget)
     assert result.budget["entries"] == 1
     content = budget.read_bytes()
-    with pytest.raises(UsageError, match="charge 1") as refused:
+    with pytest.raises(UsageError, match="line 2") as refused:
         pate.aggregate(votes, pate.LNMax(gamma=0.05), delta=DELTA, seed_file=seed, budget=budget)
     assert not isinstance(refused.value, pate.BudgetExceeded)
     assert budget.read_bytes() == content
@@ -586,8 +615,12 @@ def test_the_library_round_trip(tmp_path, votes):
     assert opened.remaining == pytest.approx(5.0 - total.epsilon)
     assert opened.header["name"] == "library"
     assert_chain(path, 3)
-    checked = pate.verify(path)
-    assert checked.verdict == "verified"
+    # library charges write no record: nothing to recompute them from, said by name
+    checked = pate.verify(path, records=tmp_path)
+    assert checked.verdict == "incomplete"
+    assert checked.not_checked == ("charges without a record",)
+    unrecorded = next(c for c in checked.checks if c.name == "charges without a record")
+    assert unrecorded.detail.startswith("lines 2, 3, 4: no record was written")
     with pytest.raises(PateError):
         pate.Budget.open(tmp_path / "missing.jsonl")
     (tmp_path / "not.jsonl").write_text('{"schema": "something else"}\n')
@@ -610,6 +643,78 @@ def test_a_run_without_budget_leaves_the_report_without_a_block(tmp_path, votes)
         + ["--output", tmp_path / "l.npy"]
     ).json
     assert report.get("budget") is None
+
+
+def test_a_charged_run_says_what_it_charged(tmp_path):
+    """The text ends with the charge (spent rounded up, what is left rounded down, the head);
+    the JSON block carries the same, and the record the budget's id, place and head."""
+    budget = tmp_path / "b.jsonl"
+    init(budget, 10.0)
+    record = tmp_path / "r.json"
+    text = aggregate(tmp_path, "l", budget, "--record", record)
+    block = text.json["budget"]
+    spent, head = block["spent"], block["head"]
+    assert head == lines_of(budget)[-1]["digest"] and block["charge_index"] == 1
+    assert block["remaining"] == pytest.approx(10.0 - spent, rel=1e-12)
+    assert block["method"] == "gaussian-dp"
+    args = ["aggregate", MNIST, *GNMAX, "--queries", QUERIES, "--delta", DELTA]
+    shown = run_cli([*args, "--output", tmp_path / "m.npy", "--budget", budget]).stdout
+    last = shown.splitlines()[-1]
+    total = show(budget)["total"]["epsilon"]
+    up = math.ceil(total * 1e4) / 1e4
+    down = math.floor((10.0 - total) * 1e4) / 1e4
+    assert last.startswith(f"charged {budget}: epsilon {up:.4f} of 10 spent, {down:.4f} left")
+    assert last.endswith(f"(gaussian-dp); head {lines_of(budget)[-1]['digest']}")
+    stored = json.loads(record.read_text())["report"]["budget"]
+    assert stored == block
+
+
+def test_would_charge_previews_a_run_and_draws_nothing(tmp_path, monkeypatch):
+    """``budget show --would-charge -- <run>`` and ``Budget.preview``: the total the run would
+    leave, nothing drawn or written; exit 1 when it would be refused."""
+
+    def never(*args, **kwargs):
+        raise AssertionError("the aggregator ran")
+
+    monkeypatch.setattr("pate_cli.api.aggregate_votes", never)
+    budget = tmp_path / "b.jsonl"
+    init(budget, epsilon_of([gaussian(150, 40)]))
+    content = budget.read_bytes()
+    run = ["aggregate", MNIST, *GNMAX, "--delta", DELTA, "--output", tmp_path / "l.npy"]
+    fits = show(budget, "--would-charge", "--", *run, "--queries", 100)
+    preview = fits["would_charge"]
+    assert preview["account"] == pytest.approx(gaussian(100, 40))
+    assert preview["would_spend"] == pytest.approx(epsilon_of([gaussian(100, 40)]), rel=1e-12)
+    assert preview["within_limit"] is True and preview["total"]["method"] == "gaussian-dp"
+    over = show(budget, "--would-charge", "--", *run, "--queries", 200, expect=1)
+    assert over["would_charge"]["within_limit"] is False
+    assert budget.read_bytes() == content and not (tmp_path / "l.npy").exists()
+    # the library: the same numbers
+    votes = pate.load_votes(MNIST, queries=100)
+    library = pate.Budget.open(budget).preview(votes, pate.GNMax(sigma=40))
+    assert library.to_dict() == preview
+    smoothed = pate.Budget.open(budget).preview(
+        MNIST,
+        pate.GNMax(sigma=40),
+        command="smooth_sensitivity",
+        queries=100,
+        order=20,
+        beta=0.01,
+        sigma_ss=10,
+    )
+    assert smoothed.account["kind"] == "rdp" and smoothed.account["orders"] == [20.0]
+    with pytest.raises(UsageError, match="fixed in advance"):
+        pate.Budget.open(budget).preview(
+            votes, pate.GNMax(sigma=40), command="analyze", release="sample"
+        )
+    for bad in ([], ["inspect", MNIST], ["aggregate", MNIST, "--sigma"]):
+        refused = run_cli(["budget", "show", budget, "--would-charge", "--", *bad], expect=2)
+        assert (
+            refused.stderr.startswith("pate: error: --would-charge")
+            and refused.stderr.count("\n") == 1
+        )
+    run_cli(["budget", "show", budget, "--", *run], expect=ExitCode.BAD_INPUT)
+    assert budget.read_bytes() == content
 
 
 # ----------------------------------------------------------------------------- verify RECORD
@@ -764,8 +869,11 @@ def test_a_last_line_removed_is_seen_only_with_the_records(charged):
         report = verify(budget, expect=ExitCode.NOT_CHECKED)
         assert statuses(report)["chain"] == "verified"
         report = verify(budget, "--records", folder, expect=ExitCode.BUDGET_EXCEEDED)
-        assert statuses(report)["charges of the records"] == "differs"
-        assert "r4.json" in report["checks"][-1]["detail"]
+        assert statuses(report)["records of this budget"] == "differs"
+        detail = next(
+            c["detail"] for c in report["checks"] if c["name"] == "records of this budget"
+        )
+        assert "r4.json" in detail
     finally:
         budget.write_bytes(original)
 
@@ -855,9 +963,9 @@ def test_eight_processes_charging_at_once_leave_eight_entries(tmp_path):
     done = _eight_at_once(tmp_path, budget)
     assert [p.returncode for p in done] == [0] * 8, [p.stderr for p in done]
     assert_chain(budget, 8)
-    assert verify(budget)["verdict"] == "verified"
+    assert verify(budget, expect=ExitCode.NOT_CHECKED)["differs"] == []
     total = show(budget)["total"]
-    assert total["method"] == "gaussian"
+    assert total["method"] == "gaussian-dp"
     assert total["epsilon"] == pytest.approx(epsilon_of([gaussian(800, 40)]), rel=1e-12)
 
 
@@ -878,8 +986,8 @@ def test_eight_processes_at_once_on_a_limit_that_fits_five(tmp_path):
             assert "over the limit" in process.stderr
             assert not labels.exists()
     assert_chain(budget, 5)
-    report = verify(budget)
-    assert report["verdict"] == "verified"
+    report = verify(budget, expect=ExitCode.NOT_CHECKED)
+    assert report["differs"] == [] and report["not_checked"] == ["no charge missing"]
     assert show(budget)["total"]["epsilon"] == pytest.approx(five, rel=1e-12)
 
 

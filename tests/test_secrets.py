@@ -59,11 +59,11 @@ def _texts(tmp_path: Path, *results) -> str:
 
 @pytest.mark.parametrize("command", ["analyze", "smooth-sensitivity", "aggregate"])
 def test_without_a_seed_no_output_holds_the_noise_seed(tmp_path, drawn_entropy, command):
-    args = [command, MNIST, *TABLE2, "--record", tmp_path / "run.record.json"]
+    args = [command, MNIST, *TABLE2]
     if command == "aggregate":
         args += ["--output", tmp_path / "l.npy", "--answered-output", tmp_path / "m.npy"]
-    as_json = run_cli([*args, "--json"])
-    table = run_cli([*args[:-2], "--record", tmp_path / "again.record.json", "--force"])
+    as_json = run_cli([*args, "--record", tmp_path / "run.record.json", "--json"])
+    table = run_cli([*args, "--record", tmp_path / "again.record.json", "--force"])
     # Every run draws from the OS, a fresh generator per purpose: aggregate's Confident-GNMax
     # has two (its threshold step and its answers), a release one (its GNSS sample).
     assert len(drawn_entropy) == (4 if command == "aggregate" else 2)

@@ -1,16 +1,18 @@
 """One privacy budget across releases: an append-only, hash-chained JSON-lines file.
 
-The first line is the header (``"schema": "pate-budget"``, the budget's ``delta``,
-``max_epsilon``, ``conversion`` and ``name``); every later line is one charge: the command,
-its mechanism, number of queries and release, its account (``pate_cli.budget.accounts``),
-the digest of its record and the commitment of its seed file where there are, ``prev`` (the
-digest of the line before) and its own ``digest``, the SHA-256 of the line's canonical JSON
-without it. A line edited, removed, inserted or moved breaks the chain; ``verify`` names the
-first line that does not hold.
+The lines and their chain are ``pate_cli.budget.lines``'; the file on disk is
+``pate_cli.budget.storage``'s. A charge holds an exclusive lock on the file (``flock``) from
+reading the total to the end of its run, so runs charging one budget never interleave and
+the total after every charge is within the limit. Appends are made to survive faults:
 
-A charge holds an exclusive lock on the file (``flock``) from reading the total to the end of
-its append, and appends one whole line with one write: runs charging one budget at once never
-interleave, and the total after every charge is within the limit.
+- the path is opened once; the inode locked is the one read, appended to and checked at the
+  commit: a file replaced, truncated, extended or swapped (a symbolic link retargeted) while
+  the run worked fails the run with nothing released (``Pending.check_in_place``);
+- the header and every line are checked before any noise is drawn, and a budget that cannot
+  be written (its file or its folder) is refused then too (``writable_problem``);
+- the whole line is written (short writes looped), then synced; a write that fails is taken
+  back; a run cut short between its append and its release is settled by the next charge
+  (``storage.settle``).
 """
 
 from __future__ import annotations
@@ -21,110 +23,98 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from typing import IO, Any, TypeGuard
+import stat
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from pate_cli import checks
-from pate_cli.budget.accounts import (
-    GAUSSIAN,
-    PURE,
-    RDP,
-    Account,
-    Release,
-    Total,
-    account_of,
-    compose,
+from pate_cli.budget.accounts import Account, Total, compose
+from pate_cli.budget.charges import Charge, call_charge, charge_of, seed_file_commitment
+from pate_cli.budget.lines import SCHEMA, VERSION, is_note, line_bytes
+from pate_cli.budget.storage import (
+    MARKER_SCHEMA,
+    create,
+    marker_path,
+    now,
+    open_budget,
+    parsed,
+    read_all,
+    remove_marker,
+    settle,
+    start_again,
+    write_marker,
+    write_whole,
 )
 from pate_cli.choices import Conversion
 from pate_cli.errors import ExitCode, InputError, UsageError
-from pate_cli.mechanisms import Mechanism, mechanism_from_dict
-from pate_cli.spelling import given, option
-
-SCHEMA = "pate-budget"
-VERSION = 1
-MAX_BYTES = 256 << 20  # a budget of a million charges is far smaller
+from pate_cli.mechanisms import Mechanism
+from pate_cli.spelling import given
 
 
 class BudgetExceeded(UsageError):
-    """The charge would take the budget's total over its limit: nothing was written."""
+    """The charge would take the budget's total over its limit: nothing was written.
+
+    ``refusal`` is what ``--json`` prints of it: the budget's path, the total the run would
+    leave (``would_spend``), the limit, the delta and how the total was composed."""
 
     exit_code = ExitCode.BUDGET_EXCEEDED
 
-
-def line_digest(line: dict[str, Any]) -> str:
-    """SHA-256 of a line's canonical JSON (sorted keys, no spaces) without its ``digest``."""
-    content = {key: value for key, value in line.items() if key != "digest"}
-    text = json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _line(content: dict[str, Any]) -> bytes:
-    content = {**content, "digest": line_digest(content)}
-    return (json.dumps(content, allow_nan=False) + "\n").encode()
+    def __init__(self, message: str, refusal: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.refusal = {"refused": True, **(refusal or {})}
 
 
 @dataclass(frozen=True)
-class Charge:
-    """What a run charges: everything a budget line holds but its place in the chain."""
+class Preview:
+    """What a run would leave of a budget, nothing drawn and nothing written
+    (``Budget.preview``, ``pate budget show --would-charge``)."""
 
     command: str
-    mechanism: Mechanism
-    num_queries: int
-    half_even: bool = False
-    release: Release | None = None
-    record_digest: str | None = None
-    seed_commitment: str | None = None
-    purposes: tuple[str, ...] = ()
-    """The noise streams the run drew from its seed file (``seeds.PURPOSES``)."""
-    account: Account = field(init=False)
+    account: Account
+    spent: float
+    """The total before the run."""
+    total: Total
+    """The total with the run."""
+    limit: float
 
-    def __post_init__(self) -> None:
-        account = account_of(
-            self.mechanism, self.num_queries, half_even=self.half_even, release=self.release
-        )
-        object.__setattr__(self, "account", account)
+    @property
+    def within_limit(self) -> bool:
+        """Whether the run would be charged (its total at most the limit)."""
+        return bool(self.total.epsilon <= self.limit)
 
-    def to_line(self, prev: str) -> dict[str, Any]:
+    @property
+    def remaining(self) -> float:
+        return max(self.limit - self.total.epsilon, 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
         return {
             "command": self.command,
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            "mechanism": self.mechanism.to_json_dict(),
-            "num_queries": self.num_queries,
-            "half_even": self.half_even,
-            "release": None if self.release is None else self.release.to_dict(),
             "account": self.account,
-            "record_digest": self.record_digest,
-            "seed_commitment": self.seed_commitment,
-            "purposes": list(self.purposes),
-            "prev": prev,
+            "spent": self.spent,
+            "would_spend": self.total.epsilon,
+            "total": self.total.to_dict(),
+            "limit": self.limit,
+            "remaining": self.remaining,
+            "within_limit": self.within_limit,
         }
 
 
-def recomputed_account(entry: dict[str, Any]) -> Account:
-    """An entry's account recomputed from its parameters (``verify``)."""
-    release = entry.get("release")
-    return account_of(
-        mechanism_from_dict(entry["mechanism"]),
-        int(entry["num_queries"]),
-        half_even=bool(entry.get("half_even", False)),
-        release=None if release is None else Release(**release),
-    )
-
-
 class Budget:
-    """A budget file: its header, its entries and their composed total.
+    """A budget file: its header, its charges (``entries``) and their composed total.
 
     ``Budget.init`` creates one, ``Budget.open`` reads one; ``charge`` appends a run's
     charge under the file's lock, refusing (``BudgetExceeded``) one that would take the total
-    over the limit.
+    over the limit; ``preview`` says what a run would leave.
     """
 
-    def __init__(self, path: str, header: dict[str, Any], entries: list[dict[str, Any]]):
+    def __init__(self, path: str, header: dict[str, Any], lines: list[dict[str, Any]]):
         self.path = path
         self.header = header
-        self.entries = entries
+        self.lines = lines
+        """Every line after the header: charges and notes, in order."""
+        self.kept: str | None = None
+        """Where ``init(force=True)`` kept the budget it started again (None: none)."""
 
     @classmethod
     def init(
@@ -137,8 +127,8 @@ class Budget:
         conversion: str = "classic",
         force: bool = False,
     ) -> Budget:
-        """Create the budget file (never over an existing one unless ``force``)."""
-
+        """Create the budget file (never over an existing one unless ``force``, which keeps
+        the old one beside it: ``Budget.kept``)."""
         where = os.fspath(path)
         checks.delta(delta)
         checks.max_epsilon(max_epsilon)
@@ -151,31 +141,49 @@ class Budget:
             "delta": delta,
             "max_epsilon": max_epsilon,
             "conversion": checks.choice(Conversion, conversion, "conversion").value,
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "created": now(),
         }
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
-        try:
-            fd = os.open(where, flags, 0o644)
-        except FileExistsError:
-            raise UsageError(
-                f"{where} exists: a budget is never replaced (its charges would be lost); "
-                f"pass {option('force')} to start it again"
-            ) from None
-        except OSError as error:
-            raise InputError(f"{where}: cannot create the budget ({error.strerror})") from None
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(_line(header))
-            stream.flush()
-            os.fsync(stream.fileno())
-        return cls.open(where)
+        content, _ = line_bytes(header)
+        kept = None
+        if force:
+            kept = start_again(where, content)
+        else:
+            create(where, content)
+        budget = cls.open(where)
+        budget.kept = kept
+        return budget
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> Budget:
-        """Read a budget file; a file that is not one is an InputError."""
+        """Read a budget file, every line checked; a file that is not one is an InputError."""
         where = os.fspath(path)
-        with _opened(where, "rb") as stream:
-            header, entries = _read(where, stream)
-        return cls(where, header, entries)
+        fd = open_budget(where, os.O_RDONLY)
+        try:
+            header, lines = parsed(where, read_all(where, fd))
+        finally:
+            os.close(fd)
+        return cls(where, header, lines)
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        """The charges, in order (the notes left out)."""
+        return [line for line in self.lines if not is_note(line)]
+
+    @property
+    def notes(self) -> list[dict[str, Any]]:
+        """The notes about earlier charges (a run killed before its release)."""
+        return [line for line in self.lines if is_note(line)]
+
+    @property
+    def id(self) -> str:
+        """The budget's id: its header's digest, which every record it charged names."""
+        return str(self.header["digest"])
+
+    @property
+    def head(self) -> str:
+        """The digest of the last line: publish it, and ``pate verify --head`` checks later
+        that the chain still passes through it."""
+        return str(self.lines[-1]["digest"]) if self.lines else self.id
 
     @property
     def delta(self) -> float:
@@ -189,9 +197,9 @@ class Budget:
     def conversion(self) -> Conversion:
         return Conversion(self.header.get("conversion", "classic"))
 
-    def total(self, extra: list[Account] | None = None) -> Total:
-        """The entries' accounts (and ``extra``) composed at the budget's delta."""
-        accounts = [entry["account"] for entry in self.entries] + (extra or [])
+    def total(self, extra: Sequence[Account] = ()) -> Total:
+        """The charges' accounts (and ``extra``) composed at the budget's delta."""
+        accounts = [entry["account"] for entry in self.entries] + list(extra)
         return compose(accounts, self.delta, self.conversion)
 
     @property
@@ -206,42 +214,97 @@ class Budget:
             BudgetExceeded: it would exceed the limit.
             UsageError: the charge's seed file already drew noise of the same purpose.
         """
-        if charge.seed_commitment is not None:
-            for number, entry in enumerate(self.entries, start=1):
-                same = entry.get("seed_commitment") == charge.seed_commitment
-                shared = set(entry.get("purposes", ())) & set(charge.purposes)
-                if same and shared:
-                    raise UsageError(
-                        f"{self.path}: the seed file already drew the noise of {sorted(shared)[0]} "
-                        f"for charge {number} ({entry['command']}, {entry['created']}): a "
-                        "second release from it would draw the same noise; use a new seed file"
-                    )
+        self._check_seed(charge)
         total = self.total([charge.account])
         if not total.epsilon <= self.limit:
+            refusal = {
+                "path": self.path,
+                "would_spend": total.epsilon,
+                "limit": self.limit,
+                "delta": self.delta,
+                "method": total.method,
+            }
             raise BudgetExceeded(
                 f"{self.path}: this run would spend epsilon {total.epsilon:.6g} in all "
                 f"(delta {self.delta:g}, {total.method}), over the limit {self.limit:g}; "
-                "nothing was written"
+                "nothing was written",
+                refusal,
             )
         return total
 
+    def preview(
+        self,
+        votes: Any,
+        mechanism: Mechanism,
+        *,
+        command: str = "aggregate",
+        **options: Any,
+    ) -> Preview:
+        """What a run would leave of this budget: ``command`` (``aggregate``, ``analyze`` or
+        ``smooth_sensitivity``) on ``votes`` with ``mechanism`` and the keyword arguments the
+        function takes (``max_queries``, ``release``, ``orders``, ``order``, ``beta``,
+        ``sigma_ss``, ``half_even``, ``seed_file``...). Nothing is drawn or written.
+
+        Raises:
+            UsageError: the run has nothing to charge (a release tuned on the votes, a
+                public seed), or its seed file already drew the same noise here.
+        """
+        return self.preview_charge(call_charge(votes, mechanism, command, options))
+
+    def preview_charge(self, charge: Charge) -> Preview:
+        """What ``charge`` would leave of this budget (``preview``).
+
+        Raises:
+            UsageError: its seed file already drew the same noise here.
+        """
+        self._check_seed(charge)
+        spent = self.total().epsilon
+        return Preview(
+            charge.command, charge.account, spent, self.total([charge.account]), self.limit
+        )
+
+    def _check_seed(self, charge: Charge) -> None:
+        """Refuse a charge whose seed file already drew noise of one of its purposes here."""
+        if charge.seed_commitment is None:
+            return
+        for number, entry in enumerate(self.lines, start=2):
+            if is_note(entry):
+                continue
+            same = entry.get("seed_commitment") == charge.seed_commitment
+            shared = set(entry.get("purposes", ())) & set(charge.purposes)
+            if same and shared:
+                raise UsageError(
+                    f"{self.path}: the seed file already drew the noise of {sorted(shared)[0]} "
+                    f"for the charge on line {number} ({entry['command']}, "
+                    f"{entry['created']}): a second release from it would draw the same "
+                    "noise; use a new seed file"
+                )
+
     @contextlib.contextmanager
     def charging(self, charge: Charge) -> Iterator[Pending]:
-        """Hold the file's lock, read the budget again and check ``charge`` (refused:
-        ``BudgetExceeded``); the body appends it with ``Pending.append`` (or it is appended
-        at the end with no record). If the body fails, the line is taken back."""
-        with _opened(self.path, "r+b") as stream:
-            fcntl.flock(stream.fileno(), fcntl.LOCK_EX)
-            self.header, self.entries = _read(self.path, stream)
+        """Hold the file's lock, settle a charge cut short, read the budget again and check
+        ``charge`` (refused: ``BudgetExceeded``); the body appends it with
+        ``Pending.append`` (or it is appended at the end with no record), checks it is still
+        in place before releasing anything, and marks the release out with ``Pending.keep``.
+        If the body fails before the release, the line is taken back."""
+        fd = open_budget(self.path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            settle(self.path, fd)
+            data = read_all(self.path, fd)
+            self.header, self.lines = parsed(self.path, data)
             total = self.check(charge)
-            pending = Pending(self, stream, charge, total, stream.seek(0, os.SEEK_END))
+            pending = Pending(self, fd, charge, total, data)
             try:
                 yield pending
                 if not pending.appended:
-                    pending.append(None)
+                    pending.append()
             except BaseException:
                 pending.take_back()
                 raise
+            pending.keep()
+        finally:
+            os.close(fd)
 
     def charge(self, charge: Charge) -> Total:
         """Append ``charge`` under the lock (see ``charging``); returns the new total."""
@@ -254,11 +317,15 @@ class Budget:
         return {
             "command": "budget",
             "path": self.path,
+            "id": self.id,
             "name": self.header.get("name"),
             "delta": self.delta,
             "limit": self.limit,
             "conversion": self.conversion.value,
             "entries": self.entries,
+            "notes": self.notes,
+            "lines": len(self.lines) + 1,
+            "head": self.head,
             "total": total.to_dict(),
             "remaining": max(self.limit - total.epsilon, 0.0),
         }
@@ -274,74 +341,132 @@ class Budget:
 class Pending:
     """A charge checked under the budget's lock, to be appended once its record is known."""
 
-    def __init__(
-        self, budget: Budget, stream: IO[bytes], charge: Charge, total: Total, size: int
-    ) -> None:
+    def __init__(self, budget: Budget, fd: int, charge: Charge, total: Total, data: bytes) -> None:
         self.budget = budget
         self.total = total
-        self._stream = stream
+        self._fd = fd
         self._charge = charge
-        self._size = size
+        self._size = len(data)
+        self._read = hashlib.sha256(data)
+        self._line: bytes | None = None
+        self.head: str | None = None
+        """The chain's head after this charge (its line's digest), once ``prepare``d."""
         self.appended = False
         self._kept = False
 
     @property
+    def charge_index(self) -> int:
+        """The charge's place in the chain: 1 for the first line after the header."""
+        return len(self.budget.lines) + (0 if self.appended else 1)
+
+    @property
     def block(self) -> dict[str, Any]:
-        """What a report says of the charge (``"budget"``): the budget's path and ``id``
-        (its header's digest, which names it wherever it is), the total with this run, the
-        limit and the number of charges."""
+        """What a report says of the charge (``"budget"``): the budget's path and ``id`` (its
+        header's digest, which names it wherever it is), the charge's place in the chain and
+        the head after it, the total with this run, the limit, what is left, the budget's
+        delta and conversion, and the number of charges."""
+        budget = self.budget
         return {
-            "path": self.budget.path,
-            "id": self.budget.header["digest"],
+            "path": budget.path,
+            "id": budget.id,
+            "charge_index": self.charge_index,
+            "head": self.head,
             "spent": self.total.epsilon,
-            "limit": self.budget.limit,
-            "entries": len(self.budget.entries) + (0 if self.appended else 1),
+            "limit": budget.limit,
+            "remaining": max(budget.limit - self.total.epsilon, 0.0),
+            "method": self.total.method,
+            "delta": budget.delta,
+            "conversion": budget.conversion.value,
+            "entries": len(budget.entries) + (0 if self.appended else 1),
         }
 
-    def append(self, record_digest: str | None) -> None:
-        """Append the charge's line (one write, then fsync), naming its record."""
-        entries = self.budget.entries
-        prev = entries[-1]["digest"] if entries else self.budget.header["digest"]
-        line = _line(replace(self._charge, record_digest=record_digest).to_line(prev))
-        fd = self._stream.fileno()
+    def prepare(self, record_digest: str | None = None) -> str:
+        """Make the charge's line, naming its record; returns its digest, the head after it."""
+        lines = self.budget.lines
+        prev = lines[-1]["digest"] if lines else self.budget.id
+        content = replace(self._charge, record_digest=record_digest).to_line(prev)
+        self._line, self.head = line_bytes(content)
+        return self.head
+
+    def append(self, journals: Sequence[str] = ()) -> None:
+        """Append the prepared line (``prepare``; without it, a line naming no record): a
+        marker first (naming the line and ``journals``, the run's commit journals), then the
+        whole line, then fsync. Nothing is released before this returns."""
+        if self._line is None:
+            self.prepare()
+        assert self._line is not None
+        marker = {
+            "schema": MARKER_SCHEMA,
+            "pid": os.getpid(),
+            "size": self._size,
+            "line": self._line.decode(),
+            "journals": [os.path.abspath(path) for path in journals],
+        }
+        write_marker(self.budget.path, marker)
         try:
-            os.lseek(fd, self._size, os.SEEK_SET)
-            os.write(fd, line)
-            os.fsync(fd)
+            write_whole(self._fd, self._line, self._size)
+            os.fsync(self._fd)
         except OSError as error:
-            os.ftruncate(fd, self._size)
-            raise InputError(f"{self.budget.path}: cannot append ({error.strerror})") from None
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+                os.fsync(self._fd)
+            remove_marker(self.budget.path)
+            raise InputError(
+                f"{self.budget.path}: cannot append the charge ({error.strerror or error}); "
+                "nothing was released or charged"
+            ) from None
         self.appended = True
-        entries.append(json.loads(line))
+        self.budget.lines.append(json.loads(self._line))
+
+    def check_in_place(self) -> None:
+        """The budget at its path is still the file this run read and appended to, as it
+        left it: checked just before the release (a file replaced, truncated, extended or
+        retargeted meanwhile fails the run, which then releases nothing).
+
+        Raises:
+            InputError: it is not.
+        """
+        path = self.budget.path
+        try:
+            named, held = os.stat(path), os.fstat(self._fd)
+        except OSError as error:
+            raise InputError(
+                f"{path}: the budget file is gone ({error.strerror}) while the run charged it; "
+                "nothing was released"
+            ) from None
+        if (named.st_dev, named.st_ino) != (held.st_dev, held.st_ino):
+            raise InputError(
+                f"{path}: the budget file was replaced (or its link retargeted) while the run "
+                "charged it; nothing was released"
+            )
+        assert self._line is not None
+        expected = self._read.copy()
+        expected.update(self._line)
+        if read_all(path, self._fd, hashed=True) != expected.hexdigest():
+            raise InputError(
+                f"{path}: the budget file was changed by another program while the run charged "
+                "it; nothing was released"
+            )
 
     def keep(self) -> None:
-        """The run's release is out (its files committed): its line stays, whatever
-        happens next."""
-        self._kept = True
+        """The run's release is out: its line stays, whatever happens next."""
+        if self.appended and not self._kept:
+            self._kept = True
+            remove_marker(self.budget.path)
 
     def take_back(self) -> None:
         """Remove the line appended, if any (the run it charged failed before releasing)."""
         if self.appended and not self._kept:
-            os.ftruncate(self._stream.fileno(), self._size)
-            os.fsync(self._stream.fileno())
-            self.budget.entries.pop()
+            os.ftruncate(self._fd, self._size)
+            os.fsync(self._fd)
+            self.budget.lines.pop()
             self.appended = False
+            remove_marker(self.budget.path)
 
 
 def as_budget(budget: Budget | str | os.PathLike[str]) -> Budget:
     """A budget given as an object or a path."""
     return budget if isinstance(budget, Budget) else Budget.open(budget)
-
-
-@contextlib.contextmanager
-def _opened(path: str, mode: str) -> Iterator[IO[bytes]]:
-    if not os.path.isfile(path):
-        raise InputError(f"{path}: no such budget file; create it with 'pate budget init'")
-    try:
-        with open(path, mode) as stream:
-            yield stream
-    except OSError as error:
-        raise InputError(f"{path}: cannot read the budget ({error.strerror})") from None
 
 
 def is_budget(path: str) -> bool:
@@ -352,79 +477,70 @@ def is_budget(path: str) -> bool:
     try:
         with open(path, "rb") as stream:
             first = stream.readline(1 << 16)
-        line = json.loads(first)
-        charge = isinstance(line, dict) and {"account", "prev", "digest"} <= set(line)
+        # Bytes that are not UTF-8 still make a budget (a damaged one, for verify to name).
+        line = json.loads(first.decode("utf-8", errors="replace"))
+        charge = isinstance(line, dict) and {"prev", "digest"} <= set(line)
         return bool(line.get("schema") == SCHEMA or charge)
     except (OSError, ValueError, AttributeError, RecursionError):
         return False
 
 
-def _read(path: str, stream: IO[bytes]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The header and entries of a budget file, each line checked for its form only (the
-    chain is ``verify``'s)."""
-    stream.seek(0)
-    data = stream.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise InputError(f"{path}: larger than {MAX_BYTES >> 20} MiB; not a budget file")
-    lines = data.decode("utf-8", errors="replace").splitlines()
+def writable_problem(path: str) -> str | None:
+    """Why a charge could not be written to the budget at ``path`` (None when it could): the
+    file read-only (no write permission bit, whoever runs) or on a read-only file system, or
+    its folder unable to take the marker of a charge."""
     try:
-        parsed = [json.loads(line) for line in lines if line.strip()]
-    except (ValueError, RecursionError):
-        raise InputError(f"{path}: not a budget file (a line is not JSON)") from None
-    if not parsed or not isinstance(parsed[0], dict) or parsed[0].get("schema") != SCHEMA:
-        raise InputError(f'{path}: not a budget file (expected "schema": "{SCHEMA}")')
-    header, entries = parsed[0], parsed[1:]
-    problem = header_problem(header)
-    if problem is not None:
-        raise InputError(f"{path}: line 1: {problem}; run 'pate verify {path}'")
-    for number, entry in enumerate(entries, start=2):
-        problem = entry_problem(entry)
-        if problem is not None:
-            raise InputError(f"{path}: line {number}: {problem}; run 'pate verify {path}'")
-    return header, entries
-
-
-def _number(value: Any) -> TypeGuard[float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def header_problem(header: Any) -> str | None:
-    """What makes a header unusable (None when it is one)."""
-    if not isinstance(header, dict) or header.get("schema") != SCHEMA:
-        return f'not the header of a budget (expected "schema": "{SCHEMA}")'
-    delta: Any = header.get("delta")
-    limit: Any = header.get("max_epsilon")
-    if not (_number(delta) and 0 < delta < 1):
-        return f"its delta {delta!r} is not a number in (0, 1)"
-    if not (_number(limit) and 0 <= limit < math.inf):
-        return f"its max_epsilon {limit!r} is not a finite number >= 0"
-    if header.get("conversion", "classic") not in {c.value for c in Conversion}:
-        return f"its conversion {header.get('conversion')!r} is not one pate knows"
+        info = os.stat(path)
+    except OSError:
+        return None  # the reader names a missing file
+    if not info.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+        return "it is read-only"
+    try:
+        os.close(os.open(path, os.O_RDWR))
+    except OSError as error:
+        return f"it cannot be written ({error.strerror})"
+    folder = os.path.dirname(os.path.abspath(path))
+    probe = f"{marker_path(path)}.{os.getpid()}.probe"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
+    except OSError as error:
+        return f"its folder {folder} cannot take a new file ({error.strerror})"
     return None
 
 
-def account_problem(account: Any) -> str | None:
-    """What makes an account unusable (None when it is one)."""
-    if not isinstance(account, dict):
-        return "its account is not an object"
-    kind = account.get("kind")
-    if kind == GAUSSIAN:
-        ok = _number(account.get("mu")) and account["mu"] >= 0
-    elif kind == PURE:
-        ok = _number(account.get("epsilon0")) and account["epsilon0"] >= 0
-        ok = ok and isinstance(account.get("count"), int) and account["count"] >= 0
-    elif kind == RDP:
-        orders: Any = account.get("orders")
-        rdp: Any = account.get("rdp")
-        ok = isinstance(orders, list) and isinstance(rdp, list) and len(orders) == len(rdp)
-        ok = ok and all(_number(o) and o > 1 for o in orders) and all(_number(r) for r in rdp)
-    else:
-        return f"its account's kind {kind!r} is not gaussian, pure or rdp"
-    return None if ok else f"its {kind} account is malformed"
+def checked_charge(
+    budget: Budget | str | os.PathLike[str],
+    function: str,
+    command: str,
+    mechanism: Mechanism,
+    num_queries: int,
+    options: dict[str, Any],
+    *,
+    seed: object = None,
+    seed_file: str | os.PathLike[str] | None = None,
+) -> Charge:
+    """The charge of one call, refused before any noise is drawn: over the budget's limit
+    (``BudgetExceeded``), without an account, from a seed file already charged for the same
+    noise, or to a budget that cannot be written. A seed file is read only if it exists (a
+    new one is created by the run, and was charged nowhere); nothing is written.
 
-
-def entry_problem(entry: Any) -> str | None:
-    """What makes a charge line unusable (None when it is one)."""
-    if not isinstance(entry, dict) or "account" not in entry:
-        return "not a charge (no account)"
-    return account_problem(entry["account"])
+    Raises:
+        BudgetExceeded, UsageError: as ``charge_of`` and ``Budget.check``.
+        InputError: the budget is not one, or cannot be written.
+    """
+    opened = as_budget(budget)
+    problem = writable_problem(opened.path)
+    if problem is not None:
+        raise InputError(f"{opened.path}: the budget cannot take a charge: {problem}")
+    charge = charge_of(
+        function,
+        command,
+        mechanism,
+        num_queries,
+        options,
+        public_seed=seed is not None,
+        seed_commitment=seed_file_commitment(seed_file),
+    )
+    opened.check(charge)
+    return charge

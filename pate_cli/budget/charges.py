@@ -15,14 +15,72 @@ known (and refused when over the limit) before any noise is drawn:
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from typing import Any
 
 from pate_cli import spelling
-from pate_cli.budget.accounts import Release
-from pate_cli.budget.book import Budget, Charge, as_budget
+from pate_cli.budget.accounts import Account, Release, account_of
+from pate_cli.budget.storage import now
 from pate_cli.errors import UsageError
-from pate_cli.mechanisms import Mechanism
+from pate_cli.mechanisms import Mechanism, mechanism_from_dict
 from pate_cli.orders import as_orders
+
+#: The library functions that charge a budget.
+CHARGING = ("aggregate", "analyze", "smooth_sensitivity")
+# load_votes' keywords, which a preview passes on when the votes are a path or an array.
+_READING = ("format", "fmt", "teachers", "num_classes", "member", "candidates", "queries")
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What a run charges: everything a budget line holds but its place in the chain."""
+
+    command: str
+    mechanism: Mechanism
+    num_queries: int
+    half_even: bool = False
+    release: Release | None = None
+    record_digest: str | None = None
+    seed_commitment: str | None = None
+    purposes: tuple[str, ...] = ()
+    """The noise streams the run drew from its seed file (``seeds.PURPOSES``)."""
+    account: Account = field(init=False)
+
+    def __post_init__(self) -> None:
+        account = account_of(
+            self.mechanism, self.num_queries, half_even=self.half_even, release=self.release
+        )
+        object.__setattr__(self, "account", account)
+
+    def fields(self) -> dict[str, Any]:
+        """What a budget line holds of the charge, as JSON, and what ``verify`` recomputes
+        from the charge's record (everything but ``created`` and the chain's ``prev``)."""
+        return {
+            "command": self.command,
+            "mechanism": self.mechanism.to_json_dict(),
+            "num_queries": self.num_queries,
+            "half_even": self.half_even,
+            "release": None if self.release is None else self.release.to_dict(),
+            "account": self.account,
+            "record_digest": self.record_digest,
+            "seed_commitment": self.seed_commitment,
+            "purposes": list(self.purposes),
+        }
+
+    def to_line(self, prev: str) -> dict[str, Any]:
+        return {**self.fields(), "created": now(), "prev": prev}
+
+
+def recomputed_account(entry: dict[str, Any]) -> Account:
+    """A line's account recomputed from the line's own parameters."""
+    release = entry.get("release")
+    return account_of(
+        mechanism_from_dict(entry["mechanism"]),
+        int(entry["num_queries"]),
+        half_even=bool(entry.get("half_even", False)),
+        release=None if release is None else Release(**release),
+    )
+
 
 _FIXED = (
     "{what}: the release's order, beta and sigma_ss must be fixed in advance to be charged "
@@ -95,38 +153,43 @@ def charge_of(
     )
 
 
-def checked_charge(
-    budget: Budget | str | os.PathLike[str],
-    function: str,
-    command: str,
-    mechanism: Mechanism,
-    num_queries: int,
-    options: dict[str, Any],
-    *,
-    seed: object = None,
-    seed_file: str | os.PathLike[str] | None = None,
-) -> Charge:
-    """The charge of one call, refused before any noise is drawn: over the budget's limit
-    (``BudgetExceeded``), without an account, or from a seed file already charged for the
-    same noise. A seed file is read only if it exists (a new one is created by the run, and
-    was charged nowhere); nothing is written.
-
-    Raises:
-        BudgetExceeded, UsageError: as ``charge_of`` and ``Budget.check``.
-    """
+def seed_file_commitment(seed_file: str | os.PathLike[str] | None) -> str | None:
+    """The commitment of an existing seed file (None: no seed file, or a new one)."""
     from pate_cli.seeds import from_seed_file
 
-    commitment = None
-    if seed_file is not None and os.path.isfile(seed_file):
-        commitment = from_seed_file(seed_file, create=False).commitment
-    charge = charge_of(
+    if seed_file is None or not os.path.isfile(seed_file):
+        return None
+    return from_seed_file(seed_file, create=False).commitment
+
+
+def call_charge(votes: Any, mechanism: Mechanism, command: str, kwargs: dict[str, Any]) -> Charge:
+    """The charge of a library call ``command`` (``aggregate``, ``analyze`` or
+    ``smooth_sensitivity``) with ``kwargs`` as the function takes them (``Budget.preview``).
+
+    Raises:
+        UsageError: an unknown function, or a call with nothing to charge (``charge_of``).
+    """
+    from pate_cli.arguments import as_mechanism, release_mode
+    from pate_cli.votes import Votes, load_votes
+
+    function = command.replace("-", "_")
+    if function not in CHARGING:
+        raise UsageError(f"command={command!r}: expected one of {', '.join(CHARGING)}")
+    options = dict(kwargs)
+    reading = {key: options.pop(key) for key in _READING if key in options}
+    if "format" in reading:
+        reading["fmt"] = reading.pop("format")
+    if not isinstance(votes, Votes):
+        votes = load_votes(votes, **reading)
+    if function == "analyze":
+        options["release"] = release_mode(options.get("release", "expected")) == "sample"
+    seed, seed_file = options.pop("seed", None), options.pop("seed_file", None)
+    return charge_of(
         function,
-        command,
-        mechanism,
-        num_queries,
+        function.replace("_", "-"),
+        as_mechanism(mechanism),
+        votes.num_queries,
         options,
         public_seed=seed is not None,
-        seed_commitment=commitment,
+        seed_commitment=seed_file_commitment(seed_file),
     )
-    as_budget(budget).check(charge)
-    return charge

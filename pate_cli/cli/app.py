@@ -40,7 +40,14 @@ from pate_cli.spelling import command_line
 
 # One metavar style in every help: an upper-case word for a value, [a|b] for a choice.
 _LISTS = {"orders_text", "sigma", "threshold", "sigma1", "gamma"}  # comma lists where str
-_NAMED = {"inputs": "ROLE=PATH", "seed": "N", "queries": "N", "teachers": "M"}
+_NAMED = {
+    "inputs": "ROLE=PATH",
+    "seed": "N",
+    "queries": "N",
+    "teachers": "M",
+    "records": "DIR",
+    "heads": "DIGEST",
+}
 
 
 def _metavar(param: Any) -> str | None:
@@ -96,6 +103,10 @@ class PateGroup(TyperGroup):
             raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
 
     def invoke(self, ctx: Any) -> Any:
+        repeated = _repeated_option(self, ARGV.get())
+        if repeated is not None:
+            error_line(f"pate: error: {repeated} given twice: give it once (which one is meant?)")
+            raise typer.Exit(int(ExitCode.BAD_INPUT))
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort):
@@ -135,6 +146,42 @@ class PateGroup(TyperGroup):
                 "with the traceback above and the command you ran"
             )
             raise typer.Exit(int(ExitCode.INTERNAL)) from None
+
+
+# Options naming a file the run charges, writes or draws its noise from: given twice, the
+# parser would keep the last silently (``--budget a --budget b`` would charge only b).
+_ONCE = {
+    "--budget",
+    "--record",
+    "--opening",
+    "--seed-file",
+    "--seed",
+    "--output",
+    "--answered-output",
+    "--ledger",
+    "--plot",
+    "--csv",
+}
+
+
+def _repeated_option(group: Any, args: tuple[str, ...]) -> str | None:
+    """An option of ``_ONCE`` given more than once (before any ``--``): refused rather than
+    read one way of two."""
+    words, command = list(args), group
+    while hasattr(command, "commands"):  # a group: the name of its subcommand comes first
+        at = next((i for i, word in enumerate(words) if word in command.commands), None)
+        if at is None:
+            return None
+        command, words = command.commands[words[at]], words[at + 1 :]
+    if "--" in words:
+        words = words[: words.index("--")]
+    for param in getattr(command, "params", ()):
+        if param.param_type_name != "option" or param.multiple or not _ONCE & set(param.opts):
+            continue
+        seen = sum(1 for w in words for o in param.opts if w == o or w.startswith(o + "="))
+        if seen > 1:
+            return str(param.opts[0])
+    return None
 
 
 # Typer's wording of a bad value (pydantic's), and ours.

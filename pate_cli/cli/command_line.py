@@ -150,3 +150,28 @@ def mismatches(root: Any, record: dict[str, Any]) -> list[str]:
     if invocation.record is None:
         found.append("it has no --record")
     return found
+
+
+def invocation_of(root: Any, argv: list[str]) -> Invocation:
+    """A command line of a run that charges a budget (``pate budget show --would-charge``),
+    parsed by pate's own parser into what the command would do.
+
+    Raises:
+        UsageError: it is not such a run, or does not parse.
+    """
+    from pate_cli.errors import UsageError
+
+    if not argv:
+        raise UsageError(
+            "--would-charge: no run given: pass its command line after --, e.g. "
+            "-- aggregate votes.npy --sigma 40 --delta 1e-5"
+        )
+    if argv[0] not in _DESCRIBE:
+        raise UsageError(
+            f"--would-charge: {argv[0]!r} charges no budget (expected one of "
+            f"{', '.join(_DESCRIBE)})"
+        )
+    try:
+        return _DESCRIBE[argv[0]](_parse_argv(root, argv))
+    except _Mismatch as mismatch:
+        raise UsageError(f"--would-charge: {argv[0]}: {mismatch}") from None

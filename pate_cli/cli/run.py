@@ -295,7 +295,20 @@ class Invocation:
 
 
 def run(invocation: Invocation, view: View) -> None:
-    """Carry out a command's run: see the module docstring for the order."""
+    """Carry out a command's run: see the module docstring for the order. A charge refused
+    over the budget's limit prints, with ``--json``, its refusal as the JSON on stdout."""
+    from pate_cli.budget import BudgetExceeded
+
+    try:
+        _run(invocation, view)
+    except BudgetExceeded as refused:
+        if invocation.as_json:
+            emit({"command": invocation.command, "budget": refused.refusal}, None, (), True)
+        raise
+
+
+def _run(invocation: Invocation, view: View) -> None:
+    """``run``'s steps, in order."""
     from pate_cli import checks
     from pate_cli.outputs import check_not_replaced, identities, spent_again
     from pate_cli.reports.budget import check_public_gate
@@ -332,7 +345,7 @@ def run(invocation: Invocation, view: View) -> None:
 def _charge(invocation: Invocation, votes: Votes, mechanism: Mechanism) -> Charge | None:
     """What the run charges to its ``--budget``, refused (over the limit, or no account that
     depends on neither votes nor noise) before any noise is drawn."""
-    from pate_cli.budget.charges import checked_charge
+    from pate_cli.budget.book import checked_charge
 
     if invocation.budget is None:
         return None
@@ -413,7 +426,7 @@ def finish(
     ``charge``: what the run charges to its ``--budget``, checked again and appended under
     the budget's lock, with the files: over the limit, nothing is written or charged."""
     from pate_cli.outputs import check_unchanged
-    from pate_cli.records.record import build_record, opening_text, record_text
+    from pate_cli.records.record import opening_text, record_text
     from pate_cli.transaction import Transaction
 
     gate = result.gate
@@ -429,9 +442,6 @@ def finish(
         if pending is not None:
             report = replace(report, budget=pending.block)
         payload = shown(invocation, report)
-        # Rendered before anything is made visible: a report that cannot be rendered fails
-        # the run with nothing written.
-        text = rendered(payload, _view(invocation, report, view), invocation.as_json)
         digests = {}
         for output in given:
             assert output.path is not None
@@ -440,39 +450,71 @@ def finish(
                 partial(output.write, result),
                 replace=invocation.force or not (output.release or output.protected),
             )
-        record = None
-        if invocation.record is not None:
+        record, salts = _record(invocation, mechanism, report, payload, digests)
+        if pending is not None:
+            # The line names the record's digest, which leaves out the head after it.
+            pending.prepare(None if record is None else record["digest"])
+            report = replace(report, budget=pending.block)
+            payload["budget"] = dict(report.budget or {})
+        # Rendered before anything is made visible: a report that cannot be rendered fails
+        # the run with nothing written.
+        text = rendered(payload, _view(invocation, report, view), invocation.as_json)
+        if record is not None:
+            assert invocation.record is not None
             opening = invocation.opening_path()
-            record, salts = build_record(
-                invocation.command,
-                current_argv(),
-                payload,
-                inputs=invocation.recorded_inputs(),
-                outputs=invocation.recorded_outputs(),
-                noise=_noise(report),
-                call=invocation.call.to_dict(mechanism),
-                public=invocation.public,
-                opening=opening,
-                digests=digests,
-            )
             if salts is not None and opening is not None:
                 secret = opening_text(salts)
                 files.stage(
                     opening, lambda f: f.write(secret), replace=invocation.force, mode=0o600
                 )
+            record["report"] = payload
             record_bytes = record_text(record)
             files.stage(
                 invocation.record, lambda f: f.write(record_bytes), replace=invocation.force
             )
-        if pending is not None:
-            pending.append(None if record is None else record["digest"])
         try:
-            files.commit(None if read is None else partial(check_unchanged, read))
+            files.commit(
+                None if read is None else partial(check_unchanged, read),
+                None if pending is None else partial(_append, pending),
+            )
         finally:
             if pending is not None and files.committed:
                 pending.keep()  # released: a signal held during the commit takes nothing back
     show(invocation, report, view, payload, text)
     enforce(report.gate)
+
+
+def _record(
+    invocation: Invocation,
+    mechanism: Any,
+    report: Any,
+    payload: dict[str, Any],
+    digests: dict[str, str],
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The run's record and the opening of its commitments (None, None without --record)."""
+    from pate_cli.records.record import build_record
+
+    if invocation.record is None:
+        return None, None
+    return build_record(
+        invocation.command,
+        current_argv(),
+        payload,
+        inputs=invocation.recorded_inputs(),
+        outputs=invocation.recorded_outputs(),
+        noise=_noise(report),
+        call=invocation.call.to_dict(mechanism),
+        public=invocation.public,
+        opening=invocation.opening_path(),
+        digests=digests,
+    )
+
+
+def _append(pending: Pending, journals: list[str]) -> None:
+    """The run's charge appended, at the commit before any file is visible (the journals
+    written), and the budget checked to be the file the run read and appended to."""
+    pending.append(journals)
+    pending.check_in_place()
 
 
 @contextmanager
@@ -498,10 +540,16 @@ def shown(invocation: Invocation, report: Any) -> dict[str, Any]:
 
 
 def _view(invocation: Invocation, report: Any, view: View) -> Any:
-    """The Rich view of the report; with ``--public`` the publishable figures only."""
-    from pate_cli.cli import render
+    """The Rich view of the report (with ``--public`` the publishable figures only), and the
+    line of its budget charge."""
+    from rich.console import Group
 
-    return render.public(report) if invocation.public else view(report)
+    from pate_cli.cli import render
+    from pate_cli.cli.render.budget import charged_line
+
+    shown = render.public(report) if invocation.public else view(report)
+    budget = getattr(report, "budget", None)
+    return shown if budget is None else Group(shown, charged_line(budget))
 
 
 def show(

@@ -146,8 +146,7 @@ def build_record(
         "call": call,
         "noise": None if noise is None else noise.to_dict(),
         "seed": None if seed is None else json_seed(seed),
-        # A public record commits to the seed file with a salt (``commitments``) instead.
-        "seed_commitment": None if noise is None or public else noise.commitment,
+        "seed_commitment": _seed_commitment(noise, public, "budget" in report),
         "inputs": {
             role: {"path": path} if public else {"path": path, "sha256": file_sha256(path)}
             for role, path in inputs.items()
@@ -179,6 +178,16 @@ def build_record(
         "commitments": commitments,
         "salts": {role: salt.hex() for role, salt in salts.items()},
     }
+
+
+def _seed_commitment(noise: Noise | None, public: bool, charged: bool) -> str | None:
+    """The plain commitment to the seed file a record keeps: a public record commits to it
+    with a salt (``commitments``) instead, but one charged to a budget keeps the plain one
+    its budget line holds too (the SHA-256 of 128 random bits: it hides the seed), from which
+    its charge is recomputed."""
+    if noise is None or (public and not charged):
+        return None
+    return noise.commitment
 
 
 def _commitments(
@@ -251,8 +260,17 @@ def load_opening(path: str, record: dict[str, Any]) -> dict[str, bytes]:
 def record_digest(record: dict[str, Any]) -> str:
     """sha256 of the record's canonical JSON without its ``digest``: a field changed by
     accident after the run no longer matches it. Not a seal: whoever edits a record on
-    purpose recomputes it, so nothing in ``verify`` rests on it."""
+    purpose recomputes it, so nothing in ``verify`` rests on it.
+
+    A record charged to a budget holds the chain's head after its charge
+    (``report.budget.head``), the digest of the budget line that names this digest: the
+    head is left out of it (the one field that cannot be in both)."""
     content = {key: value for key, value in record.items() if key != "digest"}
+    report = content.get("report")
+    budget = report.get("budget") if isinstance(report, dict) else None
+    if isinstance(report, dict) and isinstance(budget, dict) and "head" in budget:
+        charged = {key: value for key, value in budget.items() if key != "head"}
+        content["report"] = {**report, "budget": charged}
     # Through the record's own encoder first, so that numpy values read back the same.
     text = json.dumps(json.loads(dumps(content)), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()

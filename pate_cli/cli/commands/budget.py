@@ -1,17 +1,20 @@
 """``pate budget init`` and ``pate budget show``: one privacy budget across releases.
 
 ``--budget FILE`` on ``analyze``, ``smooth-sensitivity`` and ``aggregate`` charges a run to
-the file; ``pate verify FILE`` checks its chain (``pate_cli.budget``).
+the file; ``pate verify FILE --records DIR`` audits it (``pate_cli.budget``).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from pate_cli.cli.options import DeltaOpt, JsonOpt, QuietOpt, emit, error_line
-from pate_cli.errors import ExitCode
+from pate_cli.errors import ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from pate_cli.budget import Budget, Preview
 
 app = typer.Typer(
     help="One privacy budget across releases: create it, and show what it spent.",
@@ -47,7 +50,11 @@ def init(
     ] = "classic",
     force: Annotated[
         bool,
-        typer.Option("--force", help="Start an existing budget again (its charges are lost)."),
+        typer.Option(
+            "--force",
+            help="Start an existing budget again; the old file is kept beside it, named by "
+            "its head (BUDGET.<head12>.jsonl), never removed.",
+        ),
     ] = False,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -55,7 +62,10 @@ def init(
     """Create a budget file for one set of teachers' data.
 
     Every run given --budget FILE charges it: the budget's total, composed
-    exactly across runs, never exceeds --max-epsilon at --delta.
+    across runs the tightest sound way, never exceeds --max-epsilon at
+    --delta. Publish the head that 'pate budget show' prints after each
+    charge: 'pate verify FILE --head DIGEST' then shows whether the history
+    before it was rewritten.
 
     Example:
 
@@ -72,11 +82,13 @@ def init(
         conversion=conversion,
         force=force,
     )
-    emit(budget.to_dict(), render.render_budget(budget.to_dict()), (), as_json)
+    payload = {**budget.to_dict(), "kept": budget.kept}
+    emit(payload, render.render_budget(payload), (), as_json)
 
 
-@app.command("show")
+@app.command("show", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def show(
+    ctx: typer.Context,
     budget_path: BudgetArg,
     max_epsilon: Annotated[
         float | None,
@@ -85,28 +97,74 @@ def show(
             help="Exit 1 when the total is above this (a gate for a pipeline's last step).",
         ),
     ] = None,
+    would_charge: Annotated[
+        bool,
+        typer.Option(
+            "--would-charge",
+            help="Followed by -- and a run's command line (aggregate, analyze or "
+            "smooth-sensitivity with its --budget): the total that run would leave, nothing "
+            "drawn or written; exit 1 when it would be refused over the limit.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Every charge of a budget and their total, composed exactly.
+    """Every charge of a budget, their total composed the tightest sound way, and the head
+    to publish.
 
     Example:
 
         pate budget show team.budget.jsonl --max-epsilon 8
+        pate budget show team.budget.jsonl --would-charge -- aggregate votes.npy --sigma 40 --delta 1e-5 --output labels.npy
     """
     from pate_cli import checks
     from pate_cli.budget import Budget
     from pate_cli.cli import render
 
     checks.max_epsilon(max_epsilon)
-    payload = Budget.open(budget_path).to_dict()
+    budget = Budget.open(budget_path)
+    payload = budget.to_dict()
+    preview = _would_charge(ctx, budget) if would_charge else None
+    if ctx.args and not would_charge:
+        raise UsageError(
+            f"unexpected {' '.join(ctx.args)!r}: a run's command line goes after --would-charge --"
+        )
     spent = payload["total"]["epsilon"]
     passed = max_epsilon is None or spent <= max_epsilon
     if max_epsilon is not None:
         payload["gate"] = {"on": "total", "epsilon": spent, "limit": max_epsilon, "passed": passed}
+    if preview is not None:
+        payload["would_charge"] = preview.to_dict()
     emit(payload, render.render_budget(payload), (), as_json)
     if not passed:
         error_line(
             f"pate: the budget's total epsilon {spent:.6g} exceeds --max-epsilon {max_epsilon:g}"
         )
         raise typer.Exit(int(ExitCode.BUDGET_EXCEEDED))
+    if preview is not None and not preview.within_limit:
+        error_line(
+            f"pate: the run would spend epsilon {preview.total.epsilon:.6g} in all, over the "
+            f"budget's limit {preview.limit:g}: it would be refused"
+        )
+        raise typer.Exit(int(ExitCode.BUDGET_EXCEEDED))
+
+
+def _would_charge(ctx: typer.Context, budget: Budget) -> Preview:
+    """What the run whose command line follows ``--would-charge --`` would leave of
+    ``budget``: its votes read and its flags parsed as the run would, nothing drawn."""
+    from pate_cli.budget.charges import charge_of, seed_file_commitment
+    from pate_cli.cli.command_line import invocation_of
+
+    invocation = invocation_of(ctx.find_root().command, list(ctx.args))
+    call = invocation.call
+    votes = call.selection.load()
+    charge = charge_of(
+        call.function.__name__,
+        invocation.command,
+        call.mechanism(),
+        votes.num_queries,
+        call.options,
+        public_seed=call.seed is not None,
+        seed_commitment=seed_file_commitment(call.seed_file),
+    )
+    return budget.preview_charge(charge)

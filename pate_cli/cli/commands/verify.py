@@ -55,12 +55,32 @@ AllowUncheckedOpt = Annotated[
     ),
 ]
 RecordsDirOpt = Annotated[
-    str | None,
+    list[str] | None,
     typer.Option(
         "--records",
         metavar="DIR",
-        help="With a budget file: the folder of its runs' records, to match each charge "
-        "with its record and each record with its charge.",
+        help="With a budget file: a folder of its runs' records, searched with its "
+        "subfolders (repeatable): each charge is recomputed from its record, and each record "
+        "naming the budget must have its line. Without it a budget is never fully verified.",
+    ),
+]
+HeadOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--head",
+        metavar="DIGEST",
+        help="With a budget file: a head published earlier ('pate budget show' prints it; "
+        "repeatable): the chain must still pass through it, so history before it was not "
+        "rewritten.",
+    ),
+]
+VerifyBudgetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--budget",
+        metavar="FILE",
+        help="With a record charged to a budget: the budget file, when it is not where the "
+        "record says (its charge is recomputed from the record and compared with its line).",
     ),
 ]
 RtolOpt = Annotated[
@@ -92,12 +112,14 @@ def verify(
     opening: RecordOpeningOpt = None,
     allow_unchecked: AllowUncheckedOpt = False,
     records: RecordsDirOpt = None,
+    heads: HeadOpt = None,
+    budget: VerifyBudgetOpt = None,
     rtol: RtolOpt = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Recompute a release record from its files and check every number in it (or check a
-    budget file's chain).
+    """Recompute a release record from its files and check every number in it (or audit a
+    budget file against its records and published heads).
 
     Re-parses the recorded command line and checks that it is the recorded
     call, checks the sha256 of the votes and every other input against the
@@ -112,7 +134,12 @@ def verify(
     it is not re-derivable, and it is not compared. A public record (written
     with --public --record) is checked on its publishable figures. Exit 0
     when all hold, 1 when anything differs, 2 when the record or a file
-    cannot be used.
+    cannot be used, 3 when nothing differs but something could not be
+    checked. Given a budget file, each charge is recomputed from the record
+    it names (--records DIR, searched with its subfolders), every record
+    naming the budget must have its line, the chain must pass through every
+    --head published earlier, and the total must be within the limit;
+    without --records it is never fully verified.
 
     Example:
 
@@ -126,7 +153,9 @@ def verify(
         overrides=_overrides(votes, inputs or []),
         seed_file=seed_file,
         opening=opening,
-        records=records,
+        records=tuple(records or ()),
+        heads=tuple(heads or ()),
+        budget=budget,
         rtol=rtol,
         command_line=partial(command_line.mismatches, ctx.find_root().command),
     )

@@ -1,4 +1,5 @@
-"""``pate budget``: the charges of a budget, one row each, and their total."""
+"""``pate budget``: the charges of a budget, one row each, their total and its head; and the
+line of a charged run."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pate_cli.cli.render.common import fmt
+from pate_cli.cli.render.common import fmt, fmt_bound
 
 
 def _account(account: dict[str, Any]) -> str:
@@ -21,29 +22,81 @@ def _account(account: dict[str, Any]) -> str:
 
 
 def render_budget(payload: dict[str, Any]) -> RenderableType:
+    """The charges of a budget, their total (spent rounded up, what is left rounded down),
+    its head, and what a run would leave (``--would-charge``)."""
     name = f" ({payload['name']})" if payload.get("name") else ""
     table = Table(
         title=f"Budget {payload['path']}{name}", title_justify="left", header_style="bold"
     )
-    for column in ("#", "command", "created", "mechanism", "queries", "account", "record"):
+    for column in ("line", "command", "created", "mechanism", "queries", "account", "record"):
         table.add_column(column, overflow="fold")
-    for number, entry in enumerate(payload["entries"], start=1):
+    unreleased = {note["charge"] for note in payload.get("notes", ())}
+    entries = {entry["digest"]: entry for entry in payload["entries"]}
+    line_of = {digest: number for number, digest in enumerate(_digests(payload), start=2)}
+    for digest, entry in entries.items():
         mechanism = entry["mechanism"]
         parameters = ", ".join(f"{k}={v:g}" for k, v in mechanism.items() if k != "name")
+        record = (entry.get("record_digest") or "-")[:12]
         table.add_row(
-            str(number),
+            str(line_of.get(digest, "?")),
             Text(entry["command"]),
             Text(entry["created"]),
             Text(f"{mechanism['name']} {parameters}"),
             str(entry["num_queries"]),
             Text(_account(entry["account"])),
-            Text((entry.get("record_digest") or "-")[:12]),
+            Text(record + (" (no release)" if digest in unreleased else "")),
         )
     total = payload["total"]
-    line = Text(
-        f"spent epsilon {fmt(total['epsilon'])} of {payload['limit']:g} at delta "
-        f"{payload['delta']:g} ({total['method']}, {len(payload['entries'])} charges); "
-        f"remaining {fmt(payload['remaining'])}",
-        style="bold",
+    parts: list[RenderableType] = []
+    if payload.get("kept"):
+        parts.append(Text(f"the old budget was kept as {payload['kept']}"))
+    parts.append(table)
+    parts.append(
+        Text(
+            f"spent epsilon {fmt_bound(total['epsilon'])} of {payload['limit']:g} at delta "
+            f"{payload['delta']:g} ({total['method']}, {len(payload['entries'])} charges); "
+            f"remaining {fmt_bound(payload['remaining'], up=False)}",
+            style="bold",
+        )
     )
-    return Group(table, line)
+    for group in total.get("groups", ()):
+        charges = ", ".join(map(str, group["charges"]))
+        parts.append(
+            Text(
+                f"  group of charges {charges}: epsilon {fmt_bound(group['epsilon'])} at delta "
+                f"{group['delta']:.6g} ({group['method']})"
+            )
+        )
+    preview = payload.get("would_charge")
+    if preview is not None:
+        verdict = "within the limit" if preview["within_limit"] else "over the limit: refused"
+        parts.append(
+            Text(
+                f"the run ({preview['command']}, {_account(preview['account'])}) would leave "
+                f"epsilon {fmt_bound(preview['would_spend'])} spent of {preview['limit']:g}, "
+                f"{fmt_bound(preview['remaining'], up=False)} left "
+                f"({preview['total']['method']}): {verdict}"
+            )
+        )
+    parts.append(Text(f"head {payload['head']}"))
+    return Group(*parts)
+
+
+def _digests(payload: dict[str, Any]) -> list[str]:
+    """The digests of every line after the header, charges and notes, in file order."""
+    lines = [*payload["entries"], *payload.get("notes", ())]
+    by_prev = {line["prev"]: line["digest"] for line in lines}
+    found, at = [], payload["id"]
+    while at in by_prev:
+        at = by_prev[at]
+        found.append(at)
+    return found
+
+
+def charged_line(block: dict[str, Any]) -> Text:
+    """What a charged run says of its charge: spent rounded up, what is left rounded down."""
+    return Text(
+        f"charged {block['path']}: epsilon {fmt_bound(block['spent'])} of {block['limit']:g} "
+        f"spent, {fmt_bound(block['remaining'], up=False)} left ({block['method']}); head "
+        f"{block['head']}"
+    )

@@ -4,6 +4,8 @@ fit."""
 
 from __future__ import annotations
 
+from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
+
 import numpy as np
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.measure import Measurement
@@ -22,6 +24,19 @@ def fmt(value: float, digits: int = 4) -> str:
     if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
         return f"{value:.{digits - 1}e}"
     return f"{value:.{digits}f}"
+
+
+def fmt_bound(value: float, digits: int = 4, *, up: bool = True) -> str:
+    """A bound for people, as ``fmt`` writes it but rounded the safe way at the digits
+    shown: up for what was spent (an epsilon), down for what is left."""
+    if not np.isfinite(value) or value == 0:
+        return fmt(value, digits)
+    rounding = ROUND_CEILING if up else ROUND_FLOOR
+    exact = Decimal(repr(float(value)))
+    if abs(value) < 1e-3 or abs(value) >= 1e6:
+        rounded = Context(prec=digits, rounding=rounding).plus(exact)
+        return f"{float(rounded):.{digits - 1}e}"  # 4 digits survive the float exactly
+    return f"{exact.quantize(Decimal(1).scaleb(-digits), rounding=rounding):.{digits}f}"
 
 
 def fmt_order(order: float) -> str:
