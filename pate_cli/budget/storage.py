@@ -22,6 +22,7 @@ from typing import Any
 
 from pate_cli.budget.lines import MAX_BYTES, NO_RELEASE, LineError, line_bytes, parse
 from pate_cli.errors import InputError, UsageError
+from pate_cli.outputs import write_atomic
 from pate_cli.spelling import option
 
 MARKER_SCHEMA = "pate-budget-charging"
@@ -125,17 +126,7 @@ def start_again(path: str, content: bytes) -> str | None:
                     ) from None
         except OSError as error:
             raise InputError(f"{kept}: cannot keep the old budget ({error.strerror})") from None
-        temporary = f"{path}.{os.getpid()}.new"
-        try:
-            with open(temporary, "xb") as stream:
-                stream.write(content)
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.replace(temporary, path)
-        except OSError as error:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise InputError(f"{path}: cannot write the budget ({error.strerror})") from None
+        write_atomic(path, lambda stream: stream.write(content))
         return kept
     finally:
         os.close(fd)
@@ -150,21 +141,11 @@ def marker_path(path: str) -> str:
 
 def write_marker(path: str, marker: dict[str, Any]) -> None:
     """Write the marker of a charge in progress (atomically: a temporary file renamed)."""
-    target = marker_path(path)
-    temporary = f"{target}.{os.getpid()}.tmp"
+    content = json.dumps(marker).encode()
     try:
-        with open(temporary, "w", encoding="utf-8") as stream:
-            json.dump(marker, stream)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, target)
-    except OSError as error:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise InputError(
-            f"{target}: cannot write the marker of the charge ({error.strerror}); nothing was "
-            "released or charged"
-        ) from None
+        write_atomic(marker_path(path), lambda stream: stream.write(content))
+    except InputError as error:
+        raise InputError(f"{error.message}; nothing was released or charged") from None
 
 
 def remove_marker(path: str) -> None:
