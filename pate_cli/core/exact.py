@@ -11,6 +11,9 @@
   delta(eps) = sum_l C(Q, l) [e^((Q-l) eps0) - e^(eps + l eps0)]_+ / (1 + e^eps0)^Q
   (Kairouz, Oh and Viswanath 2015, Theorem 3.5), a difference of two binomial tails.
 
+The Gaussian curve's two terms nearly cancel at small mu: :func:`log_delta_gaussian` bounds it
+from above instead, never below by a rounding error (its docstring says how).
+
 Both curves decrease in epsilon; :func:`epsilon_for` solves delta(eps) = delta by bisection
 and returns the upper end of the bracket, never an epsilon whose delta exceeds the target.
 """
@@ -18,6 +21,7 @@ and returns the upper end of the bracket, never an epsilon whose delta exceeds t
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -26,19 +30,151 @@ from scipy import special
 from pate_cli.core.bisection import bisect_boundary
 from pate_cli.core.logmath import log1mexp
 
+# Each value of log_ndtr (in the log) and of erfcx (relative, at arguments >= -0.5) is taken
+# to be within _TERM_ERROR + _ROUNDING |value| of the truth: both are good to a few ulp there
+# (against mpmath at 40 digits: 6e-17 + 1e-15 |value| and 9e-16 at worst), so 1e-13 is ample.
+_TERM_ERROR = 1e-13
+_ROUNDING = 1e-15  # a few ulp: a computed result is moved this much of its size to its safe side
+_SUBNORMAL = 1e-320  # and this much more where the roundings were among the subnormals
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+_SQRT_HALF_PI = math.sqrt(math.pi / 2)
+# Simpson's bound is tried where mu <= 1 (beyond it the two terms barely cancel) and z is below
+# _SIMPSON_Z (beyond it delta < e^-5e11, and Q(z) alone bounds it).
+_SIMPSON_MU = 1.0
+_SIMPSON_Z = 1e6
+
 
 def log_delta_gaussian(eps: float, mu: float) -> float:
-    """log delta(eps) of mu-Gaussian DP (Dong, Roth and Su 2022, Corollary 2.13), each
-    tail from its own log_ndtr; -inf where delta is 0."""
+    """An upper bound on log delta(eps) of mu-Gaussian DP (Dong, Roth and Su 2022, Corollary
+    2.13), above it by at most ~3e-12 (1 + |log delta|) (against mpmath); -inf only at mu = 0.
+
+    With z = eps/mu - mu/2, phi the normal density, Q(z) = 1 - Phi(z) and R = Q / phi (the
+    Mills ratio): delta = Q(z) - e^eps Q(z + mu) = phi(z) [R(z) - R(z + mu)], since
+    e^eps phi(z + mu) = phi(z). The smaller of two upper bounds: the two terms, each rounded to
+    its safe side (tight where they do not cancel: mu large), and Simpson's rule on
+    R(z) - R(z + mu) (tight where they do: mu small).
+    """
     if mu == 0:
         return -math.inf
     if math.isinf(mu):
         return 0.0
-    first = float(special.log_ndtr(-eps / mu + mu / 2))
-    second = eps + float(special.log_ndtr(-eps / mu - mu / 2))
-    if second >= first:  # delta is 0 up to rounding: never reported as positive by luck
-        return -math.inf
-    return first + float(log1mexp(np.float64(second - first)))
+    z = _z_below(eps, mu)
+    bound = _log_delta_two_terms(z, mu)
+    if mu <= _SIMPSON_MU and z <= _SIMPSON_Z:
+        bound = min(bound, _log_delta_simpson(z, mu))
+    # 0 < delta <= Q(z) <= 1 for mu > 0: below the double range the lowest double bounds it.
+    return min(max(bound, -sys.float_info.max), 0.0)
+
+
+def _up(value: float) -> float:
+    """A computed ``value`` plus its slack (_TERM_ERROR + _ROUNDING |value|): at or above the
+    truth it stands for (an infinite value is left as it is)."""
+    return value + (_TERM_ERROR + _ROUNDING * abs(value)) if math.isfinite(value) else value
+
+
+def _down(value: float) -> float:
+    """A computed ``value`` minus its slack: at or below the truth it stands for."""
+    return value - (_TERM_ERROR + _ROUNDING * abs(value)) if math.isfinite(value) else value
+
+
+def _z_below(eps: float, mu: float) -> float:
+    """A double at or below z = eps/mu - mu/2. delta falls as z grows (d delta / d eps =
+    -e^eps Q(z + mu) < 0 at fixed mu), so a bound at this z is one at eps."""
+    quotient = eps / mu
+    z = quotient - mu / 2
+    if not math.isfinite(z):
+        return z
+    # Two roundings (three with mu / 2 subnormal), each within half an ulp of its result.
+    margin = _ROUNDING * quotient + _ROUNDING * abs(z) + _SUBNORMAL  # no overflow on the way
+    return math.nextafter(z - margin, -math.inf)
+
+
+def _log_phi(z: float) -> float:
+    """log phi(z) = -z^2/2 - log sqrt(2 pi), rounded to nearest (``_up``/``_down`` bound it)."""
+    return -0.5 * z * z - _LOG_SQRT_2PI
+
+
+def _mills(w: float) -> float:
+    """R(w) = Q(w) / phi(w) = sqrt(pi/2) erfcx(w / sqrt 2) (erfc(x) = 2 Q(x sqrt 2)), rounded
+    to nearest: within _TERM_ERROR relative for w >= -0.5 (the argument's two roundings move
+    it by less, as |x erfcx'(x) / erfcx(x)| < 1 for x >= 0)."""
+    return _SQRT_HALF_PI * float(special.erfcx(w / math.sqrt(2)))
+
+
+def _log_delta_two_terms(z: float, mu: float) -> float:
+    """log of Q(z) - phi(z) R(z + mu), the first term rounded up and the second down; Q(z)
+    alone where the rounded terms cross (they cancel beyond their accuracy)."""
+    first = _up(float(special.log_ndtr(-z)))
+    # R decreases: at a double at or above z + mu (> 0) it is at most R(z + mu).
+    mills = _mills(math.nextafter(z + mu, math.inf))
+    if not mills > 0:  # R below the double range: the second term is negligible
+        return first
+    second = _down(_down(_log_phi(z)) + _down(math.log(mills)))
+    if not second < first:
+        return first
+    # log(1 - e^x) decreases in x: the difference is rounded down.
+    gap = math.nextafter(second - first, -math.inf)
+    return _up(first + float(log1mexp(np.float64(gap))))
+
+
+def _m1_above(w: float) -> float:
+    """An upper bound on M1(w) = -R'(w) = 1 - w R(w) (R' = w R - 1, from phi' = -w phi) for
+    w >= -0.5: the difference with its error bounded (tight for w below ~3, where it does not
+    cancel much) and, for w > 1, ``_m1_continued_fraction`` (tight above ~3)."""
+    ratio = _mills(w)
+    difference = 1.0 - w * ratio
+    # The error is at most (_TERM_ERROR + a few ulp) |w| R plus an ulp of the difference.
+    bound = difference + _TERM_ERROR * (abs(difference) + 2 * abs(w) * ratio)
+    return min(bound, _m1_continued_fraction(w)) if w > 1 else bound
+
+
+# Maps of the continued fraction below: an even number, so that a tail of 0 bounds it below.
+_FRACTION_DEPTH = 40
+
+
+def _m1_continued_fraction(w: float) -> float:
+    """An upper bound on M1(w) for w > 0 from Laplace's continued fraction for the Mills ratio.
+    M_k(w) = the integral over t > 0 of t^k e^(-w t - t^2/2) (R = M_0) satisfy
+    w M_k + M_(k+1) = k M_(k-1) (integration by parts), so r_k = M_k / M_(k-1) > 0 is
+    k / (w + r_(k+1)) and M1 = 1 / (1 + w (w + r_2)). Each map x -> k / (w + x) decreases on
+    x >= 0, so an even number of them from r_(depth+2) = 0 < the truth gives r_2 from below,
+    M1 from above (Gordon's bound R >= w / (1 + w^2) is depth 0)."""
+    tail = 0.0
+    for k in range(_FRACTION_DEPTH + 1, 1, -1):
+        tail = k / (w + tail)
+    # Each step adds under an ulp of relative error and shrinks the earlier ones (the map's
+    # relative sensitivity is tail / (w + tail) < 1): 1e-13 is far above the 40 steps' 1e-14.
+    return (1 + _TERM_ERROR) / (1 + w * (w + tail))
+
+
+# Composite Simpson on _SIMPSON_PANELS panels of [z, z + mu] (weights 1 4 2 4 ... 2 4 1).
+_SIMPSON_PANELS = 4
+
+
+def _log_delta_simpson(z: float, mu: float) -> float:
+    """log of phi(z) times composite Simpson's rule for R(z) - R(z + mu), the integral of M1
+    over [z, z + mu]. Each panel's rule exceeds its integral by h^5 M1^(4)(xi) / 90 (the rule's
+    error term, h the half-panel) and M1^(4) > 0: R(w) = the integral over t > 0 of
+    e^(-w t - t^2/2) (Q(w) = the integral of phi(w + t)), so M1^(4)(w) is the integral of
+    t^5 e^(-w t - t^2/2). M1 decreases (M1' is minus that of t^2): nodes rounded down and
+    values rounded up keep the rule an upper bound."""
+    half = mu / (2 * _SIMPSON_PANELS)
+    last = 2 * _SIMPSON_PANELS
+    terms = []
+    for step in range(last + 1):
+        shift = step * half
+        node = z + shift
+        # Three roundings (the half-panel, the shift, the sum), each within half an ulp.
+        node = math.nextafter(node - (_ROUNDING * (shift + abs(node)) + _SUBNORMAL), -math.inf)
+        weight = 1.0 if step in (0, last) else 4.0 if step % 2 else 2.0
+        terms.append(weight * _m1_above(node))
+    total = math.fsum(terms)
+    if not total > 0:  # pragma: no cover - each bound is above M1 > 0
+        return math.inf
+    # The rule is (h / 3) times the weighted sum, h = mu / (2 panels).
+    parts = (_log_phi(z), math.log(mu), -math.log(6.0 * _SIMPSON_PANELS), math.log(total))
+    # The sums' roundings, each within an ulp of a part's size.
+    return _up(math.fsum(parts) + _ROUNDING * math.fsum(abs(p) for p in parts))
 
 
 def log_delta_pure_composition(eps: float, eps0: float, k: int) -> float:
@@ -77,7 +213,12 @@ def log_delta_pure_composition(eps: float, eps0: float, k: int) -> float:
             parts.append(np.array([below]))
         else:
             parts.append(np.array([below + float(log1mexp(np.float64(min(upto - below, 0.0))))]))
-    return float(special.logsumexp(np.concatenate(parts))) if parts else -math.inf
+    if not parts:
+        return -math.inf
+    # Each log pmf sums log-gammas of up to log k! and k |log q0|, each good to a few ulp of
+    # its size: at k ~ 3000 that is ~1e-11 in the log, moved to the safe side with the sum.
+    size = 2.0 * float(special.gammaln(k + 1.0)) + k * (abs(math.log(q0)) + abs(math.log1p(-q0)))
+    return _up(float(special.logsumexp(np.concatenate(parts))) + 4 * _ROUNDING * size)
 
 
 def _log_binomial_pmf(levels: np.ndarray, k: int, p: float) -> np.ndarray:

@@ -44,6 +44,32 @@ def test_gaussian_dp_is_the_closed_form(mu):
     assert curve(eps * (1 - 1e-6)) > delta
 
 
+@pytest.mark.parametrize(
+    "mu", [0.0, 5e-324, 1e-300, 1e-15, 1e-6, 0.3, 1.0, 3.0, 1e3, 1e10, 1e200, 1.7e308, math.inf]
+)
+def test_gaussian_dp_edges(mu):
+    """mu = 0 costs nothing, mu = inf everything; a delta at or above delta(0) costs eps 0;
+    epsilons grow as delta shrinks; never NaN, and log delta stays in [-max float, 0] for
+    0 < mu < inf (a bound on a positive delta, never -inf); no warnings (they are errors)."""
+    deltas = [5e-324, 1e-300, 1e-12, 1e-5, 0.1, 0.99, 1.0]
+    epsilons = [exact.gaussian_epsilon(mu, delta) for delta in deltas]
+    assert all(eps >= 0 for eps in epsilons)  # NaN fails this too
+    assert epsilons == sorted(epsilons, reverse=True)
+    if mu == 0:
+        assert epsilons == [0.0] * len(deltas)
+    elif math.isinf(mu):
+        assert epsilons[:-1] == [math.inf] * (len(deltas) - 1)
+    elif mu >= 1e154:  # eps ~ mu^2 / 2 is beyond the doubles
+        assert epsilons[:-1] == [math.inf] * (len(deltas) - 1)
+    else:
+        delta0 = math.erf(mu / (2 * math.sqrt(2)))  # Phi(mu/2) - Phi(-mu/2), uncancelled
+        assert all(eps == 0 for eps, d in zip(epsilons, deltas, strict=True) if d >= delta0)
+        for eps in (0.0, 5e-324, 1e-300, 1.0, 1e10, 1e300, 1.7e308):
+            assert -1.8e308 < exact.log_delta_gaussian(eps, mu) <= 0.0
+    if 1.0 <= mu <= 1e10:
+        assert epsilons[0] > mu * mu / 2  # delta <= Q(eps/mu - mu/2): eps >= mu^2/2 + 37 mu
+
+
 def _optimal_delta(eps: float, eps0: float, k: int) -> mpmath.mpf:
     """Kairouz, Oh and Viswanath 2015, Theorem 3.5, summed term by term at 60 digits."""
     mpmath.mp.dps = 60

@@ -4,6 +4,8 @@ Closed forms (two classes, uniform votes), symmetry, normalisation of the raw in
 agreement with two other integration methods (adaptive Gauss-Kronrod in scipy, and mpmath
 at 30 digits), the divergence against mpmath at 350 digits, and the enumeration of
 histograms. The last tests show that the oracle catches bounds that are slightly too small.
+The exact Gaussian DP epsilon of pate (``pate_cli.core.exact``) is checked against a 60-digit
+bisection of its curve, never below it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from scipy import integrate, optimize
 from scipy.special import log_ndtr, logsumexp
 
 from tests.oracle import exact
-from tests.oracle.strategies import SELF_CHECK_EXAMPLES, histograms, log_uniform
+from tests.oracle.strategies import EXAMPLES, SELF_CHECK_EXAMPLES, histograms, log_uniform
 
 # log p from the trapezoid rule against other methods: relative to max(1, |log p|), so
 # e^-500 is compared to ~13 significant digits of its logarithm.
@@ -466,3 +468,120 @@ def test_brute_force_catches_smooth_sensitivity_one_percent_low():
     ours = pate_smooth_sensitivity(hist, order, beta, flags=flags, **params)
     assert ours >= truth * (1 - 1e-9)
     assert 0.99 * ours < truth
+
+
+# ----------------------------------------------------------------------------- exact Gaussian DP
+
+# The digits of the Gaussian DP oracle: its two terms cancel to delta / Q ~ mu / z^2 (~1e-8 at
+# mu = 1e-6), which leaves over 50 digits.
+GDP_DPS = 60
+# How far above the oracle pate's epsilon may be: 1e-10 relative, plus 1e-10 delta absolute
+# for epsilons near 0 (there the curve's slope is ~1/2, so pate's slack in delta, at most
+# ~1e-11 of it, becomes ~2e-11 delta in epsilon, however small epsilon is). Found: 4.3e-11
+# relative on the grid, 1.6e-11 delta near 0.
+GDP_REL_GAP = 1e-10
+GDP_DELTA_GAP = 1e-10
+GDP_EXAMPLES = max(10, EXAMPLES // 5)
+
+
+def gdp_delta_mp(eps: mp.mpf, mu: mp.mpf) -> mp.mpf:
+    """delta(eps) of mu-Gaussian DP (Dong, Roth and Su 2022, Corollary 2.13), as written, at
+    the working precision."""
+    return mp.ncdf(-eps / mu + mu / 2) - mp.exp(eps) * mp.ncdf(-eps / mu - mu / 2)
+
+
+def gdp_epsilon_mp(mu: float, delta: float) -> mp.mpf:
+    """The smallest eps >= 0 with delta(eps) <= delta, at 60 digits: 0 if delta(0) <= delta,
+    else the upper end of a bracket [low, high] (delta(low) > delta >= delta(high)) bisected
+    to 1e-30 relative. Newton's method on log delta (d delta / d eps = -e^eps Phi(-eps/mu -
+    mu/2)) proposes a narrow bracket first; it is kept only if delta says it brackets."""
+    with mp.workdps(GDP_DPS):
+        mu_, target = mp.mpf(mu), mp.mpf(delta)
+
+        def within(eps: mp.mpf) -> bool:
+            return gdp_delta_mp(eps, mu_) <= target
+
+        if within(mp.mpf(0)):
+            return mp.mpf(0)
+        low, high = mp.mpf(0), mp.mpf(1)
+        while not within(high):
+            low, high = high, 2 * high
+        guess = high
+        for _ in range(60):
+            value = gdp_delta_mp(guess, mu_)
+            slope = -mp.exp(guess) * mp.ncdf(-guess / mu_ - mu_ / 2)
+            step = (mp.log(value) - mp.log(target)) * value / slope
+            guess -= step
+            if not low < guess < high:
+                guess = (low + high) / 2
+            elif abs(step) < guess * mp.mpf("1e-40"):
+                break
+        narrow = guess * mp.mpf("1e-26")
+        if low < guess - narrow and guess + narrow < high:
+            if not within(guess - narrow) and within(guess + narrow):
+                low, high = guess - narrow, guess + narrow
+        while high - low > high * mp.mpf("1e-30"):
+            middle = (low + high) / 2
+            if within(middle):
+                high = middle
+            else:
+                low = middle
+        return high
+
+
+def check_gaussian_epsilon(mu: float, delta: float) -> None:
+    """pate's epsilon is at or above the oracle's, never below by any amount, and at most
+    GDP_REL_GAP relative + GDP_DELTA_GAP delta above it."""
+    from pate_cli.core import exact as pate_exact
+
+    ours = pate_exact.gaussian_epsilon(mu, delta)
+    truth = gdp_epsilon_mp(mu, delta)
+    with mp.workdps(GDP_DPS):
+        assert mp.mpf(ours) >= truth, (mu, delta, ours, truth)
+        slack = truth * GDP_REL_GAP + mp.mpf(delta) * GDP_DELTA_GAP
+        assert mp.mpf(ours) - truth <= slack, (mu, delta, ours, truth)
+
+
+def test_gaussian_dp_oracle_finds_known_epsilons():
+    """The oracle itself: eps = 0 exactly where delta(0) = Phi(mu/2) - Phi(-mu/2) <= delta;
+    the root of delta(eps) = delta to 1e-30 (checked on either side at 60 digits); the
+    reported case mu = 1e-6, delta = 1e-12 (4.424892759089482e-06 at 50 digits)."""
+    assert gdp_epsilon_mp(0.1, 0.05) == 0  # delta(0) = 0.0399
+    truth = gdp_epsilon_mp(1e-6, 1e-12)
+    assert float(truth) == pytest.approx(4.424892759089482e-06, rel=1e-15)
+    with mp.workdps(GDP_DPS):
+        for mu, delta in [(1e-6, 1e-12), (3.0, 1e-5), (30.0, 0.1)]:
+            eps = gdp_epsilon_mp(mu, delta)
+            assert gdp_delta_mp(eps, mp.mpf(mu)) <= delta
+            assert gdp_delta_mp(eps * (1 - mp.mpf("1e-29")), mp.mpf(mu)) > delta
+
+
+@pytest.mark.parametrize("delta", [1e-12, 1e-10, 1e-8, 1e-5, 1e-3, 0.1])
+@pytest.mark.parametrize("mu", [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0, 3.0, 10.0, 30.0])
+def test_gaussian_epsilon_is_never_below_the_oracle(mu, delta):
+    """pate's exact Gaussian DP epsilon against a 60-digit bisection of Corollary 2.13: never
+    below (the two terms nearly cancel at small mu, which once put it 5e-10 below at
+    mu = 1e-6), and tight."""
+    check_gaussian_epsilon(mu, delta)
+
+
+@settings(max_examples=GDP_EXAMPLES)
+@given(mu=log_uniform(1e-6, 30.0), delta=log_uniform(1e-12, 0.1))
+def test_gaussian_epsilon_is_never_below_the_oracle_anywhere(mu, delta):
+    check_gaussian_epsilon(mu, delta)
+
+
+@settings(max_examples=SELF_CHECK_EXAMPLES)
+@given(mu=log_uniform(1e-6, 30.0), z=st.one_of(st.just(0.0), st.floats(0.0, 40.0)))
+def test_log_delta_gaussian_is_an_upper_bound(mu, z):
+    """At eps = mu z + mu^2 / 2 (z = 0: eps = 0; z = 40: delta ~ e^-800), pate's log delta is
+    at or above log delta at 60 digits, and within 1e-11 (1 + |log delta|) of it (found:
+    2.8e-12)."""
+    from pate_cli.core import exact as pate_exact
+
+    eps = mu * z + mu * mu / 2 if z else 0.0
+    ours = pate_exact.log_delta_gaussian(eps, mu)
+    with mp.workdps(GDP_DPS):
+        truth = mp.log(gdp_delta_mp(mp.mpf(eps), mp.mpf(mu)))
+        assert mp.mpf(ours) >= truth
+        assert mp.mpf(ours) - truth <= mp.mpf("1e-11") * (1 + abs(truth))
