@@ -407,16 +407,36 @@ class Pending:
             write_whole(self._fd, self._line, self._size)
             os.fsync(self._fd)
         except OSError as error:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, self._size)
-                os.fsync(self._fd)
-            remove_marker(self.budget.path)
+            try:
+                self._cut_back()
+            except OSError:
+                left = self._leave_to_settle(marker)
+            else:
+                remove_marker(self.budget.path)
+                left = " or charged"
             raise InputError(
                 f"{self.budget.path}: cannot append the charge ({error.strerror or error}); "
-                "nothing was released or charged"
+                f"nothing was released{left}"
             ) from None
         self.appended = True
         self.budget.lines.append(json.loads(self._line))
+
+    def _cut_back(self) -> None:
+        """Cut the file back to its size before the line, never making it longer: a file
+        truncated by another program meanwhile is not padded with zero bytes. The sync is
+        as far as it goes (the run fails anyway: its own error is the one to report)."""
+        if os.fstat(self._fd).st_size > self._size:
+            os.ftruncate(self._fd, self._size)
+        with contextlib.suppress(OSError):
+            os.fsync(self._fd)
+
+    def _leave_to_settle(self, marker: dict[str, Any]) -> str:
+        """A failed append that could not be cut back: its marker stays, naming no journal
+        (none of the run's files is published), so that the next charge settles the line
+        left: a cut line removed, a whole one noted no-release (``storage.settle``)."""
+        with contextlib.suppress(InputError):
+            write_marker(self.budget.path, {**marker, "journals": []})
+        return "; the next charge of this budget settles the line left"
 
     def check_in_place(self) -> None:
         """The budget at its path is still the file this run read and appended to, as it
@@ -457,8 +477,7 @@ class Pending:
     def take_back(self) -> None:
         """Remove the line appended, if any (the run it charged failed before releasing)."""
         if self.appended and not self._kept:
-            os.ftruncate(self._fd, self._size)
-            os.fsync(self._fd)
+            self._cut_back()
             self.budget.lines.pop()
             self.appended = False
             remove_marker(self.budget.path)
@@ -509,6 +528,21 @@ def writable_problem(path: str) -> str | None:
     return None
 
 
+def settle_cut_short(path: str) -> None:
+    """Settle, under the budget's lock, the charge of a run cut short (``storage.settle``)
+    before anything else reads the budget or the run's folders: a line cut short would
+    refuse the strict read, and recovering the folders first would roll the run's files
+    back with no note of its charge. Nothing happens when no marker is there."""
+    if not os.path.lexists(marker_path(path)):
+        return
+    fd = open_budget(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        settle(path, fd)
+    finally:
+        os.close(fd)
+
+
 def checked_charge(
     budget: Budget | str | os.PathLike[str],
     function: str,
@@ -520,7 +554,8 @@ def checked_charge(
     seed: object = None,
     seed_file: str | os.PathLike[str] | None = None,
 ) -> Charge:
-    """The charge of one call, refused before any noise is drawn: over the budget's limit
+    """The charge of one call, refused before any noise is drawn (a charge cut short
+    settled first, ``settle_cut_short``): over the budget's limit
     (``BudgetExceeded``), without an account, from a seed file already charged for the same
     noise, or to a budget that cannot be written. A seed file is read only if it exists (a
     new one is created by the run, and was charged nowhere); nothing is written.
@@ -529,6 +564,7 @@ def checked_charge(
         BudgetExceeded, UsageError: as ``charge_of`` and ``Budget.check``.
         InputError: the budget is not one, or cannot be written.
     """
+    settle_cut_short(budget.path if isinstance(budget, Budget) else os.fspath(budget))
     opened = as_budget(budget)
     problem = writable_problem(opened.path)
     if problem is not None:

@@ -321,6 +321,12 @@ def _run(invocation: Invocation, view: View) -> None:
     releases = {o.flag: o.path for o in invocation.outputs if o.release}
     records = {"--record": invocation.record, "--opening": invocation.opening_path()}
     protected = {o.flag: o.path for o in invocation.outputs if o.protected}
+    if invocation.budget is not None:
+        from pate_cli.budget.book import settle_cut_short
+
+        # Before the folders are recovered: a run cut short after its charge has its
+        # files rolled back by the settling, which then notes it no-release.
+        settle_cut_short(invocation.budget)
     _recover(releases | records | protected)
     replaced = check_not_replaced(
         releases | records, force=invocation.force, spends_budget=invocation.spends_budget
