@@ -20,6 +20,11 @@ from typer.testing import CliRunner
 from pate_cli.cli.app import app
 from pate_cli.errors import ExitCode
 
+# pytest-xdist's workers set COLUMNS and LINES; the suite runs as off a terminal (tests that
+# want a width set their own).
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = Path(__file__).resolve().parent / "data" / "reference"
 SAMPLE = ROOT / "sample_data"
@@ -98,10 +103,14 @@ def mnist_counts() -> np.ndarray:
     return np.load(MNIST, allow_pickle=False)
 
 
-# Property tests run 2,000 examples each in CI (CI=true) and 200 locally.
-settings.register_profile("ci", max_examples=2000, deadline=None, derandomize=True)
+# Property tests run 500 examples each in CI (CI=true, derandomized: the same examples on every
+# run), 200 locally, and 2,000 with PATE_THOROUGH=1 (before a release: about six times longer).
+settings.register_profile("ci", max_examples=500, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=200, deadline=None)
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+settings.register_profile("thorough", max_examples=2000, deadline=None, derandomize=True)
+settings.load_profile(
+    "thorough" if os.environ.get("PATE_THOROUGH") else "ci" if os.environ.get("CI") else "dev"
+)
 
 
 @contextlib.contextmanager

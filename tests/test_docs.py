@@ -38,7 +38,7 @@ COMMANDS = _commands(README) + _commands(SAMPLE_README)
 def test_readme_opens_with_the_two_newcomer_commands():
     first_block = re.search(r"```\n(.*?)```", README, flags=re.S).group(1).splitlines()
     assert first_block[0].startswith("pip install . && pate ") and "sample_data/" in first_block[0]
-    assert first_block[1] == "pip install -e '.[test]' && python -m pytest"
+    assert first_block[1] == "pip install -e '.[test]' && python -m pytest -n auto"
     assert first_block[1] in (ROOT / ".ci" / "run").read_text()
 
 

@@ -13,7 +13,7 @@ exactly that reading for exactly those arrays); and labels of a single class are
 at least.
 
 Half the examples go through the block-by-block reader (made to start at 2 rows), which must
-decide the same way. The profile's example count applies (2,000 in CI); one example is a
+decide the same way. The profile's example count applies (500 in CI); one example is a
 millisecond or two.
 """
 

@@ -8,10 +8,11 @@ import os
 import numpy as np
 from hypothesis import strategies as st
 
-# Every soundness property runs at least 500 examples in CI (CI=true: the "ci" profile of
-# tests/conftest.py, derandomized) and 100 locally; PATE_ORACLE_EXAMPLES overrides both.
-# The profile's 2000 would take the folder past its time budget on two cores.
-EXAMPLES = int(os.environ.get("PATE_ORACLE_EXAMPLES", 500 if os.environ.get("CI") else 100))
+# Every soundness property runs at least 200 examples in CI (CI=true: the "ci" profile of
+# tests/conftest.py, derandomized), 100 locally and 1,000 with PATE_THOROUGH=1;
+# PATE_ORACLE_EXAMPLES overrides them all.
+_DEFAULT = 1000 if os.environ.get("PATE_THOROUGH") else 200 if os.environ.get("CI") else 100
+EXAMPLES = int(os.environ.get("PATE_ORACLE_EXAMPLES", _DEFAULT))
 # The oracle's self-checks need fewer: each compares two integration methods.
 SELF_CHECK_EXAMPLES = max(20, EXAMPLES // 5)
 

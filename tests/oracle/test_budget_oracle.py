@@ -604,10 +604,15 @@ def test_pure_oracle_one_step_and_basic_composition():
 
 
 def test_the_comparison_sees_a_bound_slightly_off():
-    """1e-9 below the oracle is unsound, 1e-5 above it is loose: both fail."""
+    """One ulp below the oracle is unsound, 1e-5 above it is loose: both fail."""
     with mp.workdps(DPS):
         truth = gaussian_oracle(mp.mpf(2), 1e-5)
-    assert_close_above(float(truth), truth)
+    above = math.nextafter(float(truth), math.inf)
+    below = math.nextafter(float(truth), 0.0)
+    assert mp.mpf(below) < truth < mp.mpf(above)
+    assert_close_above(above, truth)
+    with pytest.raises(AssertionError, match="below"):
+        assert_close_above(below, truth)
     with pytest.raises(AssertionError, match="below"):
         assert_close_above(float(truth) * (1 - 1e-9), truth)
     with pytest.raises(AssertionError, match="above"):

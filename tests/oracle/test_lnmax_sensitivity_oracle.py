@@ -30,11 +30,11 @@ from pate_cli.core import ls_lnmax
 from pate_cli.core.lnmax import logq_lnmax, rdp_lnmax
 from pate_cli.core.smooth import smooth_sensitivity
 
-CI = bool(os.environ.get("CI"))
-# The bound against the brute force: 500 examples in CI, 60 locally.
-EXAMPLES = 500 if CI else 60
+THOROUGH, CI = bool(os.environ.get("PATE_THOROUGH")), bool(os.environ.get("CI"))
+# The bound against the brute force: 200 examples in CI, 60 locally, 1,000 thorough.
+EXAMPLES = 1000 if THOROUGH else 200 if CI else 60
 # Abstaining teachers (sum <= M) enumerate more histograms per M: fewer, smaller examples.
-ABSTAIN_EXAMPLES = 300 if CI else 40
+ABSTAIN_EXAMPLES = 600 if THOROUGH else 120 if CI else 40
 DISTANCES = 4  # A_d is checked column by column for d = 0 .. 3
 AGREEMENT_TOL = 1e-12
 # Rows per example on which ``smooth_sensitivity`` itself is called.
