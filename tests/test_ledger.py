@@ -180,7 +180,7 @@ def test_render_ledger_shows_both_tables(mnist):
     text = console.export_text()
     assert "Most expensive queries" in text and "Pr[ans]" in text
     assert "Cost by teacher agreement" in text and "[0.9, 1.0]" in text
-    assert "-> epsilon 10.0376" in text
+    assert "-> epsilon 10.0377" in text  # rounded up
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import pytest
 
 import pate_cli as pate
 from pate_cli.errors import UsageError
+from pate_cli.reports.rounding import bound
 from tests.conftest import MNIST, run_cli
 
 TABLE2 = pate.ConfidentGNMax(threshold=200, sigma1=150, sigma=40)
@@ -74,7 +75,7 @@ def test_compare_from_python_orders_and_shows_as_the_command_line(votes):
     header = next(line for line in markdown.splitlines() if line.startswith("| #"))
     assert header.split("|")[4].strip() == "publishable"
     first = next(line for line in markdown.splitlines() if line.startswith("| 1 "))
-    assert first.split("|")[4].strip() == f"{publishable[0]:.4f}"
+    assert first.split("|")[4].strip() == bound(publishable[0])  # rounded up
     assert "sorted by publishable (best first)" in markdown
     cli = run_cli(
         ["compare", MNIST, "--queries", 640, "--delta", 1e-5, "--sigma", 40, "--json"]

@@ -14,11 +14,13 @@ import pytest
 
 import pate_cli as pate
 from pate_cli.errors import ExitCode
+from pate_cli.reports.rounding import bound
 from tests.conftest import SAMPLE, run_cli
 
 LABELS = str(SAMPLE / "mnist_250_teachers_labels.npy")
 STUDENT = str(SAMPLE / "mnist_250_teachers_100_indices_used_by_student.npy")
-SETTING = [LABELS, "--indices", STUDENT, "--gamma", 0.05, "--delta", 1e-5]
+# The 250 x 9000 labels read both ways: --teachers 250 picks the (teachers, queries) layout.
+SETTING = [LABELS, "--teachers", 250, "--indices", STUDENT, "--gamma", 0.05, "--delta", 1e-5]
 FIXED = ["--order", 27, "--beta", 0.018, "--sigma-ss", 5.5]
 
 
@@ -102,16 +104,21 @@ def test_the_readme_table_is_what_the_commands_print():
     chosen = run_cli(["smooth-sensitivity", *SETTING, "--json"]).json
     fixed = run_cli(["smooth-sensitivity", *SETTING, *FIXED, "--json"]).json
     bases = {figure["basis"]: figure["epsilon"] for figure in fixed["publishable"]}
+
+    # Epsilons rounded up at their digits, the noise's spread to nearest (reports.rounding).
+    def up(value: float) -> str:
+        return bound(value, 3)
+
     rows = {
-        f"| data-dependent (order 27) | {chosen['epsilon_data_dependent']:.3f} |": chosen["order"]
+        f"| data-dependent (order 27) | {up(chosen['epsilon_data_dependent'])} |": chosen["order"]
         == 27,
         "| released, beta and sigma_ss chosen on the votes | "
-        f"{chosen['epsilon_expected_release']:.3f} +/- {chosen['noise_std']:.3f} |": True,
+        f"{up(chosen['epsilon_expected_release'])} +/- {chosen['noise_std']:.3f} |": True,
         "| released, order 27, beta 0.018 and sigma_ss 5.5 fixed in advance | "
-        f"{fixed['epsilon_expected_release']:.3f} +/- {fixed['noise_std']:.3f} |": True,
+        f"{up(fixed['epsilon_expected_release'])} +/- {fixed['noise_std']:.3f} |": True,
         "| data-independent exact (optimal composition of 100 (0.1)-DP steps) | "
-        f"{bases['data-independent-exact']:.3f} |": True,
-        f"| data-independent (RDP, order 6) | {bases['data-independent']:.3f} |": True,
+        f"{up(bases['data-independent-exact'])} |": True,
+        f"| data-independent (RDP, order 6) | {up(bases['data-independent'])} |": True,
     }
     for row, holds in rows.items():
         assert row in readme and holds, row
@@ -174,7 +181,8 @@ def test_the_release_builds_its_tables_once_for_all_its_blocks(monkeypatch):
 )
 def test_bad_lnmax_release_flags_are_one_line_and_write_nothing(tmp_path, flags, message):
     record = tmp_path / "run.record.json"
-    args = ["smooth-sensitivity", LABELS, "--indices", STUDENT, "--delta", 1e-5, *flags]
+    args = ["smooth-sensitivity", LABELS, "--teachers", 250, "--indices", STUDENT, "--delta", 1e-5]
+    args += flags
     result = run_cli([*args, "--record", record], expect=ExitCode.BAD_INPUT)
     assert result.stdout == "" and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

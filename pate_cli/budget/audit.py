@@ -48,6 +48,7 @@ from pate_cli.errors import InputError, PateError
 from pate_cli.mechanisms import mechanism_from_dict
 from pate_cli.records.record import MAX_RECORD_BYTES, load_record, record_digest
 from pate_cli.records.verdict import Check
+from pate_cli.reports.rounding import bound_significant
 from pate_cli.spelling import given, option
 
 # Accounts and totals are recomputed by the same formulas, maybe on another CPU: a last-bit
@@ -311,7 +312,9 @@ def charge_differences(
             found.append(f"{what} is {_short(actual)} here, its record says {_short(claimed)}")
     spent = _spent(header, [*earlier, line])
     if "spent" in block and not same(block["spent"], spent, rtol=_TOTAL_RTOL):
-        found.append(f"the total with it is {spent:.6g}, its record says {block['spent']}")
+        found.append(
+            f"the total with it is {bound_significant(spent)}, its record says {block['spent']}"
+        )
     return found
 
 
@@ -438,7 +441,7 @@ def _total_check(budget: _File) -> Check:
     return Check.made(
         "total within the limit",
         total.epsilon <= opened.limit,
-        f"epsilon {total.epsilon:.6g} ({total.method}) of {opened.limit:g} at delta "
+        f"epsilon {bound_significant(total.epsilon)} ({total.method}) of {opened.limit:g} at delta "
         f"{opened.delta:g}",
     )
 

@@ -49,6 +49,7 @@ from pate_cli.budget.storage import (
 from pate_cli.choices import Conversion
 from pate_cli.errors import ExitCode, InputError, UsageError
 from pate_cli.mechanisms import Mechanism
+from pate_cli.reports.rounding import bound_significant
 from pate_cli.spelling import given
 
 
@@ -224,8 +225,9 @@ class Budget:
                 "delta": self.delta,
                 "method": total.method,
             }
+            spend = bound_significant(total.epsilon)
             raise BudgetExceeded(
-                f"{self.path}: this run would spend epsilon {total.epsilon:.6g} in all "
+                f"{self.path}: this run would spend epsilon {spend} in all "
                 f"(delta {self.delta:g}, {total.method}), over the limit {self.limit:g}; "
                 "nothing was written",
                 refusal,
@@ -334,7 +336,8 @@ class Budget:
         total = self.total()
         return (
             f"Budget({os.path.basename(self.path)!r}, entries={len(self.entries)}, "
-            f"spent={total.epsilon:.4g}, limit={self.limit:g}, delta={self.delta:g})"
+            f"spent={bound_significant(total.epsilon, 4)}, limit={self.limit:g}, "
+            f"delta={self.delta:g})"
         )
 
 

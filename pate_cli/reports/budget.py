@@ -26,6 +26,7 @@ from pate_cli.choices import GateOn
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import answers_every_query
 from pate_cli.release.gnss import GnssRelease, Release, fixed_beta_sigma_ss
+from pate_cli.reports.rounding import bound_significant
 from pate_cli.spelling import Placeholder, given, on_command_line, option
 
 if TYPE_CHECKING:
@@ -163,7 +164,7 @@ class Gate:
     @property
     def message(self) -> str:
         limit = given("max-epsilon", Placeholder(f"{self.limit:g}"))
-        return f"{self.on.value} epsilon {self.epsilon:.6g} exceeds {limit}"
+        return f"{self.on.value} epsilon {bound_significant(self.epsilon)} exceeds {limit}"
 
     def to_json_dict(self) -> dict[str, Any]:
         return {

@@ -14,18 +14,29 @@ from collections.abc import Mapping
 from typing import Any
 
 from pate_cli.mechanisms import answers_every_query
+from pate_cli.reports import rounding
 
 Report = Mapping[str, Any]
 """A report's JSON dictionary, or one block of it."""
 
 
 def number(value: float | None) -> str:
-    """A figure for people: four decimals, ``inf``, or a dash when there is none."""
+    """A figure that bounds nothing (beta, sigma_ss, noise std): four decimals rounded to
+    nearest, ``inf``, or a dash when there is none."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    return f"{value:.4f}"
+    return f"{value + 0.0:.4f}"  # + 0.0: never "-0.0000"
+
+
+def cost(value: float | None) -> str:
+    """A privacy figure (an epsilon, a sensitivity, the GNSS cost) as the command line's
+    tables print it: rounded up at the digits shown (``rounding.bound``), ``inf``, or a
+    dash when there is none."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return rounding.bound(value)
 
 
 def answered_count(value: float, realized: bool) -> str:
@@ -68,7 +79,7 @@ def _mechanism(mechanism: Report) -> str:
 
 def _publishable(figures: list[Report]) -> str:
     rows = [
-        (f["basis"], f"**{number(f['epsilon'])}**", f"{f['delta']:g}", f["note"]) for f in figures
+        (f["basis"], f"**{cost(f['epsilon'])}**", f"{f['delta']:g}", f["note"]) for f in figures
     ]
     return "Publishable:\n\n" + _table(("basis", "epsilon", "delta", "note"), rows)
 
@@ -91,16 +102,16 @@ def analysis(report: Report) -> str:
     every_query = answers_every_query(report["mechanism"])
     independent_name = "data-independent" + ("" if every_query else " (private)")
     rows = [
-        ("data-dependent (private)", number(dependent["epsilon"]), f"{dependent['order']:g}"),
-        (independent_name, number(independent["epsilon"]), f"{independent['order']:g}"),
-        ("worst case (every query answered)", number(worst["epsilon"]), f"{worst['order']:g}"),
+        ("data-dependent (private)", cost(dependent["epsilon"]), f"{dependent['order']:g}"),
+        (independent_name, cost(independent["epsilon"]), f"{independent['order']:g}"),
+        ("worst case (every query answered)", cost(worst["epsilon"]), f"{worst['order']:g}"),
     ]
     release = report.get("release")
     if release is not None and release["released"]:
         rows.append(
             (
                 "GNSS-released, expected (private)",
-                number(release["epsilon_expected_release"]),
+                cost(release["epsilon_expected_release"]),
                 f"{release['order']:g}",
             )
         )
@@ -109,14 +120,14 @@ def analysis(report: Report) -> str:
         else:
             sampled = (
                 f"GNSS-released, sampled ({noise_words(release['noise'])})",
-                number(release["epsilon_released"]),
+                cost(release["epsilon_released"]),
             )
         rows.append((*sampled, f"{release['order']:g}"))
     realized = report["accounting"] == "realized"
     answered = "answered" if realized else "expected answered"
     publishable = report["publishable"]
     return _join(
-        f"### pate analyze: epsilon {number(publishable[0]['epsilon'])} publishable "
+        f"### pate analyze: epsilon {cost(publishable[0]['epsilon'])} publishable "
         f"at delta {report['delta']:g}",
         _input(report["input"]),
         _mechanism(report["mechanism"])
@@ -133,19 +144,19 @@ def smooth_sensitivity(report: Report) -> str:
     fields at the top level)."""
     rows = [
         ("order", f"{report['order']:g}"),
-        ("data-dependent epsilon (private)", number(report["epsilon_data_dependent"])),
+        ("data-dependent epsilon (private)", cost(report["epsilon_data_dependent"])),
     ]
     if report["released"]:
         rows += [
             ("beta", number(report["beta"])),
-            ("smooth sensitivity", number(report["smooth_sensitivity"])),
+            ("smooth sensitivity", cost(report["smooth_sensitivity"])),
             ("sigma_ss", number(report["sigma_ss"])),
-            ("GNSS cost (RDP)", number(report["gnss_cost"])),
-            ("expected released epsilon (private)", number(report["epsilon_expected_release"])),
+            ("GNSS cost (RDP)", cost(report["gnss_cost"])),
+            ("expected released epsilon (private)", cost(report["epsilon_expected_release"])),
             ("noise std", number(report["noise_std"])),
             (
                 f"sampled released epsilon ({noise_words(report['noise'])})",
-                number(report["epsilon_released"]),
+                cost(report["epsilon_released"]),
             ),
         ]
     else:
@@ -166,7 +177,7 @@ def aggregate(report: Report) -> str:
         (
             name,
             answered_count(block["expected_answered"], block["accounting"] == "realized"),
-            number(block["data_dependent"]["epsilon"]),
+            cost(block["data_dependent"]["epsilon"]),
         )
         for name, block in (
             ("realised run", report["privacy"]),
@@ -193,9 +204,9 @@ def compare(report: Report) -> str:
                 rank,
                 _mechanism(row["mechanism"]),
                 f"{row['expected_answered']:.1f}",
-                number(min(publishable) if publishable else None),
-                number(row["data_dependent"]["epsilon"]),
-                number(row["data_independent"]["epsilon"]),
+                cost(min(publishable) if publishable else None),
+                cost(row["data_dependent"]["epsilon"]),
+                cost(row["data_independent"]["epsilon"]),
                 f"{row['agreement']:.4f}",
             )
         )

@@ -120,6 +120,7 @@ def show(
     from pate_cli import checks
     from pate_cli.budget import Budget
     from pate_cli.cli import render
+    from pate_cli.cli.render.common import fmt_bound
 
     checks.max_epsilon(max_epsilon)
     budget = Budget.open(budget_path)
@@ -138,12 +139,14 @@ def show(
     emit(payload, render.render_budget(payload), (), as_json)
     if not passed:
         error_line(
-            f"pate: the budget's total epsilon {spent:.6g} exceeds --max-epsilon {max_epsilon:g}"
+            f"pate: the budget's total epsilon {fmt_bound(spent, 6, significant=True)} exceeds "
+            f"--max-epsilon {max_epsilon:g}"
         )
         raise typer.Exit(int(ExitCode.BUDGET_EXCEEDED))
     if preview is not None and not preview.within_limit:
         error_line(
-            f"pate: the run would spend epsilon {preview.total.epsilon:.6g} in all, over the "
+            "pate: the run would spend epsilon "
+            f"{fmt_bound(preview.total.epsilon, 6, significant=True)} in all, over the "
             f"budget's limit {preview.limit:g}: it would be refused"
         )
         raise typer.Exit(int(ExitCode.BUDGET_EXCEEDED))

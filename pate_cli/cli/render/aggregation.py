@@ -6,7 +6,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pate_cli.cli.render.common import fmt, fmt_order, input_line, mechanism_line, noise_words
+from pate_cli.cli.render.common import (
+    fmt_bound,
+    fmt_order,
+    input_line,
+    mechanism_line,
+    noise_words,
+)
 from pate_cli.cli.render.publishable import headline, publishable_line
 from pate_cli.reports.markdown import answered_count
 from pate_cli.reports.models import AggregateReport
@@ -41,9 +47,9 @@ def aggregate(report: AggregateReport) -> RenderableType:
         cost.add_row(
             name,
             answered_count(block.expected_answered, block.realized),
-            fmt(block.data_dependent.epsilon),
+            fmt_bound(block.data_dependent.epsilon),
             fmt_order(block.data_dependent.order),
-            fmt(block.data_independent.epsilon),
+            fmt_bound(block.data_independent.epsilon),
         )
     if report.output is None:
         written = "nothing written: the budget gate failed, so no label is released"
@@ -54,7 +60,7 @@ def aggregate(report: AggregateReport) -> RenderableType:
     return Group(
         headline(
             report.publishable,
-            f"realised data-dependent epsilon {report.privacy.data_dependent.epsilon:.4f} "
+            f"realised data-dependent epsilon {fmt_bound(report.privacy.data_dependent.epsilon)} "
             "(private)",
             report.delta,
         ),

@@ -15,10 +15,12 @@ from pate_cli.cli.render.common import (
     PUBLISHABLE,
     Fit,
     fmt,
+    fmt_bound,
     fmt_order,
     input_line,
     mechanism_line,
     noise_words,
+    required,
 )
 from pate_cli.cli.render.publishable import dependent_name, headline, publishable_line
 from pate_cli.mechanisms import answers_every_query
@@ -84,8 +86,8 @@ def _header(report: AnalysisReport) -> Group:
     return Group(
         headline(
             report.publishable,
-            f"{dependent_name(report.mechanism, report.realized)} {dependent.epsilon:.4f} at "
-            f"order {fmt_order(dependent.order)} (private)",
+            f"{dependent_name(report.mechanism, report.realized)} "
+            f"{fmt_bound(dependent.epsilon)} at order {fmt_order(dependent.order)} (private)",
             report.delta,
         ),
         input_line(report.input),
@@ -133,10 +135,10 @@ def _orders_table(
         previous = i
         table.add_row(
             fmt_order(orders[i]),
-            fmt(dependent.rdp[i]),
-            fmt(dependent.eps[i]) + (" *" if i == dependent.order_index else "  "),
-            fmt(independent.rdp[i]),
-            fmt(independent.eps[i]) + (" *" if i == independent.order_index else "  "),
+            fmt_bound(dependent.rdp[i]),
+            fmt_bound(dependent.eps[i]) + (" *" if i == dependent.order_index else "  "),
+            fmt_bound(independent.rdp[i]),
+            fmt_bound(independent.eps[i]) + (" *" if i == independent.order_index else "  "),
             style="bold" if i == dependent.order_index else None,
         )
     return table
@@ -160,25 +162,25 @@ def _closing(report: AnalysisReport, every_query: bool) -> Text:
     dependent, independent = report.data_dependent, report.data_independent
     closing = Text()
     closing.append(
-        f"{dependent_name(report.mechanism, report.realized)} {dependent.epsilon:.4f}",
+        f"{dependent_name(report.mechanism, report.realized)} {fmt_bound(dependent.epsilon)}",
         style=f"bold {PRIVATE}",
     )
     closing.append(
         f" at order {fmt_order(dependent.order)} (private{_averaged(report)}); "
         "data-independent epsilon "
-        f"{independent.epsilon:.4f} at order {fmt_order(independent.order)}"
+        f"{fmt_bound(independent.epsilon)} at order {fmt_order(independent.order)}"
         f"{'' if every_query else ' (private: weighted by Pr[answered])'}; "
     )
     guaranteed = report.guaranteed
     if guaranteed is not None and not every_query:
         closing.append(
-            f"guaranteed (no averaging over the threshold noise) {guaranteed.epsilon:.4f} at "
-            f"order {fmt_order(guaranteed.order)} (private); "
+            "guaranteed (no averaging over the threshold noise) "
+            f"{fmt_bound(guaranteed.epsilon)} at order {fmt_order(guaranteed.order)} (private); "
         )
     worst = report.worst_case
     if worst.epsilon != independent.epsilon:
         closing.append(
-            f"worst case (every query answered) {worst.epsilon:.4f} at order "
+            f"worst case (every query answered) {fmt_bound(worst.epsilon)} at order "
             f"{fmt_order(worst.order)}; ",
             style=PUBLISHABLE,
         )
@@ -197,9 +199,10 @@ def release_line(release: Release) -> Text:
     if isinstance(release, NotReleased) or not release.released:
         return Text(f"GNSS release: none ({release.reason})")
     return Text(
-        f"GNSS-released epsilon (expected, private) = {release.epsilon_expected_release:.4f}"
-        f" +/- {release.noise_std:.4f} at order {fmt_order(release.order)}"
-        f"; sampled ({noise_words(release.noise)}): {release.epsilon_released:.4f}",
+        "GNSS-released epsilon (expected, private) = "
+        f"{fmt_bound(required(release.epsilon_expected_release))} +/- "
+        f"{fmt(required(release.noise_std))} at order {fmt_order(release.order)}; sampled "
+        f"({noise_words(release.noise)}): {fmt_bound(required(release.epsilon_released))}",
         style="bold",
     )
 
@@ -222,11 +225,11 @@ def render_ledger(ledger: Ledger) -> RenderableType:
             str(row["index"]),
             f"{row['top_votes']:g}",
             f"{row['gap']:g}",
-            fmt(row["logq"]),
+            fmt_bound(row["logq"]),
             f"{row['pr_answered']:.4f}",
-            fmt(row["rdp"]),
+            fmt_bound(row["rdp"]),
             f"{100 * row['share']:.2f}%",
-            fmt(row["running_epsilon"]),
+            fmt_bound(row["running_epsilon"]),
         )
     by_agreement = Table(
         title=f"Cost by teacher agreement (top vote share n_max/M, M = {ledger.num_teachers})",
@@ -242,19 +245,19 @@ def render_ledger(ledger: Ledger) -> RenderableType:
             Text(bucket.label),
             str(bucket.queries),
             answered_count(bucket.expected_answered, ledger.realized),
-            fmt(bucket.rdp),
+            fmt_bound(bucket.rdp),
             f"{100 * bucket.share:.1f}%",
         )
     by_agreement.add_row(
         "all",
         str(ledger.num_queries),
         answered_count(ledger.totals.answered, ledger.realized),
-        fmt(ledger.total_rdp),
+        fmt_bound(ledger.total_rdp),
         "100.0%" if ledger.total_rdp > 0 else "0.0%",
         style="bold",
     )
     closing = Text(
-        f"{ledger.num_queries} queries, total RDP {fmt(ledger.total_rdp)} at order "
-        f"{fmt_order(ledger.order)} -> epsilon {fmt(ledger.totals.last_running_epsilon)}"
+        f"{ledger.num_queries} queries, total RDP {fmt_bound(ledger.total_rdp)} at order "
+        f"{fmt_order(ledger.order)} -> epsilon {fmt_bound(ledger.totals.last_running_epsilon)}"
     )
     return Group(top, by_agreement, closing)

@@ -9,16 +9,17 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pate_cli.cli.render.common import fmt, fmt_bound
+from pate_cli.cli.render.common import fmt_bound
 
 
 def _account(account: dict[str, Any]) -> str:
+    """A charge's account, its mu, epsilon0 or RDP rounded up (each a cost)."""
     if account["kind"] == "gaussian":
-        return f"Gaussian mu={fmt(account['mu'])}"
+        return f"Gaussian mu={fmt_bound(account['mu'])}"
     if account["kind"] == "pure":
-        return f"{account['count']} x {fmt(account['epsilon0'])}-DP"
+        return f"{account['count']} x {fmt_bound(account['epsilon0'])}-DP"
     orders = ", ".join(f"{o:g}" for o in account["orders"])
-    return f"RDP at order {orders}: {', '.join(fmt(r) for r in account['rdp'])}"
+    return f"RDP at order {orders}: {', '.join(fmt_bound(r) for r in account['rdp'])}"
 
 
 def render_budget(payload: dict[str, Any]) -> RenderableType:
@@ -64,7 +65,7 @@ def render_budget(payload: dict[str, Any]) -> RenderableType:
         parts.append(
             Text(
                 f"  group of charges {charges}: epsilon {fmt_bound(group['epsilon'])} at delta "
-                f"{group['delta']:.6g} ({group['method']})"
+                f"{fmt_bound(group['delta'], 6, significant=True)} ({group['method']})"
             )
         )
     preview = payload.get("would_charge")

@@ -4,39 +4,37 @@ fit."""
 
 from __future__ import annotations
 
-from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
-
-import numpy as np
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from pate_cli.reports import markdown
+from pate_cli.reports import markdown, rounding
 from pate_cli.reports.models import InputSummary
 from pate_cli.seeds import Noise
 
 
 def fmt(value: float, digits: int = 4) -> str:
-    """A float for people: fixed or scientific as fits, 'inf' for infinity, never 'nan'."""
-    if np.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
-        return f"{value:.{digits - 1}e}"
-    return f"{value:.{digits}f}"
+    """A figure that bounds nothing (agreement, Pr[answered], noise std), rounded to nearest:
+    fixed or scientific as fits, 'inf' for infinity (``rounding.nearest``)."""
+    return rounding.nearest(value, digits)
 
 
-def fmt_bound(value: float, digits: int = 4, *, up: bool = True) -> str:
-    """A bound for people, as ``fmt`` writes it but rounded the safe way at the digits
-    shown: up for what was spent (an epsilon), down for what is left."""
-    if not np.isfinite(value) or value == 0:
-        return fmt(value, digits)
-    rounding = ROUND_CEILING if up else ROUND_FLOOR
-    exact = Decimal(repr(float(value)))
-    if abs(value) < 1e-3 or abs(value) >= 1e6:
-        rounded = Context(prec=digits, rounding=rounding).plus(exact)
-        return f"{float(rounded):.{digits - 1}e}"  # 4 digits survive the float exactly
-    return f"{exact.quantize(Decimal(1).scaleb(-digits), rounding=rounding):.{digits}f}"
+def fmt_bound(value: float, digits: int = 4, *, up: bool = True, significant: bool = False) -> str:
+    """A privacy figure, as ``fmt`` writes it but rounded the safe way at the digits shown:
+    up for a cost or a bound on one (every epsilon, RDP value, sensitivity), down for what a
+    budget has left (``rounding.bound``, the one policy of every printed figure).
+    ``significant``: ``digits`` significant digits as ``g`` writes them, for a sentence."""
+    if significant:
+        return rounding.bound_significant(value, digits, up=up)
+    return rounding.bound(value, digits, up=up)
+
+
+def required(value: float | None) -> float:
+    """A figure a released GNSS release always sets (None there would be a bug)."""
+    if value is None:
+        raise ValueError("a released GNSS release lacks a number")
+    return value
 
 
 def fmt_order(order: float) -> str:

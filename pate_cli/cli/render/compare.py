@@ -13,18 +13,12 @@ from rich.table import Table
 from rich.text import Text
 
 from pate_cli.choices import GateOn
-from pate_cli.cli.render.common import PRIVATE, PUBLISHABLE, Fit, fmt_order, input_line
+from pate_cli.cli.render.common import PRIVATE, PUBLISHABLE, Fit, fmt_bound, fmt_order, input_line
 from pate_cli.comparison import NOTE, PARAMETERS, CompareReport, CompareRow
 from pate_cli.mechanisms import Mechanism, flags_of
 from pate_cli.reports.budget import within_budget
 
 #: Mechanism names in the table, short enough for an 80-column terminal.
-
-
-def _compare_number(value: float) -> str:
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return f"{value:.4f}"
 
 
 _COMPARE_LEGEND = (
@@ -140,18 +134,18 @@ def _cells(row: CompareRow, best: _Best) -> tuple[Text, ...]:
     return (
         _cell(f"{row.expected_answered:.1f}", row.expected_answered == best.answered),
         _cell(
-            _compare_number(row.data_dependent.epsilon),
+            fmt_bound(row.data_dependent.epsilon),
             row.data_dependent.epsilon == best.dependent,
             PRIVATE,
         ),
         Text(fmt_order(row.data_dependent.order)),
         _cell(
-            _compare_number(row.data_independent.epsilon),
+            fmt_bound(row.data_independent.epsilon),
             row.data_independent.epsilon == best.independent,
             independent_colour,
         ),
         Text(fmt_order(row.data_independent.order)),
-        _cell(_compare_number(worst), worst == best.publishable, PUBLISHABLE),
+        _cell(fmt_bound(worst), worst == best.publishable, PUBLISHABLE),
         _cell(f"{row.agreement:.4f}", row.agreement == best.agreement),
     )
 

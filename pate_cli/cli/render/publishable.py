@@ -10,7 +10,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pate_cli.cli.render.common import PRIVATE, PUBLISHABLE, mechanism_line
+from pate_cli.cli.render.common import PRIVATE, PUBLISHABLE, fmt_bound, mechanism_line
 from pate_cli.mechanisms import answers_every_query
 from pate_cli.reports.budget import Figure
 from pate_cli.reports.models import AggregateReport, AnalysisReport, SmoothSensitivityReport
@@ -30,7 +30,7 @@ def headline(figures: tuple[Figure, ...], private: str, delta: float) -> Text:
     text = Text()
     if figures:
         best = figures[0]
-        text.append(f"epsilon {best.epsilon:.4f}", style=f"bold {PUBLISHABLE}")
+        text.append(f"epsilon {fmt_bound(best.epsilon)}", style=f"bold {PUBLISHABLE}")
         text.append(f" publishable ({best.basis}), delta {delta:g}")
     text.append("; ")
     text.append(private, style=PRIVATE)
@@ -43,7 +43,7 @@ def publishable_line(figures: tuple[Figure, ...]) -> Text:
     for i, figure in enumerate(figures):
         if i:
             text.append("; ")
-        text.append(f"epsilon = {figure.epsilon:.4f}", style=f"bold {PUBLISHABLE}")
+        text.append(f"epsilon = {fmt_bound(figure.epsilon)}", style=f"bold {PUBLISHABLE}")
         text.append(f" ({figure.basis}, delta {figure.delta:g})")
     text.append(". Every other figure depends on the votes: private.")
     return text
@@ -63,14 +63,14 @@ def public(report: AnalysisReport | SmoothSensitivityReport | AggregateReport) -
     table.add_column("note", overflow="fold")
     for figure in data["publishable"]:
         table.add_row(
-            figure["basis"], f"{figure['epsilon']:.4f}", f"{figure['delta']:g}", figure["note"]
+            figure["basis"], fmt_bound(figure["epsilon"]), f"{figure['delta']:g}", figure["note"]
         )
     parts: list[RenderableType] = [header, mechanism_line(report.mechanism), table]
     if report.gate is not None:
         verdict = "within" if report.gate.passed else "over"
         parts.append(
             Text(
-                f"{report.gate.on.value} epsilon {report.gate.epsilon:.4f} is {verdict} the "
+                f"{report.gate.on.value} epsilon {fmt_bound(report.gate.epsilon)} is {verdict} the "
                 f"budget {report.gate.limit:g}"
             )
         )

@@ -6,7 +6,15 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pate_cli.cli.render.common import fmt, fmt_order, input_line, mechanism_line, noise_words
+from pate_cli.cli.render.common import (
+    fmt,
+    fmt_bound,
+    fmt_order,
+    input_line,
+    mechanism_line,
+    noise_words,
+    required,
+)
 from pate_cli.cli.render.publishable import dependent_name, headline, publishable_line
 from pate_cli.mechanisms import answers_every_query
 from pate_cli.reports.budget import release_withheld
@@ -18,9 +26,9 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
     """The GNSS release: the data-dependent epsilon, the cost of releasing it, one sample."""
     release = report.release
     private = (
-        f"expected released epsilon {release.epsilon_expected_release:.4f} (private)"
+        f"expected released epsilon {fmt_bound(release.epsilon_expected_release)} (private)"
         if release.released and release.epsilon_expected_release is not None
-        else f"data-dependent epsilon {release.epsilon_data_dependent:.4f} (private)"
+        else f"data-dependent epsilon {fmt_bound(release.epsilon_data_dependent)} (private)"
     )
     header = Group(
         headline(report.publishable, private, report.delta),
@@ -54,33 +62,32 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
         verdicts = ["unverified" if c is None else "holds" if c else "FAILS" for c in conditions]
         table.add_row("conditions C5 / C6", " / ".join(verdicts))
     table.add_row(
-        dependent_name(report.mechanism, report.realized), fmt(release.epsilon_data_dependent)
+        dependent_name(report.mechanism, report.realized),
+        fmt_bound(release.epsilon_data_dependent),
     )
     if not release.released:
-        table.add_row("data-independent epsilon", fmt(_number(release.epsilon_data_independent)))
-        table.add_row("worst case (every query answered)", fmt(_number(release.epsilon_worst_case)))
+        table.add_row("data-independent epsilon", _cost(release.epsilon_data_independent))
+        table.add_row("worst case (every query answered)", _cost(release.epsilon_worst_case))
         nothing = Text(f"nothing to release: {release.reason}", style="bold")
         return Group(header, table, nothing, publishable_line(report.publishable))
-    table.add_row("beta", fmt(_number(release.beta)))
-    table.add_row("smooth sensitivity E[SS_beta]", fmt(_number(release.smooth_sensitivity)))
-    table.add_row("sigma_ss", fmt(_number(release.sigma_ss)))
-    table.add_row("GNSS cost (RDP)", fmt(_number(release.gnss_cost)))
-    table.add_row("noise std", fmt(_number(release.noise_std)))
+    table.add_row("beta", fmt(required(release.beta)))
+    table.add_row("smooth sensitivity E[SS_beta]", _cost(release.smooth_sensitivity))
+    table.add_row("sigma_ss", fmt(required(release.sigma_ss)))
+    table.add_row("GNSS cost (RDP)", _cost(release.gnss_cost))
+    table.add_row("noise std", fmt(required(release.noise_std)))
     table.add_row(
-        "expected released epsilon", fmt(_number(release.epsilon_expected_release)), style="bold"
+        "expected released epsilon", _cost(release.epsilon_expected_release), style="bold"
     )
     table.add_row(
         f"sampled released epsilon ({noise_words(release.noise)})",
-        fmt(_number(release.epsilon_released)),
+        _cost(release.epsilon_released),
     )
     closing = Text()
+    closing.append(f"released epsilon = {_cost(release.epsilon_expected_release)}", style="bold")
     closing.append(
-        f"released epsilon = {_number(release.epsilon_expected_release):.4f}", style="bold"
-    )
-    closing.append(
-        f" +/- {_number(release.noise_std):.4f} at order {fmt_order(release.order)} "
-        f"(expected, private: data-dependent {release.epsilon_data_dependent:.4f} + GNSS cost "
-        f"{_number(release.gnss_cost):.4f}); sampled: {_number(release.epsilon_released):.4f}"
+        f" +/- {fmt(required(release.noise_std))} at order {fmt_order(release.order)} "
+        f"(expected, private: data-dependent {fmt_bound(release.epsilon_data_dependent)} + GNSS "
+        f"cost {_cost(release.gnss_cost)}); sampled: {_cost(release.epsilon_released)}"
     )
     withheld = release_withheld(release)
     if withheld is not None:
@@ -88,8 +95,7 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
     return Group(header, table, closing, publishable_line(report.publishable))
 
 
-def _number(value: float | None) -> float:
-    """A field the release always sets once it has released (None would be a bug)."""
-    if value is None:
-        raise ValueError("a released GNSS release lacks a number")
-    return value
+def _cost(value: float | None) -> str:
+    """A figure of the release that is a cost or bounds one (an epsilon, the smooth
+    sensitivity, the GNSS cost): rounded up (``fmt_bound``)."""
+    return fmt_bound(required(value))
