@@ -8,6 +8,7 @@ published earlier instead (``pate_cli.budget.audit``).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from pate_cli.budget.audit import record_charge_checks, verify_budget
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import Mechanism, mechanism_from_dict
 from pate_cli.outputs import save_npy_atomic
+from pate_cli.records.diff import as_number, lookup
 from pate_cli.records.record import FILE_ROLES, as_printed, load_record
 from pate_cli.records.verify import CommandLine, VerifyReport
 from pate_cli.records.verify import verify as verify_record
@@ -85,6 +87,10 @@ def _replay_call(
     )
     mechanism = mechanism_from_dict(call["mechanism"])
     options = dict(call["options"])
+    if "orders" in options and options["orders"] is None:
+        # The default grid of the pate that wrote the record (it grew below order 2 since
+        # 0.1.0): replayed on the orders it lists, as a figure at any orders bounds the cost.
+        options["orders"] = _recorded_orders(record["report"])
     options.update({role: resolved[role] for role in FILE_ROLES[function] if role in resolved})
     unreplayed = () if noise is not None else _RANDOM_FIELDS[function]
     options.update(noise or {})
@@ -103,6 +109,18 @@ def _replay_call(
     save_npy_atomic(written["labels"], result.labels.astype(np.int64))
     save_npy_atomic(written["answered_mask"], result.answered.astype(bool))
     return as_printed(result.to_dict()), written, unreplayed
+
+
+def _recorded_orders(report: dict[str, Any]) -> list[float] | None:
+    """The orders a report lists (an aggregate's in its expected privacy), if a list of
+    finite numbers; None (the default grid) otherwise."""
+    orders = report.get("orders", lookup(report, "expected_privacy.orders"))
+    if not isinstance(orders, list) or not orders:
+        return None
+    numbers = [as_number(order) for order in orders]
+    if any(n is None or not math.isfinite(n) or n <= 1 for n in numbers):
+        return None
+    return [float(n) for n in numbers if n is not None]
 
 
 def _aggregate_accounting(

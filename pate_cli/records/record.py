@@ -24,7 +24,13 @@ Two kinds of record, named by their first field (``privacy``) and by ``kind``:
 The ``digest`` is the SHA-256 of the record's canonical JSON: it detects an accidental
 change (a truncated copy, an edit by mistake). It is not a seal: anyone can edit a record
 and recompute it, so ``verify`` does not rely on it; what it relies on is the
-recomputation.
+recomputation. Nor does it read the first sentence (``privacy``): it states it again from the
+kind the report was checked as (``privacy_claim``), and a record whose sentence is not that
+one differs.
+
+A record is read strictly: pate writes no number that is not finite (an infinite figure is
+the string "inf"), so a ``NaN``, ``Infinity`` or ``1e999`` anywhere in one (or an integer
+beyond a float's range) is an edit, refused as one (``EditedRecordError``, exit 1).
 
 The noise is a secret (README, "Secrets"): a record holds the seed only of a run made with
 a public ``--seed``, which ``verify`` replays; a ``--seed-file`` run leaves a commitment
@@ -44,10 +50,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import re
 import secrets
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -55,7 +63,7 @@ import numpy as np
 import scipy
 
 from pate_cli import __version__
-from pate_cli.errors import InputError
+from pate_cli.errors import ExitCode, InputError
 from pate_cli.reports.encoding import dumps
 from pate_cli.seeds import Noise, json_seed
 from pate_cli.spelling import given
@@ -88,6 +96,50 @@ PRIVACY_NOTES = {
     PUBLIC: "public: holds only the publishable figures, the call and the command line; "
     "nothing computed from the votes",
 }
+
+
+def privacy_claim(record: dict[str, Any]) -> tuple[bool, str] | None:
+    """Whether a record's first sentence (``privacy``) is the one its kind states, and what
+    ``verify`` says of it; None for a record from before the sentence (version 3).
+
+    The sentence is stated again, never read: ``verify`` checks the report as a record of
+    this kind (a public record's report may hold nothing a public report does not), so the
+    sentence that follows from the kind is the one the check proves."""
+    if "privacy" not in record and record.get("version", 0) < 4:
+        return None
+    kind = record_kind(record)
+    stated = PRIVACY_NOTES.get(kind)
+    if record.get("privacy") == stated:
+        return True, f"the sentence of a {kind} record"
+    return False, f"recorded {record.get('privacy')!r}, but a {kind} record states {stated!r}"
+
+
+class EditedRecordError(InputError):
+    """A record holding what pate never writes (a number that is not finite): it was edited
+    after the run. It can be read, so not a bad input (exit 2): it differs (exit 1)."""
+
+    exit_code = ExitCode.BUDGET_EXCEEDED
+
+
+def _non_finite(document: Any) -> tuple[str, str] | None:
+    """The first number of parsed JSON that is not finite, as (its dotted path, how JSON
+    spells it); None when every number is finite. Iterative: a record nested as deeply as
+    the parser allows is walked without recursion."""
+    stack: list[tuple[str, Any]] = [("", document)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return where, "NaN" if math.isnan(value) else ("-" if value < 0 else "") + "Infinity"
+        if isinstance(value, int) and abs(value) > sys.float_info.max:
+            return where, f"an integer of {len(str(abs(value)))} digits"
+        if isinstance(value, dict):
+            keyed = [(f"{where}.{key}" if where else key, item) for key, item in value.items()]
+        elif isinstance(value, list):
+            keyed = [(f"{where}[{index}]", item) for index, item in enumerate(value)]
+        else:
+            continue
+        stack.extend(reversed(keyed))  # the first in the file is found first
+    return None
 
 
 # The library functions a record's call can name, and the file roles each takes.
@@ -303,7 +355,8 @@ def check_record_path(path: str, flag: str = "--record") -> None:
 
 
 def load_record(path: str) -> dict[str, Any]:
-    """Read and check a record; anything unusable is an InputError (exit 2), within seconds.
+    """Read and check a record; anything unusable is an InputError (exit 2), within seconds,
+    and a number that is not finite an ``EditedRecordError`` (exit 1).
 
     Only a regular file of at most ``MAX_RECORD_BYTES`` is read (a device such as /dev/zero
     or a FIFO would never end), and JSON nested too deeply for the parser is refused.
@@ -322,10 +375,17 @@ def load_record(path: str) -> dict[str, Any]:
             record = json.load(stream)
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply to be a record") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (OSError, UnicodeDecodeError, ValueError) as error:  # JSON's, or an int too long
         raise InputError(f"{path}: not a readable JSON record ({error})") from None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         raise InputError(f'{path}: not a pate record (expected "schema": "{SCHEMA}")')
+    edited = _non_finite(record)
+    if edited is not None:
+        raise EditedRecordError(
+            f"{path}: {edited[0]} is {edited[1]}, not a finite number; pate writes none (an "
+            'infinite figure is the string "inf"): the record was edited after the run, and '
+            "does not verify"
+        )
     if record.get("version") in _OLD_VERSIONS:
         raise InputError(
             f"{path}: {_OLD_VERSIONS[record['version']]}; this pate reads version {VERSION}: "

@@ -44,6 +44,7 @@ from pate_cli.records.record import (
     STREAMS_VERSION,
     current_versions,
     load_opening,
+    privacy_claim,
     record_digest,
     record_kind,
 )
@@ -54,6 +55,7 @@ from pate_cli.records.verdict import (
     Check,
     VerifyReport,
 )
+from pate_cli.reports.rounding import bound_significant
 from pate_cli.seeds import from_seed_file
 from pate_cli.votes import file_sha256
 
@@ -382,6 +384,9 @@ def verify(
         ),
         *noise_checks,
     ]
+    claim = privacy_claim(record)  # the first sentence, stated again from the record's kind
+    if claim is not None:
+        checks.append(Check.made("privacy", *claim))
     sample = _sample_check(record, noise)
     if sample is not None:
         checks.append(sample)
@@ -557,29 +562,30 @@ def _on_disk_check(role: str, entry: dict[str, Any], record_path: str) -> Check:
     )
 
 
+# The blocks of a report that state both bounds, by the words naming their check: an
+# aggregate states the realised run's and the expected one.
+_BOUND_BLOCKS = {"privacy": "realised privacy: ", "expected_privacy": "expected privacy: "}
+
+
 def _bound_checks(report: dict[str, Any]) -> list[Check]:
     """The data-independent bound must be an upper bound of the data-dependent one."""
-    blocks = [report] if "data_dependent" in report else []
-    blocks += [
-        report[k] for k in ("privacy", "expected_privacy") if isinstance(report.get(k), dict)
-    ]
+    blocks = [("", report)] if "data_dependent" in report else []
+    blocks += [(w, report[k]) for k, w in _BOUND_BLOCKS.items() if isinstance(report.get(k), dict)]
     pairs = [
-        (lookup(b, "data_dependent.epsilon"), lookup(b, "data_independent.epsilon")) for b in blocks
+        (words, lookup(b, "data_dependent.epsilon"), lookup(b, "data_independent.epsilon"))
+        for words, b in blocks
     ]
     if "epsilon_data_independent_at_order" in report:  # smooth-sensitivity: at the release order
         pairs.append(
-            (report.get("epsilon_data_dependent"), report["epsilon_data_independent_at_order"])
+            ("", report.get("epsilon_data_dependent"), report["epsilon_data_independent_at_order"])
         )
     checks = []
-    for dependent_value, independent_value in pairs:
+    for words, dependent_value, independent_value in pairs:
         dependent = as_number(dependent_value)
         independent = as_number(independent_value)
         ok = dependent is not None and independent is not None and dependent <= independent
-        checks.append(
-            Check.made(
-                "data-dependent <= data-independent",
-                ok,
-                f"{dependent:.6g} <= {independent:.6g}" if ok else f"{dependent} > {independent}",
-            )
-        )
+        detail = f"{dependent} > {independent}"
+        if ok and dependent is not None and independent is not None:  # each a cost: rounded up
+            detail = f"{bound_significant(dependent)} <= {bound_significant(independent)}"
+        checks.append(Check.made(f"{words}data-dependent <= data-independent", ok, detail))
     return checks
