@@ -1,4 +1,5 @@
-"""Renyi orders: the default grid of the 2018 reference and the ``--orders`` parser."""
+"""Renyi orders: the default grid (four orders below 2, then the 2018 reference's list) and
+the ``--orders`` parser."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from numpy.typing import ArrayLike, NDArray
 from pate_cli.errors import UsageError
 from pate_cli.spelling import given
 
-# The 2018 reference's list, exactly: 2, 2.5, ..., 100.5 then 100 ... 500 on a
-# log scale. It is not sorted and 100.0 appears twice; argmin keeps the first.
+# The 2018 reference's list, exactly (REFERENCE_ORDERS): 2, 2.5, ..., 100.5 then 100 ... 500
+# on a log scale. It is not sorted and 100.0 appears twice; argmin keeps the first.
 # concatenate(arange(2, 100 + 1, .5), logspace(log10(100), log10(500), 100)) as the 2018
 # reference computed it, its log part written out: the last bit of np.logspace depends on the
 # CPU's SIMD path.
@@ -42,7 +43,22 @@ _LOG_ORDERS = (
 )
 # fmt: on
 # 2, 2.5, ..., 100.5 are exact in binary floating point, as arange computes them.
-DEFAULT_ORDERS: NDArray[np.float64] = np.concatenate([np.arange(2, 100 + 1, 0.5), _LOG_ORDERS])
+REFERENCE_ORDERS: NDArray[np.float64] = np.concatenate([np.arange(2, 100 + 1, 0.5), _LOG_ORDERS])
+REFERENCE_ORDERS.flags.writeable = False
+
+# Orders below 2, where the reference's list stops: a long run's best order lies there (the
+# conversion's log(1/delta) / (order - 1) weighs less than the composed RDP, which grows
+# with the number of queries). Every bound of pate holds at every order above 1: Prop. 8
+# and the exact threshold step at any order, Theorem 6 at the orders up to mu1 (Prop. 10;
+# ``core.gnmax.rdp_gnmax`` keeps Prop. 8 elsewhere), Theorem 3 of 2017 for any moment
+# l = order - 1 >= 0, Theorem 23 (GNSS) for 1 < order < 1/(2 beta). The smallest stays
+# above 1.01, below which the improved conversion is infinite (dp_accounting's convention).
+LOW_ORDERS: NDArray[np.float64] = np.array([1.1, 1.25, 1.5, 1.75])
+LOW_ORDERS.flags.writeable = False
+
+# The default grid: the low orders, then the reference's list exactly (its per-order figures
+# are the reference's, at indices shifted by the number of low orders).
+DEFAULT_ORDERS: NDArray[np.float64] = np.concatenate([LOW_ORDERS, REFERENCE_ORDERS])
 DEFAULT_ORDERS.flags.writeable = False  # shared by every caller; parse_orders hands out copies
 
 _MAX_ORDERS = 100_000

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from pate_cli.orders import DEFAULT_ORDERS, parse_orders
+from pate_cli.orders import DEFAULT_ORDERS, LOW_ORDERS, REFERENCE_ORDERS, parse_orders
 from tests.conftest import (
     MNIST,
     MNIST_INDICES,
@@ -62,16 +62,22 @@ def _args(name: str, case: dict) -> list[str]:
     return args
 
 
+# The default grid is the low orders, then the reference's list: the reference's index i is
+# the default grid's LOW + i.
+LOW = LOW_ORDERS.size
+
+
 def _check(ours: dict, expected: dict) -> None:
     # The order is the shipped literal at the reference's index, exactly. The reference's own
     # value is met to 1e-12: its logspace orders have a last bit that depends on the CPU's SIMD
-    # path (test_default_orders_are_the_reference_list_bit_for_bit pins the literals).
-    assert ours["order_index"] == expected["order_opt_index"]
-    assert ours["order"] == DEFAULT_ORDERS[expected["order_opt_index"]]
+    # path (test_default_orders_are_the_reference_list_bit_for_bit pins the literals). Every
+    # case's best order is well above 2, so the orders below it change nothing.
+    assert ours["order_index"] == LOW + expected["order_opt_index"]
+    assert ours["order"] == REFERENCE_ORDERS[expected["order_opt_index"]]
     assert ours["order"] == pytest.approx(expected["order_opt"], rel=1e-12, abs=0)
     assert ours["epsilon"] == pytest.approx(expected["eps"], rel=1e-9)
-    if "rdp_cum" in expected:
-        np.testing.assert_allclose(ours["rdp"], expected["rdp_cum"], rtol=1e-9, atol=1e-12)
+    if "rdp_cum" in expected:  # per order, on the reference's own orders
+        np.testing.assert_allclose(ours["rdp"][LOW:], expected["rdp_cum"], rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize(("name", "case"), list(_cases()))
@@ -109,6 +115,8 @@ def test_2017_labels_files(name):
         args = [
             "analyze",
             REFERENCE / f"{name}.npy",
+            "--teachers",  # labels read both ways: (teachers, queries) is 250 teachers
+            250,
             "--gamma",
             params["noise_eps"],
             "--delta",
@@ -137,6 +145,8 @@ def test_2017_paper_mnist_lnmax_on_labels_sample():
     base = [
         "analyze",
         MNIST_LABELS,
+        "--teachers",  # labels read both ways: (teachers, queries) is 250 teachers
+        250,
         "--indices",
         MNIST_INDICES,
         "--mechanism",
@@ -155,9 +165,13 @@ def test_2017_paper_mnist_lnmax_on_labels_sample():
 
 
 def test_default_orders_are_the_reference_list_bit_for_bit():
-    """The shipped literals, not a recomputation: np.logspace differs in the last bit by CPU."""
+    """The shipped literals, not a recomputation: np.logspace differs in the last bit by CPU.
+    The default grid is the orders below 2, then the reference's list exactly."""
     expected = np.array(reference_json("orders.json")["default"], dtype=np.float64)
-    assert DEFAULT_ORDERS.dtype == np.float64 and DEFAULT_ORDERS.shape == (298,)
-    assert DEFAULT_ORDERS.tobytes() == expected.tobytes()
-    assert not DEFAULT_ORDERS.flags.writeable
+    assert REFERENCE_ORDERS.dtype == np.float64 and REFERENCE_ORDERS.shape == (298,)
+    assert REFERENCE_ORDERS.tobytes() == expected.tobytes()
+    assert DEFAULT_ORDERS.tobytes() == np.concatenate([LOW_ORDERS, expected]).tobytes()
+    assert LOW_ORDERS.tolist() == [1.1, 1.25, 1.5, 1.75]
+    for grid in (DEFAULT_ORDERS, REFERENCE_ORDERS, LOW_ORDERS):
+        assert not grid.flags.writeable
     assert parse_orders(None).flags.writeable  # callers get their own copy

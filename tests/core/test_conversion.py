@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pate_cli.core.conversion import best_order, eps_curve_classic, eps_curve_improved
-from pate_cli.orders import DEFAULT_ORDERS
+from pate_cli.orders import DEFAULT_ORDERS, REFERENCE_ORDERS
 from tests.conftest import reference_json
 
 UNIT = reference_json("unit_vectors.json")
@@ -24,10 +24,10 @@ def test_classic_matches_reference(case):
 
 
 def test_first_minimum_wins_on_the_duplicated_order_100():
-    rdp = np.zeros(DEFAULT_ORDERS.size)
-    rdp[DEFAULT_ORDERS != 100.0] = 1.0
-    eps = eps_curve_classic(DEFAULT_ORDERS, rdp, 1e-5)
-    assert best_order(eps) == 196 and DEFAULT_ORDERS[198] == 100.0
+    rdp = np.zeros(REFERENCE_ORDERS.size)
+    rdp[REFERENCE_ORDERS != 100.0] = 1.0
+    eps = eps_curve_classic(REFERENCE_ORDERS, rdp, 1e-5)
+    assert best_order(eps) == 196 and REFERENCE_ORDERS[198] == 100.0
 
 
 def _dp_accounting_compute_epsilon(orders, rdp, delta):

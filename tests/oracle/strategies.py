@@ -8,6 +8,8 @@ import os
 import numpy as np
 from hypothesis import strategies as st
 
+from pate_cli.orders import DEFAULT_ORDERS
+
 # Every soundness property runs at least 200 examples in CI (CI=true: the "ci" profile of
 # tests/conftest.py, derandomized), 100 locally and 1,000 with PATE_THOROUGH=1;
 # PATE_ORACLE_EXAMPLES overrides them all.
@@ -20,6 +22,13 @@ SELF_CHECK_EXAMPLES = max(20, EXAMPLES // 5)
 def log_uniform(low: float, high: float) -> st.SearchStrategy[float]:
     """Floats spread evenly in log scale over [low, high] (ends included)."""
     return st.floats(math.log(low), math.log(high)).map(lambda x: min(max(math.exp(x), low), high))
+
+
+def renyi_orders(high: float) -> st.SearchStrategy[float]:
+    """Renyi orders up to ``high``: the default grid's orders below 2 (where the 2018
+    reference's list stops) and any order in [1.01, high], log-uniform."""
+    low = sorted({float(order) for order in DEFAULT_ORDERS if order < 2})
+    return st.one_of(st.sampled_from(low), log_uniform(1.01, high))
 
 
 @st.composite

@@ -646,7 +646,10 @@ def test_a_release_holds_at_every_order_up_to_its_own():
         assert hand_rdp(run, mp.mpf(8), LISTED) == value
         assert hand_rdp(run, mp.mpf(2), LISTED) == mp.inf
         curve = rdp_curve([other, run])
-        assert [float(order) for order, _ in curve] == [x / 2 for x in range(4, 17)]
+        # The default grid's orders up to 8: 1.1, 1.25, 1.5, 1.75, then 2, 2.5, ..., 8.
+        assert [float(order) for order, _ in curve] == [1.1, 1.25, 1.5, 1.75] + [
+            x / 2 for x in range(4, 17)
+        ]
         assert rdp_curve([other, run], LISTED) == []
         assert rdp_oracle([other, run], 1e-5, "classic", LISTED) == mp.inf
 

@@ -287,7 +287,8 @@ def test_the_enumeration_and_the_propagation():
 @st.composite
 def lnmax_settings(draw: st.DrawFn, max_teachers: int = 30, max_classes: int = 5):
     """(M, C, gamma, order, beta) with gamma log-uniform in [0.01, 5], the order log-uniform
-    in [1.5, 100] and beta a uniform fraction in (0.05, 0.99) of 1 / (2 order).
+    in [1.01, 100] (the default grid reaches 1.1) and beta a uniform fraction in (0.05, 0.99)
+    of 1 / (2 order).
 
     Hypothesis draws M and C (its integers favour small M: enumerations of tens of thousands
     of histograms are a minority); its floats crowd at the ends of their ranges (half the
@@ -298,7 +299,7 @@ def lnmax_settings(draw: st.DrawFn, max_teachers: int = 30, max_classes: int = 5
     num_classes = draw(st.integers(2, max_classes))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     gamma = math.exp(rng.uniform(math.log(0.01), math.log(5.0)))
-    order = math.exp(rng.uniform(math.log(1.5), math.log(100.0)))
+    order = math.exp(rng.uniform(math.log(1.01), math.log(100.0)))
     beta = rng.uniform(0.05, 0.99) / (2 * order)
     return num_teachers, num_classes, gamma, order, beta
 
@@ -306,6 +307,9 @@ def lnmax_settings(draw: st.DrawFn, max_teachers: int = 30, max_classes: int = 5
 # The ends of the ranges, and the tightest cases of a scan (A_0 at 0.99996 and 0.9994 of the
 # bound, at (13, 15) and (0, 0, 6, 8)): (M, C, gamma, order, beta).
 PINNED = [
+    (30, 5, 0.01, 1.01, 0.99 / 2.02),
+    (30, 2, 5.0, 1.01, 0.99 / 2.02),
+    (30, 5, 0.01, 1.1, 0.99 / 2.2),
     (30, 5, 0.01, 1.5, 0.99 / 3),
     (30, 5, 5.0, 100.0, 0.05 / 200),
     (30, 2, 5.0, 1.5, 0.99 / 3),
@@ -396,7 +400,11 @@ def test_the_published_f_is_non_decreasing_in_q(num_classes):
     """rdp_lnmax on a fine log grid of q from 1e-30 to 1 - 1/C, with both sides of Theorem 3's
     boundary 1/(e^eps + 1), never decreases by more than 1e-15 (1 + value)."""
     gammas = np.exp(np.linspace(math.log(0.01), math.log(5.0), 25))
-    orders = np.unique(np.concatenate([np.linspace(1.5, 10.0, 18), np.geomspace(10.0, 100.0, 12)]))
+    orders = np.unique(
+        np.concatenate(
+            [[1.01, 1.1, 1.25], np.linspace(1.5, 10.0, 18), np.geomspace(10.0, 100.0, 12)]
+        )
+    )
     cap = math.log1p(-1 / num_classes)
     grid = np.linspace(math.log(1e-30), cap, 20001)
     for gamma in gammas:

@@ -33,7 +33,7 @@ from pate_cli.core.threshold import (
     rdp_threshold_data_independent,
 )
 from tests.oracle import exact
-from tests.oracle.strategies import EXAMPLES, histograms, log_uniform
+from tests.oracle.strategies import EXAMPLES, histograms, log_uniform, renyi_orders
 
 RTOL = 1e-9
 Cost = Callable[[np.ndarray], np.ndarray]
@@ -162,7 +162,7 @@ def exact_rdp(hist: np.ndarray, log_probs: Callable, order: float) -> float:
 
 
 @settings(max_examples=EXAMPLES)
-@given(hist=histograms(), sigma=log_uniform(0.3, 1e4), order=log_uniform(1.5, 500.0))
+@given(hist=histograms(), sigma=log_uniform(0.3, 1e4), order=renyi_orders(500.0))
 def test_gnmax_data_dependent_rdp_is_sound(hist, sigma, order):
     """rdp_gnmax(logq_gnmax(n)) >= sup_n' D_lambda(GNMax(n) || GNMax(n'))."""
     truth = exact_rdp(hist, functools.partial(exact.gnmax_log_probs, sigma=sigma), order)
@@ -179,7 +179,7 @@ def threshold_cases(draw: st.DrawFn) -> tuple[np.ndarray, float, float]:
 
 
 @settings(max_examples=EXAMPLES)
-@given(case=threshold_cases(), order=log_uniform(1.5, 500.0))
+@given(case=threshold_cases(), order=renyi_orders(500.0))
 # Pr[not answered] far below 1e-16, a neighbour with one more top vote, a large order: where
 # log(1 - Pr[answered]) taken from a rounded log Pr[answered] said "certain, cost 0".
 @example(case=(np.array([10, 4]), -3.0, 0.3), order=50.0)
@@ -194,7 +194,7 @@ def test_threshold_data_dependent_rdp_is_sound(case, order):
 
 
 @settings(max_examples=EXAMPLES)
-@given(hist=histograms(), gamma=log_uniform(0.005, 3.0), order=log_uniform(1.5, 500.0))
+@given(hist=histograms(), gamma=log_uniform(0.005, 3.0), order=renyi_orders(500.0))
 def test_lnmax_data_dependent_rdp_is_sound(hist, gamma, order):
     """rdp_lnmax(logq_lnmax(n)) >= sup_n' D_lambda(LNMax(n) || LNMax(n')), gamma <= 3 so that
     the data-independent 2 gamma caps nothing trivially."""
@@ -209,7 +209,7 @@ def test_lnmax_data_dependent_rdp_is_sound(hist, gamma, order):
     hist=histograms(),
     mechanism=st.sampled_from(["gnmax", "threshold", "lnmax"]),
     noise=log_uniform(0.3, 1e4),
-    order=log_uniform(1.5, 500.0),
+    order=renyi_orders(500.0),
     threshold=st.floats(-3.0, 17.0),
 )
 def test_data_independent_rdp_is_sound(hist, mechanism, noise, order, threshold):
@@ -251,9 +251,10 @@ def brute_force_ls(key: tuple, f: Cost, hist: np.ndarray) -> np.ndarray:
 
 @st.composite
 def gnmax_sensitivity_cases(draw: st.DrawFn) -> dict:
-    """Histogram, sigma, order in [1.5, 50], beta in (0, 0.49/order), and whether C6 is trusted
-    (the release trusts it where check_conditions says so; not trusting it is always allowed)."""
-    order = draw(log_uniform(1.5, 50.0))
+    """Histogram, sigma, order in [1.01, 50] (and the default grid's below 2), beta in
+    (0, 0.49/order), and whether C6 is trusted (the release trusts it where check_conditions
+    says so; not trusting it is always allowed)."""
+    order = draw(renyi_orders(50.0))
     beta = draw(st.floats(0.0, 0.49 / order, exclude_min=True))
     return {
         "hist": draw(histograms()),
