@@ -17,7 +17,12 @@ do not pay for numpy and scipy. Nothing here imports typer, rich or matplotlib, 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+# typing.TYPE_CHECKING without importing typing: ``python -m pate_cli`` imports this module
+# before its entry point holds the signals, so it imports nearly nothing.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 

@@ -1,3 +1,3 @@
-from pate_cli.cli.app import main
+from pate_cli.cli.entry import main
 
 main()

@@ -5,8 +5,9 @@ The cost planned is the publishable one: every query answered, data-independent 
 "pate plan"). It falls as sigma or sigma1 grows and rises with the number of queries and
 with gamma, so the unknown is found by bracketing and bisection on that monotone curve,
 always from the feasible side: the epsilon reported at the returned value never exceeds
-the target, and a continuous value is within 1e-7 relative of the boundary (a count is the
-largest within the target). With pilot votes (``votes``), Confident-GNMax's guaranteed cost
+the target, and where the cost meets the target continuously, the epsilon at a continuous
+value is within ``CLOSE`` (1e-7) relative of the target (a count is the largest within the
+target). With pilot votes (``votes``), Confident-GNMax's guaranteed cost
 on them is planned instead (the joint bound, not the paper's expected cost, which averages
 over the threshold noise and can lie below the run's true epsilon), and the report says the
 votes were looked at.
@@ -35,10 +36,13 @@ from pate_cli.mechanisms.inference import likeliest
 from pate_cli.orders import as_orders
 from pate_cli.reports.encoding import plain
 from pate_cli.reports.reprs import short_repr
+from pate_cli.reports.rounding import bound_significant
 from pate_cli.votes import Votes, load_votes
 
 UNKNOWNS = ("sigma", "queries", "sigma1", "gamma")
-_RELATIVE = 1e-7  # bisection width, relative to the value
+_RELATIVE = 1e-10  # bisection width, relative to the value: far below CLOSE
+#: How close below the target the epsilon at a solved parameter is (relative), once copyable.
+CLOSE = 1e-7
 _MAX_QUERIES = 10**15
 
 
@@ -95,7 +99,7 @@ class PlanReport:
     def _repr_markdown_(self) -> str:
         return (
             f"### pate plan: {self.solve_for} = {self.value:g}\n\n"
-            f"epsilon {self.epsilon:.6g} <= {self.target:g} at delta {self.delta:g} "
+            f"epsilon {bound_significant(self.epsilon)} <= {self.target:g} at delta {self.delta:g} "
             f"({self.accountant} accountant)"
         )
 
@@ -169,7 +173,7 @@ def plan(
         accountant: "exact" (Gaussian DP or the optimal pure-DP composition) or "rdp"
             (Prop. 8 over the orders, converted with ``conversion``).
         conversion: RDP to (epsilon, delta), for the rdp accountant.
-        orders: Renyi orders for the rdp accountant (default the 298 of 2018).
+        orders: Renyi orders for the rdp accountant (default ``DEFAULT_ORDERS``).
         votes: pilot votes (``Votes`` or a path): plan Confident-GNMax's guaranteed
             data-dependent cost on them instead (rdp accountant); they are looked at.
 
@@ -296,39 +300,45 @@ class _Problem:
 
 def _solve(cost: Callable[[float], float], unknown: str, target: float, delta: float) -> float:
     """The value of the unknown: the largest number of queries within the target, or the
-    boundary of a parameter, to ``PLAN_DIGITS`` digits on the feasible side."""
+    boundary of a parameter, to ``PLAN_DIGITS`` digits (more where those would leave the
+    epsilon more than ``CLOSE`` below the target) on the feasible side."""
     if unknown == "queries":
         return float(_largest_count(cost, target, delta))
     rising = unknown == "gamma"  # the cost grows with gamma, falls with sigma and sigma1
     boundary = _boundary(cost, target, delta, rising=rising, name=unknown)
-    value = _copyable(boundary, rising)
-    if not cost(value) <= target:  # a cost not monotone in its last bits: keep it whole
-        value = boundary
-    return value
+    fitting = boundary  # a cost not monotone in its last bits: the value is kept whole
+    for digits in range(PLAN_DIGITS, 18):  # 17 digits give back any double
+        value = _copyable(boundary, rising, digits)
+        epsilon = cost(value)
+        if epsilon <= target and epsilon >= target * (1 - CLOSE):
+            return value
+        if epsilon <= target and fitting == boundary:
+            fitting = value  # the shortest within the target, should none be close to it
+    # Not close at any digit: the boundary is not (a cost flat in the parameter there).
+    return fitting
 
 
-#: Significant digits of a solved parameter: what the table prints is the value itself, so a
-#: copied value keeps the promise (within 1e-7 relative of the boundary).
+#: Significant digits of a solved parameter, at least: what the table prints is the value
+#: itself, so a copied value keeps the promise (the epsilon at it within the target and
+#: within ``CLOSE`` of it).
 PLAN_DIGITS = 8
 
 
-def _copyable(value: float, rising: bool) -> float:
-    """``value`` to ``PLAN_DIGITS`` significant digits, on the side that keeps the cost within
+def _copyable(value: float, rising: bool, digits: int = PLAN_DIGITS) -> float:
+    """``value`` to ``digits`` significant digits, on the side that keeps the cost within
     the target: down where the cost rises with the parameter (gamma), up where it falls
     (sigma, sigma1)."""
     if not math.isfinite(value) or value == 0:
         return value
     rounding = ROUND_FLOOR if rising else ROUND_CEILING
-    rounded = Context(prec=PLAN_DIGITS, rounding=rounding).plus(Decimal(repr(value)))
+    rounded = Context(prec=digits, rounding=rounding).plus(Decimal(repr(value)))
     return float(rounded)
 
 
 def rounded_up(epsilon: float, digits: int = 3) -> str:
-    """``digits`` significant digits, rounded up: a cost is never printed below its value."""
-    if not math.isfinite(epsilon):
-        return f"{epsilon:g}"
-    rounded = Context(prec=digits, rounding=ROUND_CEILING).plus(Decimal(repr(epsilon)))
-    return f"{float(rounded):.{digits}g}"
+    """``digits`` significant digits, rounded up: a cost is never printed below its value
+    (``rounding.bound_significant``, the one policy of every printed figure)."""
+    return bound_significant(epsilon, digits)
 
 
 def _unreachable(target: float, delta: float, name: str, floor: float, limit: str) -> UsageError:

@@ -34,6 +34,7 @@ from pate_cli.cli.commands import (
     smooth_sensitivity,
     verify,
 )
+from pate_cli.cli.interrupts import hold_signals, signals_admitted
 from pate_cli.cli.options import ARGV, MIN_COLUMNS, StreamError, error_line, mechanism_choices
 from pate_cli.errors import ExitCode, PateError
 from pate_cli.spelling import command_line
@@ -108,7 +109,8 @@ class PateGroup(TyperGroup):
             error_line(f"pate: error: {repeated} given twice: give it once (which one is meant?)")
             raise typer.Exit(int(ExitCode.BAD_INPUT))
         try:
-            return super().invoke(ctx)
+            with signals_admitted():  # held until here, and again after (pate_cli.cli.interrupts)
+                return super().invoke(ctx)
         except (typer.Exit, typer.Abort):
             raise
         except PateError as error:
@@ -124,8 +126,8 @@ class PateGroup(TyperGroup):
             error_line(f"pate: error: {_our_words(error.format_message())} (see '{command}')")
             raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
         except KeyboardInterrupt as interrupt:
-            # SIGINT, or SIGTERM/SIGHUP (main turns them into an interrupt): whatever was
-            # staged has been removed on the way here (pate_cli.transaction).
+            # SIGINT, SIGTERM or SIGHUP (pate_cli.cli.interrupts raises them as an interrupt):
+            # whatever was staged has been removed on the way here (pate_cli.transaction).
             signum = getattr(interrupt, "signum", signal.SIGINT)
             error_line(f"pate: interrupted ({signal.Signals(signum).name})")
             raise typer.Exit(128 + int(signum)) from None
@@ -267,18 +269,6 @@ def _out_of_memory(detail: str) -> NoReturn:
     raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
 
 
-class _Signalled(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised where the run is, so that it cleans up as for Ctrl-C."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise _Signalled(signum)
-
-
 def _quiet_streams() -> None:
     """Replace a stream that cannot be written (a full disk, closed) by the null device, so
     that neither the error line nor the interpreter's last flush fails on it again."""
@@ -308,10 +298,10 @@ def sane_environment() -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """The run, after ``pate_cli.cli.entry.main`` (the console script's entry point) has
+    held the signals; again here for a caller that comes here directly."""
+    hold_signals()
     sane_environment()
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _interrupt)
     try:
         app(prog_name="pate")
     finally:

@@ -190,9 +190,9 @@ def analyze(
 
     Reports Renyi DP per order and (epsilon, delta) at the best order for
     GNMax, Confident-GNMax, Interactive-GNMax or LNMax, the expected number of
-    queries answered, and (for the GNMax family) the epsilon released through
-    its smooth sensitivity (GNSS). With --answered, the realised run of
-    'pate aggregate'.
+    queries answered, and the epsilon released through its smooth
+    sensitivity (GNSS), for LNMax as for the GNMax family. With --answered,
+    the realised run of 'pate aggregate'.
 
     Example:
 

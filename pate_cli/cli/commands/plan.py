@@ -71,8 +71,8 @@ def plan(
     Give the target (--epsilon, --delta) and every parameter but one of
     sigma, the number of queries, sigma1 or gamma; plan returns the value at
     which the publishable cost (every query answered, data-independent) is
-    within the target: never above it, and within 1e-7 relative of the
-    boundary (a count: the largest that fits). No votes are read unless
+    within the target: never above it, and within 1e-7 relative of it
+    (a count: the largest that fits). No votes are read unless
     --votes gives pilot votes.
 
     Example:
@@ -105,7 +105,7 @@ def _rendered(report: PlanReport) -> Text:
 
     from pate_cli.planning import rounded_up
 
-    # The value as solved (8 significant digits, on the safe side): copied, it keeps the target.
+    # The value as solved (8 significant digits or more, on the safe side): copied, it keeps the target.
     value = f"{int(report.value)}" if report.solve_for == "queries" else repr(report.value)
     setting = ", ".join(
         f"{k}={v!r}" if k == report.solve_for else f"{k}={v:g}"
