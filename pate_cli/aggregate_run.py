@@ -67,8 +67,9 @@ class AggregateResult:
     noise: Noise
     """Where the noise came from; its seed is shown only when it was public (``seed=N``)."""
     labels: NDArray[np.int64]
-    """The released label of every query; -1 where nothing was released (the aggregator
-    abstained, or a stop condition ended the run before the query)."""
+    """The released label of every query (a token id with candidate token ids, never a
+    position among them); -1 where nothing was released (the aggregator abstained, or a
+    stop condition ended the run before the query)."""
     answered: NDArray[np.bool_]
     """True where the teachers answered, one entry per query the run saw (a prefix of the
     queries): the mask the realised accounting composes, which ``analyze(answered=...)``
@@ -274,8 +275,8 @@ def aggregate_votes(
             draw from; default OS entropy, whose seed is never written anywhere.
         seed_file: a seed file that keeps the run reproducible and private (created, mode
             0600, when missing; see docs/cli.md, "Secrets"). Not with ``seed``.
-        orders: Renyi orders (an array, or the command line's text); default the 298 of the
-            2018 reference.
+        orders: Renyi orders (an array, or the command line's text); default
+            ``DEFAULT_ORDERS``: 1.1 to 1.75, then the 298 of the 2018 reference.
         conversion: "classic" (the 2018 paper) or "improved".
         student_probs: Interactive-GNMax only (and required by it): the student's class
             probabilities, rows summing to 1 (or every row to M: M times them, a baseline on
@@ -380,11 +381,18 @@ def _result(
     expected: AnalysisReport,
 ) -> AggregateResult:
     """The run's result: its labels and the answered mask of the queries it saw, how often
-    the released labels agree with the plurality vote (and with ``truth``), and its costs."""
+    the released labels agree with the plurality vote (and with ``truth``), and its costs.
+    Over candidate token ids, a class is a position among the query's candidates: the
+    labels (and the plurality) are its token id."""
     seen = run.num_seen
-    labels = run.labels[:seen]
-    released = labels >= 0
+    all_labels = run.labels
     plurality = compact.plurality(read_rows(votes.counts, 0, seen))
+    if votes.candidate_ids is not None:
+        all_labels = votes.candidate_ids.token_ids(all_labels)
+        all_labels.flags.writeable = False
+        plurality = votes.candidate_ids.token_ids(plurality)
+    labels = all_labels[:seen]
+    released = labels >= 0
     agreement = float(np.mean(labels[released] == plurality[released])) if released.any() else None
     accuracy = (
         float(np.mean(labels[released] == truth[:seen][released]))
@@ -394,7 +402,7 @@ def _result(
     return AggregateResult(
         mechanism=mechanism,
         noise=noise,
-        labels=run.labels,
+        labels=all_labels,
         answered=run.answered[:seen],
         student_labelled=run.num_student,
         agreement_with_plurality=agreement,

@@ -12,7 +12,8 @@ Parameters the entry points share (each function's docstring lists only its own)
 - ``votes``: votes from ``load_votes``, or a path or an array read as ``load_votes`` reads
   it with ``format=``, ``teachers=``, ``num_classes=``, ``member=`` and ``candidates=``.
 - ``delta``: the target delta, in (0, 1). ``orders``: Renyi orders (an array, or the
-  command line's text; default the 298 of the 2018 reference). ``conversion``:
+  command line's text; default ``DEFAULT_ORDERS``, 1.1 to 1.75 then the 298 of the 2018
+  reference). ``conversion``:
   ``"classic"`` (the 2018 paper) or ``"improved"``.
 - ``baseline``: Interactive-GNMax's baseline (queries x classes); ``answered``: ``pate
   aggregate``'s answered mask, to account the realised run (each a file or an array).
@@ -108,13 +109,18 @@ def load_votes(
             "probs".
         format: the same as ``fmt`` (``--format``); both given must agree.
         num_classes: the class count of labels.
-        teachers: the number of teachers M (default: from the data).
+        teachers: the number of teachers M (default: from the data); for labels, it picks
+            the layout of M teachers (teachers x queries, or saved queries x teachers).
         queries: keep the first N queries (after ``indices``).
         indices: a .npy, or an array, of query indices to keep, in order.
         member: the array of an .npz to read, by its ``numpy.savez`` keyword (``--member``;
             needed when the .npz holds several arrays).
-        candidates: a .npy, or an array, of each query's number of classes (its candidates,
-            classes 0 .. n - 1; ``--candidates``), chosen without the private votes.
+        candidates: ``--candidates``, chosen without the private votes: a .npy or an array
+            of each query's number of classes (1-D: classes 0 .. n - 1), or of its candidate
+            token ids (2-D, queries x k, -1 padding), or a sparse queries x vocabulary
+            matrix (a ``save_npz`` .npz, or in memory) marking them with its non-zeros. With
+            token ids the votes outside them are dropped (one warning), the classes are the
+            candidates by increasing id, and ``aggregate`` releases token ids.
 
     Raises:
         InputError: the votes cannot be read one way only, or are invalid.

@@ -23,7 +23,7 @@ prints or imports a terminal library.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -324,9 +324,21 @@ def inspect_votes(votes: Votes) -> InspectReport:
     Raises:
         InputError: the votes file can no longer be read.
     """
+    profile = profile_votes(votes.counts, votes.num_teachers)
+    ids = votes.candidate_ids
+    if ids is not None and profile.vocabulary is not None:
+        # Over candidate token ids a class is a position among the query's candidates: the
+        # vocabulary is the votes file's, and the candidate sets are always shown.
+        sizes = ids.sizes
+        vocabulary = replace(
+            profile.vocabulary,
+            classes=votes.num_classes,
+            candidates=(int(sizes.min()), int(sizes.max())),
+        )
+        profile = replace(profile, vocabulary=vocabulary)
     return InspectReport(
         input=InputSummary.from_votes(votes),
         dtype=stored_dtype(votes),
-        profile=profile_votes(votes.counts, votes.num_teachers),
+        profile=profile,
         warnings=votes.warnings,
     )

@@ -25,14 +25,22 @@ ARRAYS = {"counts": COUNTS, "labels": LABELS, "probs": PROBS}
 GNMAX = pate.GNMax(sigma=4.0)
 CONFIDENT = pate.ConfidentGNMax(threshold=30.0, sigma1=15.0, sigma=5.0)
 
-# Each entry point, called on the votes (an array, or its file); seeds fix every draw.
-CALLS: dict[str, Callable[[Any], Any]] = {
-    "analyze-gnmax": lambda v: pate.analyze(v, GNMAX, delta=1e-5, release="sample", seed=2),
-    "analyze-confident": lambda v: pate.analyze(v, CONFIDENT, delta=1e-5, release="sample", seed=2),
-    "smooth_sensitivity": lambda v: pate.smooth_sensitivity(v, GNMAX, delta=1e-5, seed=2),
-    "compare": lambda v: pate.compare(v, [GNMAX, CONFIDENT], delta=1e-5),
-    "aggregate": lambda v: pate.aggregate(v, CONFIDENT, delta=1e-5, seed=5),
-    "inspect": lambda v: pate.inspect(v),
+# How each kind is read: labels read both ways (40 x 100), so teachers= picks the layout.
+READING: dict[str, dict[str, Any]] = {"counts": {}, "labels": {"teachers": 40}, "probs": {}}
+
+# Each entry point, called on the votes (an array, or its file) and how to read them; seeds
+# fix every draw.
+CALLS: dict[str, Callable[..., Any]] = {
+    "analyze-gnmax": lambda v, **r: pate.analyze(
+        v, GNMAX, delta=1e-5, release="sample", seed=2, **r
+    ),
+    "analyze-confident": lambda v, **r: pate.analyze(
+        v, CONFIDENT, delta=1e-5, release="sample", seed=2, **r
+    ),
+    "smooth_sensitivity": lambda v, **r: pate.smooth_sensitivity(v, GNMAX, delta=1e-5, seed=2, **r),
+    "compare": lambda v, **r: pate.compare(v, [GNMAX, CONFIDENT], delta=1e-5, **r),
+    "aggregate": lambda v, **r: pate.aggregate(v, CONFIDENT, delta=1e-5, seed=5, **r),
+    "inspect": lambda v, **r: pate.inspect(v, **r),
 }
 
 
@@ -58,8 +66,8 @@ def _numbers(report: Any, path: str | None = None) -> tuple[dict[str, Any], dict
 def test_an_array_and_its_file_give_the_same_numbers(kind: str, call: str, tmp_path: Path):
     array = ARRAYS[kind]
     path = _save(tmp_path, f"{kind}.npy", array)
-    from_file, file_input = _numbers(CALLS[call](path), path)
-    from_memory, memory_input = _numbers(CALLS[call](array))
+    from_file, file_input = _numbers(CALLS[call](path, **READING[kind]), path)
+    from_memory, memory_input = _numbers(CALLS[call](array, **READING[kind]))
     assert from_memory == from_file
     assert "source" not in file_input  # the command line's JSON is unchanged
     assert memory_input["source"] == "memory"
@@ -74,7 +82,7 @@ def test_a_list_reads_as_its_array():
 
 
 def test_the_input_block_says_memory_with_shape_dtype_and_digest():
-    report = pate.analyze(LABELS, GNMAX, delta=1e-5, release=False)
+    report = pate.analyze(LABELS, GNMAX, delta=1e-5, release=False, teachers=40)
     given = report.to_dict()["input"]
     expected = hashlib.sha256(b"<i8 (40, 100)\n" + LABELS.tobytes()).hexdigest()
     assert given["source"] == "memory"

@@ -73,8 +73,10 @@ def test_mnist_json():
 
 
 def test_labels_with_a_selection():
+    # 250 x 9000 labels read both ways: --teachers 250 picks the (teachers, queries) layout.
     payload = run_cli(
-        ["inspect", MNIST_LABELS, "--indices", MNIST_INDICES, "--queries", 40, "--json"]
+        ["inspect", MNIST_LABELS, "--teachers", 250, "--indices", MNIST_INDICES]
+        + ["--queries", 40, "--json"]
     ).json
     source = payload["input"]
     assert source["format"] == "labels" and source["num_queries"] == 40

@@ -59,10 +59,10 @@ def student_probs(mnist_640):
     [
         (MNIST, [], {}),
         (MNIST, ["--queries", 100], {"queries": 100}),
-        (
+        (  # 250 x 9000 labels read both ways: --teachers 250 picks the layout
             MNIST_LABELS,
-            ["--indices", MNIST_INDICES, "--queries", 40],
-            {"indices": str(MNIST_INDICES), "queries": 40},
+            ["--teachers", 250, "--indices", MNIST_INDICES, "--queries", 40],
+            {"teachers": 250, "indices": str(MNIST_INDICES), "queries": 40},
         ),
     ],
     ids=["counts", "counts-queries", "labels-indices"],
@@ -160,14 +160,15 @@ def test_interactive_with_probabilities_as_an_array_or_a_file(tmp_path, mnist_64
 
 
 def test_lnmax_on_labels_with_a_selection_orders_and_true_labels(tmp_path):
-    votes = load_votes(str(MNIST_LABELS), indices=str(MNIST_INDICES))
+    votes = load_votes(str(MNIST_LABELS), teachers=250, indices=str(MNIST_INDICES))
     truth = np.load(MNIST).argmax(axis=1)  # one per query of the file: selected like the votes
     truth_path = tmp_path / "truth.npy"
     np.save(truth_path, truth)
     call = {"delta": 1e-5, "seed": 0, "orders": np.arange(2, 10), "true_labels": truth}
     result = aggregate_votes(votes, LNMax(0.1), **call)
     assert result.accuracy == result.agreement_with_plurality
-    args = [MNIST_LABELS, "--indices", MNIST_INDICES, "--delta", 1e-5, "--orders", "2:10:1"]
+    args = [MNIST_LABELS, "--teachers", 250, "--indices", MNIST_INDICES, "--delta", 1e-5]
+    args += ["--orders", "2:10:1"]
     cli, labels, mask = _cli_aggregate(
         tmp_path, args, ["--gamma", 0.1], ["--true-labels", truth_path]
     )

@@ -24,6 +24,8 @@ CASES = {
     "analyze-lnmax": [
         "analyze",
         "sample_data/mnist_250_teachers_labels.npy",
+        "--teachers",  # 250 x 9000 labels read both ways: 250 teachers picks the layout
+        "250",
         "--indices",
         "sample_data/mnist_250_teachers_100_indices_used_by_student.npy",
         "--gamma",

@@ -109,6 +109,7 @@ def test_query_terms_and_costs_do_not_depend_on_threads_or_blocks(monkeypatch):
     np.testing.assert_allclose(staged[0][1], direct[1], rtol=1e-13)
 
 
+LABELS_READING = ["--teachers", 250]  # 250 x 9000 labels read both ways: 250 teachers
 LABELS_CASES = [
     ["--gamma", 0.1, "--delta", 1e-5],
     ["--threshold", 200, "--sigma1", 150, "--sigma", 40, "--delta", 1e-5],
@@ -125,7 +126,7 @@ def test_streamed_labels_equal_in_memory(flags, monkeypatch):
     monkeypatch.setattr(votes_module, "STREAM_MIN_ROWS", 1)
     monkeypatch.setattr(votes_module, "_BLOCK_ROWS", 97)
     monkeypatch.setattr(votes_module, "_BLOCK_CELLS", 250 * 41)  # sub-blocks of 41 queries
-    loaded = votes_module.load_votes(path)
+    loaded = votes_module.load_votes(path, teachers=250)
     assert isinstance(loaded.counts, votes_module.ChunkedLabels)
     assert loaded.format is votes_module.VoteFormat.LABELS and loaded.detected
     assert json.dumps(_outputs_of(path, flags, []), sort_keys=True) == json.dumps(
@@ -138,8 +139,10 @@ def test_streamed_labels_equal_in_memory(flags, monkeypatch):
 
 def _outputs_of(path, flags: list, extra: list) -> dict[str, dict]:
     return {
-        "analyze": run_cli(["analyze", path, *flags, *extra, "--no-release", "--json"]).json,
-        "inspect": run_cli(["inspect", path, *extra, "--json"]).json,
+        "analyze": run_cli(
+            ["analyze", path, *LABELS_READING, *flags, *extra, "--no-release", "--json"]
+        ).json,
+        "inspect": run_cli(["inspect", path, *LABELS_READING, *extra, "--json"]).json,
     }
 
 
@@ -213,12 +216,14 @@ def test_streamed_npz_equals_in_memory(tmp_path, monkeypatch, saver, kind):
     array = _npz_cases(np.random.default_rng(5))[kind]
     path = tmp_path / "votes.npz"
     saver(path, votes=array)
-    in_memory = votes_module.load_votes(path)
+    # Labels read both ways (6 teachers x 1000 queries, or 1000 x 6): --teachers picks.
+    reading = {"teachers": 6} if kind == "labels" else {}
+    in_memory = votes_module.load_votes(path, **reading)
     assert isinstance(in_memory.counts, np.ndarray)
     monkeypatch.setattr(votes_module, "STREAM_MIN_ROWS", 10)
     monkeypatch.setattr(votes_module, "_BLOCK_ROWS", 64)
     monkeypatch.setattr(votes_module, "_BLOCK_CELLS", 6 * 41)  # labels: blocks of 41 queries
-    streamed = votes_module.load_votes(path)
+    streamed = votes_module.load_votes(path, **reading)
     expected_type = votes_module.ChunkedLabels if kind == "labels" else votes_module.ChunkedCounts
     assert type(streamed.counts) is expected_type
     assert isinstance(streamed.counts._source, stream.InflatedTiles)
@@ -228,11 +233,11 @@ def test_streamed_npz_equals_in_memory(tmp_path, monkeypatch, saver, kind):
         assert getattr(streamed, name) == getattr(in_memory, name), name
     if kind == "soft":
         assert "votes hold fractional values (soft votes" in streamed.warnings[0]
-    prefix = votes_module.load_votes(path, queries=700)
+    prefix = votes_module.load_votes(path, queries=700, **reading)
     np.testing.assert_array_equal(np.asarray(prefix.counts), in_memory.counts[:700])
     # A .npy of the same array, streamed, reads the same.
     np.save(tmp_path / "votes.npy", array)
-    npy = votes_module.load_votes(tmp_path / "votes.npy")
+    npy = votes_module.load_votes(tmp_path / "votes.npy", **reading)
     np.testing.assert_array_equal(np.asarray(npy.counts), in_memory.counts)
 
 

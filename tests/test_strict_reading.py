@@ -1,13 +1,14 @@
 """Strict reading: never a guess that changes the numbers (README, "Inputs").
 
-- ``--format auto`` reads a 2-D array with unequal row sums as labels only when the class
-  count it implies is at most its number of teachers and of queries, and the transposed
-  orientation is implausible (fewer rows than columns); past the class count it is exit 2
-  asking for ``--format``, and an array that reads two ways (counts with an abstaining
-  teacher that could be labels, labels that could be saved queries x teachers) is exit 2
-  naming both, never a pick;
-- ``--teachers M`` below the largest counts row sum, or below the teachers of a labels or
-  scores file, is exit 2; under auto it keeps the readings it does not refute;
+- ``--format auto`` takes a 2-D array with unequal row sums as labels only when the class
+  count it implies is at most its number of teachers and of queries, and such labels read
+  both ways, whatever the shape (teachers x queries, or saved queries x teachers:
+  tests/test_labels_layout.py); past the class count it is exit 2 asking for ``--format``,
+  and an array that reads two ways (counts with an abstaining teacher that could be labels,
+  labels that could be saved queries x teachers) is exit 2 naming both, never a pick;
+- ``--teachers M`` below the largest counts row sum, or below the teachers of a scores
+  file, or of neither layout of labels, is exit 2; under auto it keeps the readings it does
+  not refute;
 - a label -1 is a teacher that abstains: counted in no class;
 - soft votes (fractional counts) are analysed with a warning; every report states its layout;
 - an ``.npz`` member is refused, before anything is inflated, when its header declares more
@@ -204,7 +205,7 @@ def test_the_flags_the_message_asks_for_settle_it(
 @pytest.mark.parametrize(
     ("shape", "largest", "expected"),
     [
-        ((3, 5), 2, VoteFormat.LABELS),  # C = 3 = teachers
+        ((3, 5), 2, "orientation"),  # C = 3 = teachers, but 3 x 5 may be saved queries x teachers
         ((3, 5), 3, "classes"),  # C = 4 > 3 teachers
         ((5, 3), 2, "orientation"),  # C = 3 = queries, but 5 x 3 may be saved queries x teachers
         ((5, 3), 3, "classes"),  # C = 4 > 3 queries
@@ -254,13 +255,22 @@ def test_labels_may_imply_no_more_classes_than_teachers_and_queries(
     np.testing.assert_array_equal(votes.counts, naive_counts(labels, largest + 1))
 
 
-def test_labels_of_a_single_class_are_read_as_teachers_x_queries(
+def test_labels_of_a_single_class_read_both_ways_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One class: no vote to aggregate, and no second orientation named (it releases nothing)."""
+    """One class: the two layouts give other teachers and queries all the same, so auto names
+    both (it read 5 teachers x 4 queries), and --teachers picks one."""
     labels = np.zeros((5, 4), dtype=np.int64)
     labels[1, 2] = -1
-    votes = load_both(save(tmp_path, "labels.npy", labels), monkeypatch)
+    path = save(tmp_path, "labels.npy", labels)
+    with pytest.raises(InputError) as excinfo:
+        load_both(path, monkeypatch)
+    assert message_of(excinfo, path) == (
+        f"{path}: cannot tell the format: it could be labels of 5 teachers x 4 queries (1 "
+        "class; pass --format labels), or labels of 4 teachers x 5 queries saved as queries x "
+        "teachers (1 class; pass --format labels --teachers 4)"
+    )
+    votes = load_both(path, monkeypatch, teachers=5)
     assert (votes.format, votes.num_teachers, votes.num_queries, votes.num_classes) == (
         VoteFormat.LABELS,
         5,
@@ -281,9 +291,13 @@ def test_the_sample_counts_are_still_counts(monkeypatch: pytest.MonkeyPatch) -> 
     assert votes.warnings == ()
 
 
-def test_the_2017_labels_are_still_labels(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_2017_labels_are_labels_of_the_teachers_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """250 x 9000 could as well be 9000 teachers x 250 queries (it was read as 250 teachers
+    without a flag): --teachers 250 says which."""
     monkeypatch.setattr(votes_module, "_BLOCK_CELLS", 250 * 97)
-    votes = load_both(str(MNIST_LABELS), monkeypatch, block_rows=97)
+    with pytest.raises(InputError, match="or labels of 9000 teachers x 250 queries saved as"):
+        load_both(str(MNIST_LABELS), monkeypatch, block_rows=97)
+    votes = load_both(str(MNIST_LABELS), monkeypatch, block_rows=97, teachers=250)
     assert (votes.format, votes.detected) == (VoteFormat.LABELS, True)
     assert (votes.num_teachers, votes.num_classes) == (250, 10)
     assert votes.counts.sum(axis=1).tolist() == [250.0] * votes.num_queries
@@ -377,23 +391,42 @@ def test_rows_that_disagree_without_teachers_stay_an_error(tmp_path: Path) -> No
 LABELS = np.array([[0, 1, 2, 1, 0], [1, 1, 2, 0, 0], [0, 2, 2, 1, 1]])  # 3 teachers, 5 queries
 
 
-@pytest.mark.parametrize("fmt", ["labels", "probs"])
 def test_teachers_below_the_file_teachers_is_an_error(
-    fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    array = LABELS if fmt == "labels" else np.eye(3)[LABELS]  # probs: one-hot scores
-    path = save(tmp_path, "votes.npy", array)
-    load = load_both if fmt == "labels" else _load_in_memory
+    path = save(tmp_path, "votes.npy", np.eye(3)[LABELS])  # probs: one-hot scores
     with pytest.raises(InputError) as excinfo:
-        load(path, monkeypatch, fmt=fmt, teachers=2)
+        _load_in_memory(path, monkeypatch, fmt="probs", teachers=2)
     message = message_of(excinfo, path)
     assert "the file has 3 teachers but --teachers is 2; --teachers must be at least" in message
-    args = ["analyze", path, "--format", fmt, "--teachers", 2, *ANALYZE]
+    args = ["analyze", path, "--format", "probs", "--teachers", 2, *ANALYZE]
     assert cli_error(args, path).endswith(message)
-    assert load(path, monkeypatch, fmt=fmt, teachers=3).warnings == ()
-    above = load(path, monkeypatch, fmt=fmt, teachers=5)
+    assert _load_in_memory(path, monkeypatch, fmt="probs", teachers=3).warnings == ()
+    above = _load_in_memory(path, monkeypatch, fmt="probs", teachers=5)
     assert above.num_teachers == 5 and len(above.warnings) == 1
     np.testing.assert_array_equal(above.counts, naive_counts(LABELS, 3))
+
+
+def test_teachers_of_neither_layout_of_labels_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Labels: --teachers picks a layout (3 or 5 teachers); 2, or 6 (a note before), is exit 2."""
+    path = save(tmp_path, "votes.npy", LABELS)
+    for teachers in (2, 6):
+        with pytest.raises(InputError) as excinfo:  # refused before either reader opens
+            pate_cli.load_votes(path, fmt="labels", teachers=teachers)
+        message = message_of(excinfo, path)
+        assert message == (
+            f"{path}: --teachers {teachers} matches neither layout of the labels: 3 teachers x "
+            "5 queries as saved (--teachers 3), or 5 teachers x 3 queries saved as queries x "
+            "teachers (--teachers 5)"
+        )
+        args = ["analyze", path, "--format", "labels", "--teachers", teachers, *ANALYZE]
+        assert cli_error(args, path).endswith(message)
+    assert load_both(path, monkeypatch, fmt="labels", teachers=3).warnings == ()
+    other = pate_cli.load_votes(path, fmt="labels", teachers=5)
+    assert (other.num_teachers, other.num_queries) == (5, 3)
+    np.testing.assert_array_equal(other.counts, naive_counts(LABELS.T, 3))
 
 
 def _load_in_memory(
@@ -421,7 +454,8 @@ def test_abstaining_teachers_are_counted_in_no_class(
     dtype: type, fmt: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = save(tmp_path, "labels.npy", ABSTAINING.astype(dtype))
-    votes = load_both(path, monkeypatch, fmt=fmt)
+    # --teachers 4 picks the layout auto cannot tell (4 teachers x 6 queries, or 6 x 4).
+    votes = load_both(path, monkeypatch, fmt=fmt, teachers=4)
     assert (votes.format, votes.detected) == (VoteFormat.LABELS, fmt == "auto")
     assert (votes.num_teachers, votes.num_classes, votes.num_queries) == (4, 3, 6)
     expected = [
@@ -465,10 +499,10 @@ def test_abstaining_labels_with_equal_row_sums_are_labels(
         [[0, 1, 2, -1, 0, 1], [1, -1, 2, 0, 0, 1], [2, 1, -1, 0, 1, 0]]
     )  # every row sums to 3
     path = save(tmp_path, "labels.npy", labels)
-    votes = load_both(path, monkeypatch, min_rows=min_rows)
+    votes = load_both(path, monkeypatch, min_rows=min_rows, teachers=3)
     assert (votes.format, votes.detected, votes.num_classes) == (VoteFormat.LABELS, True, 3)
     np.testing.assert_array_equal(votes.counts, naive_counts(labels, 3))
-    result = run_cli(["analyze", path, *ANALYZE])
+    result = run_cli(["analyze", path, "--teachers", 3, *ANALYZE])
     assert result.json["input"]["format"] == "labels"
     assert result.json["input"]["num_teachers"] == 3
 
@@ -529,7 +563,7 @@ def test_the_first_bad_label_is_the_same_on_both_paths(
 
 def test_abstaining_labels_through_the_cli(tmp_path: Path) -> None:
     path = save(tmp_path, "labels.npy", ABSTAINING)
-    inspect = run_cli(["inspect", path, "--json"]).json["input"]
+    inspect = run_cli(["inspect", path, "--teachers", 4, "--json"]).json["input"]
     assert (inspect["format"], inspect["format_detected"]) == ("labels", True)
     assert (inspect["num_teachers"], inspect["num_classes"], inspect["num_queries"]) == (4, 3, 6)
     analyze = run_cli(["analyze", path, "--format", "labels", *ANALYZE]).json["input"]
@@ -624,9 +658,10 @@ def test_labels_saved_queries_x_teachers_are_never_read_as_teachers_x_queries(
     assert publishable(given) == pytest.approx(1.3565, abs=5e-5)
     table = run_cli(["analyze", path, "--format", "labels", "--sigma", 40, "--delta", 1e-5])
     assert "format labels (given, 5000 teachers x 100 queries)" in " ".join(table.stdout.split())
-    # Saved as (teachers, queries), it reads without a flag: 5,000 queries, ten times the cost.
+    # Saved as (teachers, queries), --teachers 100 reads it so: 5,000 queries, ten times the
+    # cost. (Without a flag it reads both ways too: 100 x 5000 could be 5,000 teachers.)
     np.save(path, labels)
-    detected = run_cli(["analyze", path, "--sigma", 40, *ISSUE])
+    detected = run_cli(["analyze", path, "--teachers", 100, "--sigma", 40, *ISSUE])
     source = detected.json["input"]
     assert (source["format"], source["format_detected"], source["layout"]) == (
         "labels",
@@ -640,7 +675,8 @@ def test_labels_saved_queries_x_teachers_are_never_read_as_teachers_x_queries(
 def test_teachers_leaves_the_reading_it_does_not_refute(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """--teachers M under auto: counts with no row above M, labels of at most M teachers."""
+    """--teachers M under auto: counts with no row above M, labels in the layout of M
+    teachers."""
     monkeypatch.setattr(votes_module, "_BLOCK_CELLS", 250 * 97)
     labels = load_both(str(MNIST_LABELS), monkeypatch, block_rows=97, teachers=250)
     assert (labels.format, labels.detected, labels.num_teachers) == (VoteFormat.LABELS, True, 250)
@@ -652,24 +688,25 @@ def test_teachers_leaves_the_reading_it_does_not_refute(
     assert message_of(excinfo, path) == (
         f"{path}: cannot tell the format: it could be counts of 5 queries x 4 classes from 5 "
         "teachers (1 of 5 rows sums to 1, the others to 2; pass --format counts), or labels "
-        "of 5 teachers x 4 "
-        "queries (2 classes; pass --format labels), or labels of 4 teachers x 5 queries saved "
-        "as queries x teachers (2 classes; pass --format labels --teachers 4)"
+        "of 5 teachers x 4 queries (2 classes; pass --format labels)"
     )
     with pytest.raises(InputError) as excinfo:  # 4 teachers: counts, or the transposed labels
         load_both(path, monkeypatch, teachers=4, fmt="auto")
     assert "could be counts of 5 queries x 4 classes from 4 teachers" in message_of(excinfo, path)
     assert load_both(path, monkeypatch, teachers=3).format is VoteFormat.COUNTS
     # 100 x 20 labels of 10 classes saved queries x teachers, and --teachers 20: rows sum
-    # to more than 20 and 100 rows are more than 20 teachers; the transposed reading is left.
+    # to more than 20 and 100 rows are not 20 teachers; the transposed reading is left, and
+    # read (it was an error: auto never transposed).
     labels = np.random.default_rng(7).integers(0, 10, size=(20, 100))
     path = save(tmp_path, "transposed.npy", np.ascontiguousarray(labels.T))
-    with pytest.raises(InputError) as excinfo:
-        load_both(path, monkeypatch, teachers=20)
-    assert message_of(excinfo, path) == (
-        f"{path}: reads only as labels of 20 teachers x 100 queries saved as queries x "
-        "teachers (10 classes; pass --format labels --teachers 20)"
+    picked = pate_cli.load_votes(path, teachers=20)
+    assert (picked.format, picked.detected, picked.layout) == (
+        VoteFormat.LABELS,
+        True,
+        "queries x teachers",
     )
+    assert (picked.num_teachers, picked.num_queries) == (20, 100)
+    np.testing.assert_array_equal(picked.counts, naive_counts(labels, 10))
 
 
 def test_soft_votes_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -701,7 +738,8 @@ def test_soft_votes_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 )
 def test_every_report_states_the_layout(array: np.ndarray, layout: str, tmp_path: Path) -> None:
     path = save(tmp_path, "votes.npy", array)
-    for command in (["analyze", path, *ANALYZE], ["inspect", path, "--json"]):
+    teachers = ["--teachers", 20] if layout == "teachers x queries" else []  # labels: a layout
+    for command in (["analyze", path, *teachers, *ANALYZE], ["inspect", path, *teachers, "--json"]):
         assert run_cli(command).json["input"]["layout"] == layout
 
 

@@ -112,7 +112,9 @@ def test_forced_format_is_not_detected(tmp_path: Path) -> None:
 
 
 def test_labels_detected_and_converted(tmp_path: Path) -> None:
-    votes = load_votes(save(tmp_path, "labels.npy", LABELS))
+    # Labels read both ways (3 teachers x 5 queries, or 5 x 3 saved queries x teachers):
+    # --teachers picks the layout (tests/test_labels_layout.py).
+    votes = load_votes(save(tmp_path, "labels.npy", LABELS), teachers=3)
     assert (votes.format, votes.detected) == (VoteFormat.LABELS, True)
     assert (votes.num_teachers, votes.num_classes, votes.num_queries) == (3, 3, 5)
     np.testing.assert_array_equal(votes.counts, naive_counts(LABELS, 3))
@@ -139,10 +141,19 @@ def test_labels_with_equal_row_sums_are_counts(tmp_path: Path) -> None:
 
 
 def test_integer_rows_with_different_sums_are_labels(tmp_path: Path) -> None:
-    # Labels as long as they imply no more classes than teachers and queries (README), and
-    # have fewer teachers (rows) than queries: the other orientation is then implausible.
+    # Labels as long as they imply no more classes than teachers and queries (README); they
+    # read both ways whatever the shape (it was labels of 3 teachers, the fewer rows than
+    # columns), and --teachers picks the layout.
     array = np.array([[1, 2, 0, 2], [0, 0, 2, 1], [2, 1, 1, 2]])
-    votes = load_votes(save(tmp_path, "votes.npy", array))
+    path = save(tmp_path, "votes.npy", array)
+    with pytest.raises(InputError) as excinfo:
+        load_votes(path)
+    assert check_error(excinfo, path) == (
+        f"{path}: cannot tell the format: it could be labels of 3 teachers x 4 queries (3 "
+        "classes; pass --format labels), or labels of 4 teachers x 3 queries saved as queries "
+        "x teachers (3 classes; pass --format labels --teachers 4)"
+    )
+    votes = load_votes(path, teachers=3)
     assert votes.format is VoteFormat.LABELS and votes.num_classes == 3
     assert (votes.num_teachers, votes.num_queries, votes.layout) == (3, 4, "teachers x queries")
     np.testing.assert_array_equal(votes.counts, naive_counts(array, 3))
@@ -243,9 +254,18 @@ def test_counts_are_read_only(tmp_path: Path) -> None:
         votes.counts[0, 0] = 1.0
 
 
-def test_teachers_override_for_labels(tmp_path: Path) -> None:
-    votes = load_votes(save(tmp_path, "labels.npy", LABELS), fmt="labels", teachers=10)
-    assert votes.num_teachers == 10 and len(votes.warnings) == 1
+def test_teachers_picks_the_layout_of_labels(tmp_path: Path) -> None:
+    # --teachers of labels picks a layout; one of neither is an error (it was a note).
+    path = save(tmp_path, "labels.npy", LABELS)
+    votes = load_votes(path, fmt="labels", teachers=5)
+    assert (votes.num_teachers, votes.num_queries, votes.layout) == (5, 3, "queries x teachers")
+    np.testing.assert_array_equal(votes.counts, naive_counts(LABELS.T, 3))
+    with pytest.raises(InputError) as excinfo:
+        load_votes(path, fmt="labels", teachers=10)
+    assert check_error(excinfo, path) == (
+        f"{path}: --teachers 10 matches neither layout of the labels: 3 teachers x 5 queries as "
+        "saved (--teachers 3), or 5 teachers x 3 queries saved as queries x teachers (--teachers 5)"
+    )
 
 
 # --- selection ------------------------------------------------------------------------------
@@ -277,7 +297,7 @@ def test_integral_float_indices(tmp_path: Path) -> None:
 
 def test_selection_applies_to_label_columns(tmp_path: Path) -> None:
     indices = save(tmp_path, "idx.npy", np.array([4, 1, 2]))
-    votes = load_votes(save(tmp_path, "labels.npy", LABELS), indices=indices, queries=2)
+    votes = load_votes(save(tmp_path, "labels.npy", LABELS), indices=indices, queries=2, teachers=3)
     assert (votes.num_file_queries, votes.num_queries, votes.num_classes) == (5, 2, 3)
     np.testing.assert_array_equal(votes.counts, naive_counts(LABELS[:, [4, 1]], 3))
 
@@ -285,7 +305,7 @@ def test_selection_applies_to_label_columns(tmp_path: Path) -> None:
 def test_label_class_count_comes_from_the_whole_file(tmp_path: Path) -> None:
     # Queries 3 and 4 have labels 0 and 1 only; selecting them must not drop class 2.
     indices = save(tmp_path, "idx.npy", [3, 4])
-    votes = load_votes(save(tmp_path, "labels.npy", LABELS), indices=indices)
+    votes = load_votes(save(tmp_path, "labels.npy", LABELS), indices=indices, fmt="labels")
     assert votes.num_classes == 3
     np.testing.assert_array_equal(votes.counts, naive_counts(LABELS, 3)[[3, 4]])
 
@@ -315,7 +335,7 @@ def test_sample_counts_with_student_indices() -> None:
 
 
 def test_reference_labels2017_file() -> None:
-    votes = load_votes(str(REFERENCE / "labels2017_mnist_like.npy"))
+    votes = load_votes(str(REFERENCE / "labels2017_mnist_like.npy"), teachers=250)
     assert (votes.format, votes.detected) == (VoteFormat.LABELS, True)
     assert (votes.num_queries, votes.num_teachers, votes.num_classes) == (1000, 250, 10)
     np.testing.assert_array_equal(votes.counts.sum(axis=1), 250)
@@ -812,7 +832,7 @@ def test_bad_indices(tmp_path: Path, indices: np.ndarray) -> None:
 def test_indices_bounds_use_query_axis_of_labels(tmp_path: Path) -> None:
     path = save(tmp_path, "idx.npy", [4, 5])  # 5 queries in LABELS: 5 is out of range
     with pytest.raises(InputError) as excinfo:
-        load_votes(save(tmp_path, "labels.npy", LABELS), indices=path)
+        load_votes(save(tmp_path, "labels.npy", LABELS), indices=path, fmt="labels")
     assert "[0, 5)" in check_error(excinfo, path)
 
 

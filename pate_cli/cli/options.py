@@ -7,6 +7,7 @@ and document a flag the same way (the Typer form of sqlite-utils'
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -93,13 +94,20 @@ CandidatesOpt = Annotated[
     str | None,
     typer.Option(
         "--candidates",
-        help=".npy of each query's number of classes (its candidates: classes 0 .. n-1), "
-        "chosen without the private votes.",
+        help="Each query's candidates, chosen without the private votes: an .npy of one "
+        "count n per query (a 1-D array: its classes are 0 .. n-1), or of its candidate token "
+        "ids (a 2-D array, queries x k, -1 padding; or a scipy.sparse .npz, queries x "
+        "vocabulary, whose non-zeros mark them: votes for other tokens are dropped and "
+        "aggregate writes token ids).",
     ),
 ]
 TeachersOpt = Annotated[
     int | None,
-    typer.Option("--teachers", help="Number of teachers M (default: from the data)."),
+    typer.Option(
+        "--teachers",
+        help="Number of teachers M (default: from the data); for labels, picks the layout "
+        "of M teachers.",
+    ),
 ]
 QueriesOpt = Annotated[int | None, typer.Option("--queries", help="Keep the first N queries.")]
 IndicesOpt = Annotated[
@@ -158,7 +166,7 @@ OrdersOpt = Annotated[
     typer.Option(
         "--orders",
         help="Renyi orders: a comma list or start:stop:step (stop excluded). "
-        "Default: the 2018 reference's 298 orders from 2 to 500.",
+        "Default: 1.1, 1.25, 1.5, 1.75, then the 2018 reference's 298 orders from 2 to 500.",
     ),
 ]
 ConversionOpt = Annotated[
@@ -274,12 +282,17 @@ def rendered(payload: dict[str, Any], renderable: Any, as_json: bool) -> str:
         # Off a terminal (a pipe, a CI log) nothing is wrapped: tables take their natural
         # width and every line of text stays one line, for grep. COLUMNS still sets a width.
         console = Console(highlight=False, width=UNWRAPPED)
-    try:
-        with console.capture() as capture:
-            console.print(renderable)
-    except (OSError, ValueError) as error:  # a capture may flush the real stdout
-        reason = getattr(error, "strerror", None) or str(error)
-        raise StreamError(f"cannot write the report to stdout ({reason})") from None
+    # Rendered in memory as stdout would show it, never through stdout: Rich's capture
+    # flushes its console's file, and a full stdout would then fail the run before its commit
+    # in text and after it with --json. Now only ``emit`` writes stdout, after the commit.
+    console = Console(
+        file=io.StringIO(),
+        highlight=False,
+        force_terminal=console.is_terminal,
+        width=console.width,
+    )
+    with console.capture() as capture:
+        console.print(renderable)
     text = capture.get()
     if console.is_terminal:
         return text

@@ -9,6 +9,7 @@ work is split by job:
   block of queries) and conversion to counts;
 - ``stream``: large files read a block of queries at a time;
 - ``memory``: votes and side inputs given as arrays in memory, read as files are;
+- ``candidates``: ``--candidates``, a count per query or candidate token ids;
 - ``inputs``: what goes with the votes: ``--indices``, baselines, the answered mask,
   true labels and student probabilities;
 - :mod:`pate_cli.outputs` (re-exported here): atomic writes and output-path checks.
@@ -38,7 +39,7 @@ import math
 import os
 from collections.abc import Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,6 +54,14 @@ from pate_cli.outputs import (
     write_atomic,
 )
 from pate_cli.spelling import given
+from pate_cli.votes.candidates import (
+    CandidateIds,
+    candidates_note,
+    compact_entries,
+    dense_entries,
+    dropped_note,
+    over_candidate_ids,
+)
 from pate_cli.votes.conversion import (
     check_shape,
     classes_of_labels,
@@ -60,14 +69,12 @@ from pate_cli.votes.conversion import (
     teachers_of_labels,
     to_counts,
 )
-from pate_cli.votes.detection import detect_format
+from pate_cli.votes.detection import detect_format, labels_transposed
 from pate_cli.votes.formats import QUERY_AXIS, BlockScan, scan_blocks
 from pate_cli.votes.inputs import (
     Input,
-    candidates_note,
     load_answered_mask,
     load_baseline,
-    load_candidates,
     load_student_probs,
     load_true_labels,
     query_selection,
@@ -86,6 +93,7 @@ from pate_cli.votes.sparse import (
     check_vocabulary,
     compact_from_label_blocks,
     compact_from_row_blocks,
+    read_candidates,
     sparse_votes,
     with_candidates,
 )
@@ -178,15 +186,17 @@ def load_votes(
         fmt: ``--format``; ``auto`` detects it (see ``pate_cli.votes.detection``).
         num_classes: ``--num-classes``: C for labels; must match the file otherwise.
         teachers: ``--teachers``: overrides M. Counts rows may then sum to less than M (a
-            warning), never to more; labels and scores must not have more teachers than M.
+            warning), never to more; labels are read in the layout of M teachers (saved
+            queries x teachers when M is their number of columns), and M must be the teachers
+            of one layout; scores must not have more teachers than M.
         queries: ``--queries``: keep the first N queries (after ``indices``).
         indices: ``--indices``: an .npy (or an array) of file query indices to keep, in
             its order.
         member: ``--member``: the array of an .npz to read, by its ``numpy.savez`` keyword
             (needed when the .npz holds several).
-        candidates: ``--candidates``: an .npy (or an array) of each file query's number of
-            classes n (its classes are 0 .. n - 1), chosen without the private votes; the
-            counts are then held by query (``pate_cli.core.compact``).
+        candidates: ``--candidates``: each file query's number of classes (a 1-D array),
+            or its candidate token ids (a 2-D array, or a sparse matrix marking them; see
+            ``pate_cli.votes.candidates``); the counts are then held by query.
 
     Returns:
         The validated :class:`Votes`.
@@ -202,17 +212,15 @@ def load_votes(
         return sparse
     reading = _open_reading(path, member, fmt, teachers, streamable=indices is None)
     detected = fmt is VoteFormat.AUTO
-    fmt, scans = _format_and_scans(reading, fmt, teachers)
+    reading, fmt, scans = _format_and_scans(reading, fmt, teachers)
     check_shape(reading.shape, reading.where, fmt, num_classes)
     num_file_queries = int(reading.shape[QUERY_AXIS[fmt]])
     selection = query_selection(reading.where, num_file_queries, queries, indices)
     notes = reading.notes(teachers)
     try:
         counts, num_teachers = _counts(reading, fmt, scans, selection, num_classes, teachers, notes)
-        if candidates is not None:
-            counts = _over_candidates(
-                counts, candidates, reading.where, num_file_queries, selection, notes
-            )
+        over = _Over(candidates, reading.where, num_file_queries, selection, num_teachers)
+        counts, ids = _over_candidates(counts, over, notes)
     except InputError as exc:
         if not detected:
             raise
@@ -226,7 +234,7 @@ def load_votes(
         format=fmt,
         detected=detected,
         num_teachers=num_teachers,
-        num_classes=int(counts.shape[1]),
+        num_classes=int(counts.shape[1]) if ids is None else ids.vocabulary,
         num_file_queries=num_file_queries,
         selection=selection,
         warnings=tuple(notes),
@@ -234,6 +242,7 @@ def load_votes(
         stored_dtype=str(reading.file.dtype),
         transposed=reading.transposed,
         source="file" if isinstance(reading.file, ArrayFile) else "memory",
+        candidate_ids=ids,
     )
 
 
@@ -279,6 +288,11 @@ class _Reading:
             self._in_memory.append(array.T if self.transposed else array)
         return self._in_memory[0]
 
+    def read_transposed(self) -> _Reading:
+        """The same file read as labels saved queries x teachers: in memory, not streamed."""
+        held = [array.T for array in self._in_memory]
+        return replace(self, transposed=True, rows=None, columns=None, _in_memory=held)
+
     def notes(self, teachers: int | None) -> list[str]:
         """The notes of the reading: a labels file read transposed says so."""
         if not self.transposed:
@@ -315,15 +329,9 @@ def _open_reading(
         )
     file_shape = tuple(int(n) for n in file.shape)
     # Labels saved queries x teachers: --format labels with --teachers N, where N is the
-    # file's number of columns and not of rows, picks that axis (read transposed, said so)
-    # where that orientation is plausible, more rows (queries) than columns (teachers); with
-    # fewer rows, N above the rows is abstaining teachers (``formats``).
-    transposed = (
-        fmt is VoteFormat.LABELS
-        and teachers is not None
-        and len(file_shape) == 2
-        and file_shape[0] > file_shape[1] == teachers
-    )
+    # file's number of columns and not of rows, picks that axis (read transposed, said so);
+    # an N of neither axis is an error (``detection``). Auto picks it in detection.
+    transposed = fmt is VoteFormat.LABELS and labels_transposed(file_shape, where, teachers)
     # A large 2-D array is read block by block, as rows of counts or columns of labels.
     # Only a prefix (--queries) can be selected when streaming: indices disable it, and so
     # does a transposed reading (it is read in memory).
@@ -342,8 +350,12 @@ _Scans = tuple[BlockScan | None, BlockScan | None]
 
 def _format_and_scans(
     reading: _Reading, fmt: VoteFormat, teachers: int | None
-) -> tuple[VoteFormat, _Scans]:
-    """The format (detected when ``fmt`` is auto) and the scans made on the way."""
+) -> tuple[_Reading, VoteFormat, _Scans]:
+    """The reading, the format (detected when ``fmt`` is auto) and the scans made on the way.
+
+    Labels that ``--teachers`` detects saved queries x teachers are then read transposed,
+    in memory, as ``--format labels`` reads them (the scans, of the file's rows, are dropped).
+    """
     size = math.prod(reading.shape)
     # The scans that detect the format also validate it below: the file is read once.
     label_scan = reading.columns.scan() if reading.columns is not None and size else None
@@ -354,8 +366,10 @@ def _format_and_scans(
         whole: BlockScan | None = row_scan if row_scan is not None else label_scan
         if whole is None and len(reading.shape) == 2 and size:
             whole = _scan_rows(reading.whole_array())
-        fmt = detect_format(reading.shape, reading.where, teachers, whole)
-    return fmt, (row_scan, label_scan)
+        fmt, transposed = detect_format(reading.shape, reading.where, teachers, whole)
+        if transposed:
+            return reading.read_transposed(), fmt, (None, None)
+    return reading, fmt, (row_scan, label_scan)
 
 
 def _counts(
@@ -411,21 +425,41 @@ def _counts(
     return in_memory, num_teachers
 
 
+@dataclass(frozen=True)
+class _Over:
+    """``--candidates`` (None: not given) and what reading them needs of the votes."""
+
+    candidates: Input | None
+    where: str
+    num_file_queries: int
+    selection: NDArray[np.int64] | None
+    num_teachers: int
+
+
 def _over_candidates(
-    counts: NDArray[np.float64] | ChunkedCounts | Compact,
-    candidates: Input,
-    where: str,
-    num_file_queries: int,
-    selection: NDArray[np.int64] | None,
-    notes: list[str],
-) -> Compact:
-    """The selected counts over each query's candidates (``--candidates``: one count per
-    file query, selected as the queries are)."""
-    per_query, source = load_candidates(candidates, where, num_file_queries, counts.shape[1])
-    notes.append(candidates_note(where, source, per_query))
-    chosen = per_query[: len(counts)] if selection is None else per_query[selection]
+    counts: NDArray[np.float64] | ChunkedCounts | Compact, over: _Over, notes: list[str]
+) -> tuple[NDArray[np.float64] | ChunkedCounts | Compact, CandidateIds | None]:
+    """The selected counts over each query's candidates (``--candidates``, selected as the
+    queries are), and the selected queries' candidate token ids (None for counts). The
+    votes dropped outside token ids are noted once in ``notes``. Without candidates, the
+    counts as they are."""
+    where, selection = over.where, over.selection
+    if over.candidates is None:
+        return counts, None
+    sets, source = read_candidates(over.candidates, where, over.num_file_queries, counts.shape[1])
+    notes.append(candidates_note(where, source, sets))
     blocks = counts.blocks() if isinstance(counts, ChunkedCounts) else counts
-    return with_candidates(blocks, chosen, int(counts.shape[1]), where)
+    if isinstance(sets, CandidateIds):
+        ids = sets.take(selection, len(counts))
+        if isinstance(blocks, Compact):
+            entries = compact_entries(blocks)
+        else:
+            entries = dense_entries([(0, blocks)] if isinstance(blocks, np.ndarray) else blocks)
+        compact, votes, queries = over_candidate_ids(entries, ids)
+        notes.extend(dropped_note(where, votes, queries, over.num_teachers))
+        return compact, ids
+    chosen = sets[: len(counts)] if selection is None else sets[selection]
+    return with_candidates(blocks, chosen, int(counts.shape[1]), where), None
 
 
 def _wide(shape: tuple[int, ...], fmt: VoteFormat) -> bool:

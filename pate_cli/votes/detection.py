@@ -13,36 +13,37 @@ plausible:
 - counts with abstaining teachers: whole non-negative values whose rows mostly reach the
   largest row sum S: the rows below S are fewer than half of them and none is below S/2.
   Auto never reads them without ``--teachers`` (M could be more than S), but names them;
-- labels, R teachers x K queries (the documented layout): whole numbers, at least -1, whose
-  class count C = largest label + 1 is at most both R and K. A labels reading of a counts
-  file implies a class count near the counts' number of teachers (``[[240, 10], [100,
-  100]]``: 241 classes for 2 teachers; a transposed counts file: hundreds of classes for
-  10 queries), which a real labels file does not have;
-- labels saved queries x teachers, K teachers x R queries: plausible labels of at least two
-  classes with R >= K. PATE asks more queries than it has teachers, so with R < K this
-  reading (more teachers than queries) is not taken as plausible: a file saved queries x
-  teachers with fewer queries than teachers cannot be told from the documented layout, and
-  is read as it (the report states the layout it read). Labels of a single class (every
-  value 0 or -1) have no vote to aggregate and are read in the documented layout too.
-  Auto never reads this orientation; ``--format labels --teachers K`` does (the teachers
-  are the axis of K entries; ``load_votes`` reads the array transposed and says so).
+- labels, in either layout: R teachers x K queries (the documented layout), or K teachers x
+  R queries saved queries x teachers. Labels are plausible when they are whole numbers, at
+  least -1, whose class count C = largest label + 1 is at most both R and K (a labels
+  reading of a counts file implies a class count near the counts' number of teachers:
+  ``[[240, 10], [100, 100]]``, 241 classes for 2 teachers; a transposed counts file,
+  hundreds of classes for 10 queries), and that one rule holds for both layouts alike
+  (:attr:`_Readings.fits`): whatever the shape, a plausible labels array reads both ways
+  (the 2017 250 x 9000 file could as well be 9000 teachers x 250 queries), so both are
+  always named. ``--teachers M`` picks the layout of M teachers (:func:`labels_layouts`,
+  the one rule of the layout for auto and for ``--format labels``); an M of neither layout
+  is an input error, never a note.
 
 So ``--format auto`` reads:
 
 - 3-D as ``probs``;
 - 2-D with rows that all sum to the same positive total as ``counts``;
 - 2-D with ``--teachers M``: the plausible reading that M does not refute (counts with no
-  row above M, labels of at most M teachers): ``counts`` (which then warns on rows below
-  M), or ``labels``; several, or only labels saved queries x teachers, are an input error;
-  none is ``counts``, which then fails;
-- 2-D otherwise: ``labels`` when that is the only plausible reading; an input error when
-  counts with abstaining teachers or the transposed orientation are plausible too (5,000 x
-  100 labels of 10 classes: 5,000 teachers x 100 queries, or 100 teachers x 5,000 queries;
-  3,000 x 100 counts of 50 teachers, one vote abstaining: those counts, or labels of 3,000
-  teachers x 100 queries of as many classes as the largest count plus one), or when whole
+  row above M, labels in the layout of M teachers): ``counts`` (which then warns on rows
+  below M), or ``labels`` in that layout (transposed for K = M; a square array's layouts
+  both have M teachers); several are an input error, and so is none when labels are
+  plausible; none otherwise is ``counts``, which then fails;
+- 2-D otherwise: an input error when labels are plausible (both layouts are named, and
+  counts with abstaining teachers when they are plausible too: 3,000 x 100 counts of 50
+  teachers, one vote abstaining, or labels of 3,000 teachers x 100 queries of as many
+  classes as the largest count plus one, or of 100 teachers x 3,000 queries), or when whole
   values of at least -1 are labels only with more classes than teachers or queries (they
   may be counts);
 - anything else as ``counts`` (which then fails with the reason).
+
+``--format labels`` reads the documented layout, or the layout of ``--teachers M`` when M
+names the other axis alone (:func:`labels_transposed`).
 
 The readings are told apart by what a scan of the whole array gathered
 (:class:`~pate_cli.votes.formats.BlockScan`).
@@ -149,13 +150,13 @@ class _Readings:
 
     @property
     def fits(self) -> bool:
-        """Labels of no more classes than teachers or queries."""
+        """Plausible labels: no more classes than teachers or queries. Symmetric in R and K,
+        so it holds of both layouts alike: the one rule of what labels may be."""
         return self.labels_ok and self.num_classes <= min(self.rows, self.columns)
 
-    @property
-    def flips(self) -> bool:
-        """Saved queries x teachers: as plausible when it has at least as many queries (rows)."""
-        return self.fits and self.rows >= self.columns and self.num_classes > 1
+    def layout(self, transposed: bool) -> str:
+        """The labels reading in one layout, and what picks it."""
+        return self.transposed if transposed else self.as_labels
 
     @property
     def as_labels(self) -> str:
@@ -181,9 +182,57 @@ class _Readings:
         )
 
 
+def labels_layouts(rows: int, columns: int, teachers: int | None) -> tuple[bool, ...]:
+    """The layouts of an R x K labels array that ``--teachers`` leaves: False for R teachers
+    x K queries (the documented layout), True for K teachers x R queries (saved queries x
+    teachers). Both without ``teachers``; with M, those of M teachers (both for a square
+    array of M rows, none when M is neither R nor K).
+
+    The one rule of the layout: auto-detection names or takes these readings (when labels
+    are plausible, which is the same for both), and ``--format labels`` takes the documented
+    one of them (:func:`labels_transposed`).
+    """
+    return tuple(
+        transposed
+        for transposed, num_teachers in ((False, rows), (True, columns))
+        if teachers is None or num_teachers == teachers
+    )
+
+
+def _no_layout(where: str, rows: int, columns: int, teachers: int) -> str:
+    """Why ``--teachers`` M fits no layout of R x K labels, and the M of each."""
+    if rows == columns:
+        return (
+            f"{where}: {given('teachers', teachers)} does not match the labels: {rows} teachers x "
+            f"{columns} queries ({given('teachers', rows)})"
+        )
+    return (
+        f"{where}: {given('teachers', teachers)} matches neither layout of the labels: {rows} "
+        f"teachers x {columns} queries as saved ({given('teachers', rows)}), or {columns} "
+        f"teachers x {rows} queries saved as queries x teachers ({given('teachers', columns)})"
+    )
+
+
+def labels_transposed(shape: tuple[int, ...], where: str, teachers: int | None) -> bool:
+    """Whether ``--format labels`` reads a 2-D array as saved queries x teachers: when
+    ``--teachers`` names its columns and not its rows (:func:`labels_layouts`); the
+    documented layout otherwise, a square array's too.
+
+    Raises:
+        InputError: ``teachers`` is the number of neither rows nor columns.
+    """
+    if teachers is None or len(shape) != 2 or 0 in shape:
+        return False  # not 2-D, or empty: refused by the shape check
+    rows, columns = (int(n) for n in shape)
+    layouts = labels_layouts(rows, columns, teachers)
+    if not layouts:
+        raise InputError(_no_layout(where, rows, columns, teachers))
+    return layouts == (True,)
+
+
 def detect_format(
     shape: tuple[int, ...], where: str, teachers: int | None, scan: BlockScan | None
-) -> VoteFormat:
+) -> tuple[VoteFormat, bool]:
     """Auto-detection rules; see the module docstring.
 
     Args:
@@ -194,14 +243,20 @@ def detect_format(
             by rows or by columns) made with ``num_rows``: its row sums and what detection
             needs. Unused otherwise.
 
+    Returns:
+        The format, and for labels whether they are read saved queries x teachers (the
+        layout ``teachers`` picked; always False for the other formats).
+
     Raises:
         InputError: Not 2-D or 3-D, or a 2-D array with more than one plausible reading
-            (each is named, with what picks it), or one that reads as counts only with
-            abstaining teachers and no ``--teachers``, or as labels only with more classes
-            than teachers or queries.
+            (each is named, with what picks it: plausible labels always read two ways
+            without ``--teachers``), or one that reads as counts only with abstaining
+            teachers and no ``--teachers``, or as labels only with more classes than
+            teachers or queries; plausible labels with a ``--teachers`` of neither layout
+            that counts refute.
     """
     if len(shape) == 3:
-        return VoteFormat.PROBS
+        return VoteFormat.PROBS, False
     if len(shape) != 2:
         raise InputError(
             f"{where}: array has {len(shape)} dimensions {shape} but {given('format', 'auto')} "
@@ -210,44 +265,53 @@ def detect_format(
             f"{LAYOUTS['probs']} probs"
         )
     if scan is None or 0 in shape:
-        return VoteFormat.COUNTS  # rejected as empty by the shape check
+        return VoteFormat.COUNTS, False  # rejected as empty by the shape check
     rows, columns = (int(n) for n in shape)
     found = _Readings(rows, columns, scan)
     sums = scan.row_sums
     if found.counts_ok and np.isfinite(sums[0]) and sums[0] > 0 and all_near(sums, sums[0]):
-        return VoteFormat.COUNTS
+        return VoteFormat.COUNTS, False
     if teachers is not None:
         return _format_of_m(found, where, teachers)
-    return _format_without_m(found, where)
+    return _format_without_m(found, where), False
 
 
-def _format_of_m(found: _Readings, where: str, teachers: int) -> VoteFormat:
-    """With ``--teachers M``: the one reading that M does not refute; several, or only
-    labels saved queries x teachers, are an input error; none is counts (which then fails)."""
+def _format_of_m(found: _Readings, where: str, teachers: int) -> tuple[VoteFormat, bool]:
+    """With ``--teachers M``: the one reading that M does not refute, and whether it is
+    labels saved queries x teachers; several are an input error, and so is none of plausible
+    labels; none otherwise is counts (which then fails)."""
     readings: list[str] = []
-    # Each reading that --teachers M does not refute: counts with no row above M,
-    # labels of at most M teachers.
-    if found.counts_ok and not _above(found.sums, teachers).any():
+    # Each reading that --teachers M does not refute: counts with no row above M, labels
+    # in the layout of M teachers.
+    counts_left = found.counts_ok and not _above(found.sums, teachers).any()
+    if counts_left:
         readings.append(
             f"counts of {found.rows} queries x {found.columns} classes from {teachers} teachers "
             f"({_rows_text(found.sums)}; pass {given('format', 'counts')})"
         )
-    if found.fits and found.rows <= teachers:
-        readings.append(found.as_labels)
-    if found.flips and found.columns <= teachers:
-        readings.append(found.transposed)
+    layouts = labels_layouts(found.rows, found.columns, teachers) if found.fits else ()
+    readings += [found.layout(transposed) for transposed in layouts]
     if len(readings) > 1:
         raise InputError(f"{where}: cannot tell the format: it could be {', or '.join(readings)}")
-    if readings == [found.transposed]:
-        raise InputError(f"{where}: reads only as {found.transposed}")
-    return VoteFormat.LABELS if readings == [found.as_labels] else VoteFormat.COUNTS
+    if layouts:
+        return VoteFormat.LABELS, layouts[0]
+    if found.fits and not counts_left:
+        message = _no_layout(where, found.rows, found.columns, teachers)
+        if found.counts_ok:  # counts, refuted by a row above M
+            row = int(np.argmax(_above(found.sums, teachers)))
+            message += (
+                f"; as counts, votes row {row} sums to {show_value(found.sums[row])}, more "
+                f"than {given('teachers', teachers)}"
+            )
+        raise InputError(message)
+    return VoteFormat.COUNTS, False
 
 
 def _format_without_m(found: _Readings, where: str) -> VoteFormat:
-    """Without ``--teachers``: labels when that is the only plausible reading, counts when
-    labels are not plausible at all (which then fails with the reason); an input error when
-    another reading is plausible too, or when the labels have more classes than teachers or
-    queries."""
+    """Without ``--teachers``: counts when labels are not plausible at all (which then fails
+    with the reason); otherwise an input error: plausible labels read both ways (and maybe as
+    counts with abstaining teachers too), and whole values of at least -1 with more classes
+    than teachers or queries may be labels or counts."""
     rows, columns, sums = found.rows, found.columns, found.sums
     abstaining = found.counts_ok and found.labels_ok and _abstaining(sums)
     if found.fits:
@@ -258,11 +322,8 @@ def _format_without_m(found: _Readings, where: str) -> VoteFormat:
                 f"({_rows_text(sums)}; pass {_counts_of_m()}, M at least "
                 f"{show_value(sums.max())})"
             )
-        readings.append(found.as_labels)
-        if found.flips:
-            readings.append(found.transposed)
-        if len(readings) == 1:
-            return VoteFormat.LABELS
+        # Plausible labels read both ways (labels_layouts): never one without --teachers.
+        readings += [found.layout(transposed) for transposed in labels_layouts(rows, columns, None)]
         raise InputError(f"{where}: cannot tell the format: it could be {', or '.join(readings)}")
     if not found.labels_ok:
         return VoteFormat.COUNTS  # which then fails with the reason

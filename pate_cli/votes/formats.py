@@ -14,8 +14,9 @@ histogram of votes:
   one on ties).
 
 ``--teachers M`` is a claim about the file that the file can refute: below the largest row
-sum of counts, or below the number of rows of labels or scores, it is an input error; above
-them it is a note (abstaining teachers).
+sum of counts, or below the number of teachers of scores, it is an input error; above them it
+is a note (abstaining teachers). For labels it picks the layout of M teachers, and M of
+neither layout is an input error (``pate_cli.votes.detection``).
 
 The rules are written once, for a block of queries (:func:`first_bad`), and applied by one
 loop over blocks (:func:`scan_blocks`), which also gathers what detection needs (row sums,

@@ -66,40 +66,6 @@ def _load_indices(path: Input, votes_where: str, num_file_queries: int) -> NDArr
     return selection
 
 
-def load_candidates(
-    path: Input, votes_where: str, num_file_queries: int, vocabulary: int
-) -> tuple[NDArray[np.int64], str]:
-    """Read ``--candidates``: each file query's number of classes, in [1, C] (its classes
-    are 0 .. n - 1), and where they came from."""
-    a, where = read_input(path, "candidates")
-    if a.ndim != 1 or a.size != num_file_queries:
-        raise InputError(
-            f"{where}: candidates array has shape {a.shape}; expected one count per query of "
-            f"{votes_where} ({num_file_queries},)"
-        )
-    if a.dtype.kind == "b":
-        raise InputError(f"{where}: candidates array has dtype bool; expected integer counts")
-    bad = ~is_whole(a) | (a < 1) | (a > vocabulary)
-    if bad.any():
-        (i,) = first_index(bad)
-        raise InputError(
-            f"{where}: candidate count of query {i} is {show_value(a[i])}; expected a whole "
-            f"number of classes in [1, {vocabulary}]"
-        )
-    return a.astype(np.int64), where
-
-
-def candidates_note(votes_where: str, where: str, counts: NDArray[np.int64]) -> str:
-    """What a report says of candidate sets: where they came from, and that they must be
-    chosen without the private votes."""
-    low, high = (int(counts.min()), int(counts.max())) if counts.size else (0, 0)
-    return (
-        f"{votes_where}: each query's classes are its candidates, {low} to {high} per query "
-        f"(from {where}); the analysis is sound only if they were chosen without the private "
-        "votes (by a public model, say)"
-    )
-
-
 def query_selection(
     where: str, num_file_queries: int, queries: int | None, indices: Input | None
 ) -> NDArray[np.int64] | None:

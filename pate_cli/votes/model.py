@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.choices import VoteFormat
+from pate_cli.votes.candidates import CandidateIds
 from pate_cli.votes.formats import AXES
 
 
@@ -36,6 +37,9 @@ class Votes:
         transposed: Labels read as saved queries x teachers (``--teachers`` picked the axis).
         source: ``"file"``, or ``"memory"`` for votes given as an array (``file_shape`` and
             ``stored_dtype`` are then the array's).
+        candidate_ids: The selected queries' candidate token ids (``--candidates`` as token
+            ids): ``counts`` is then over each query's candidates (class j its j-th id) and
+            ``num_classes`` the vocabulary V; None otherwise.
     """
 
     counts: NDArray[np.float64]
@@ -52,6 +56,7 @@ class Votes:
     stored_dtype: str = ""
     transposed: bool = False
     source: str = "file"
+    candidate_ids: CandidateIds | None = None
 
     def __repr__(self) -> str:
         """Short: the format, the shape read, the sizes and the digest's first characters

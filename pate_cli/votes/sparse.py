@@ -13,6 +13,10 @@ proportional to the non-zero counts:
 A sparse archive is recognised by its members (``format``, ``shape``, ``data`` and
 ``indices``/``indptr`` or ``row``/``col``), each read by the safe reader; its ``format``
 member (a short string) is read alone, within a size limit.
+
+``--candidates`` is read here too (:func:`read_candidates`), since one of its forms is such
+a matrix (``pate_cli.votes.candidates``); a ``candidates`` member beside the matrix of a
+votes archive is read as the flag would read its array.
 """
 
 from __future__ import annotations
@@ -32,8 +36,19 @@ from pate_cli.choices import VoteFormat
 from pate_cli.core.compact import Compact, row_sums
 from pate_cli.errors import InputError, UsageError
 from pate_cli.spelling import given, option
+from pate_cli.votes.candidates import (
+    CandidateIds,
+    Candidates,
+    candidates_note,
+    candidates_of_array,
+    compact_entries,
+    dropped_note,
+    ids_of_marks,
+    over_candidate_ids,
+)
 from pate_cli.votes.conversion import teachers_from_sums
-from pate_cli.votes.inputs import candidates_note, load_candidates, query_selection
+from pate_cli.votes.inputs import query_selection
+from pate_cli.votes.memory import read_input, where_of
 from pate_cli.votes.model import Votes
 from pate_cli.votes.reader import StrPath, hash_in_background, npz_errors, open_array
 
@@ -87,12 +102,28 @@ def read_sparse(path: StrPath, where: str) -> tuple[Compact, tuple[int, int], st
     Raises:
         InputError: not a 2-D CSR, CSC or COO matrix, or entries that do not fit it.
     """
+    kind, shape = _sparse_header(path, where)
+    row, column, data = _sparse_entries(path, where, kind, shape)
+    _check_extent(shape, data.size, where)
+    compact = compact_from_entries(row, column, data, shape, where)
+    return compact, shape, str(data.dtype)
+
+
+def _sparse_header(path: StrPath, where: str) -> tuple[str, tuple[int, int]]:
+    """The format and the shape of a ``save_npz`` archive's matrix (2-D CSR, CSC or COO)."""
     kind = _format_member(path, where)
     if kind not in ("csr", "csc", "coo"):
         raise InputError(f"{where}: a sparse matrix in {kind} format; expected csr, csc or coo")
     shape = tuple(int(n) for n in _member(path, "shape", where))
     if len(shape) != 2:
         raise InputError(f"{where}: a sparse matrix of shape {shape}; expected queries x classes")
+    return kind, (shape[0], shape[1])
+
+
+def _sparse_entries(
+    path: StrPath, where: str, kind: str, shape: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (row, column, value) entries of a ``save_npz`` archive's matrix, as stored."""
     data = _member(path, "data", where)
     if kind == "coo":
         row, column = _member(path, "row", where), _member(path, "col", where)
@@ -105,9 +136,44 @@ def read_sparse(path: StrPath, where: str) -> tuple[Compact, tuple[int, int], st
             raise InputError(f"{where}: the sparse matrix's indices do not fit its data")
         outer = np.repeat(np.arange(major, dtype=np.int64), np.diff(indptr))
         row, column = (outer, indices) if kind == "csr" else (indices, outer)
-    _check_extent(shape, data.size, where)
-    compact = compact_from_entries(row, column, data, shape, where)
-    return compact, (shape[0], shape[1]), str(data.dtype)
+    return row, column, data
+
+
+def read_candidates(
+    value: object, votes_where: str, num_file_queries: int, vocabulary: int
+) -> tuple[Candidates, str]:
+    """``--candidates`` in either form (``pate_cli.votes.candidates``): a sparse matrix (a
+    ``save_npz`` file or in memory) marking token ids, else an array (a 1-D array of counts,
+    a 2-D array of token ids); and where they came from.
+
+    Raises:
+        InputError: what ``pate_cli.votes.candidates`` refuses, or an unreadable file.
+    """
+    where = where_of(value, "candidates")
+    if not is_sparse_input(value, None):
+        a, where = read_input(value, "candidates")
+        return candidates_of_array(a, where, votes_where, num_file_queries, vocabulary), where
+    if isinstance(value, (str, os.PathLike)):
+        kind, shape = _sparse_header(value, where)
+        _check_marks_shape(shape, where, votes_where, (num_file_queries, vocabulary))
+        entries = _sparse_entries(value, where, kind, shape)
+    else:
+        matrix = scipy.sparse.coo_matrix(value)
+        shape = (int(matrix.shape[0]), int(matrix.shape[1]))
+        _check_marks_shape(shape, where, votes_where, (num_file_queries, vocabulary))
+        entries = (matrix.row, matrix.col, matrix.data)
+    return ids_of_marks(entries, where, shape), where
+
+
+def _check_marks_shape(
+    shape: tuple[int, int], where: str, votes_where: str, expected: tuple[int, int]
+) -> None:
+    """A sparse matrix of candidates has the votes' queries and vocabulary."""
+    if shape != expected:
+        raise InputError(
+            f"{where}: candidates matrix has shape {shape}; expected file queries x "
+            f"vocabulary {expected} like {votes_where}, its non-zeros marking the candidates"
+        )
 
 
 #: Queries without a single vote a sparse matrix may hold beyond its entries, and the
@@ -269,19 +335,9 @@ def sparse_votes(
     _check_reading(where, shape, fmt, num_classes)
     notes: list[str] = []
     compact = read.compact
-    if read.candidates is not None:
-        if candidates is not None:
-            raise UsageError(
-                f"{where}: the archive holds its candidates, and {option('candidates')} names "
-                "others; give one"
-            )
-        candidates = read.candidates
-    if candidates is not None:
-        per_query, source = load_candidates(candidates, where, shape[0], shape[1])  # type: ignore[arg-type]
-        if read.candidates is not None:
-            source = "its candidates member"
-        compact = with_candidates(compact, per_query, shape[1], where)
-        notes.append(candidates_note(where, source, per_query))
+    sets = _given_candidates(read, candidates, notes)
+    if isinstance(sets, np.ndarray):  # counts: every vote within its query's classes
+        compact = with_candidates(compact, sets, shape[1], where)
     selection = query_selection(where, shape[0], queries, indices)  # type: ignore[arg-type]
     if selection is not None:
         compact = compact.take(selection)
@@ -289,7 +345,12 @@ def sparse_votes(
     def file_query(q: int) -> int:
         return q if selection is None else int(selection[q])
 
+    # The teachers are the file's: counted before the votes outside token ids are dropped.
     num_teachers = teachers_from_sums(row_sums(compact), where, teachers, notes, file_query)
+    ids = sets.take(selection, len(compact)) if isinstance(sets, CandidateIds) else None
+    if ids is not None:
+        compact, dropped, queries_dropped = over_candidate_ids(compact_entries(compact), ids)
+        notes.extend(dropped_note(where, dropped, queries_dropped, num_teachers))
     return Votes(
         counts=compact,  # type: ignore[arg-type]
         path=where,
@@ -304,7 +365,31 @@ def sparse_votes(
         file_shape=shape,
         stored_dtype=read.dtype,
         source=read.source,
+        candidate_ids=ids,
     )
+
+
+def _given_candidates(
+    read: _SparseInput, candidates: object, notes: list[str]
+) -> Candidates | None:
+    """The candidates of a sparse matrix: ``--candidates``, or the archive's member (not
+    both), noted in ``notes``; None without."""
+    where, (num_queries, vocabulary) = read.where, read.shape
+    if read.candidates is None:
+        if candidates is None:
+            return None
+        sets, source = read_candidates(candidates, where, num_queries, vocabulary)
+    else:
+        if candidates is not None:
+            raise UsageError(
+                f"{where}: the archive holds its candidates, and {option('candidates')} names "
+                "others; give one"
+            )
+        source = "its candidates member"
+        member = f"{where} (its candidates member)"
+        sets = candidates_of_array(read.candidates, member, where, num_queries, vocabulary)
+    notes.append(candidates_note(where, source, sets))
+    return sets
 
 
 @dataclass(frozen=True)
@@ -392,5 +477,6 @@ def with_candidates(
         return compact_from_row_blocks(blocks, candidates.size, candidates, vocabulary)
     except ValueError as error:
         raise InputError(
-            f"{where}: {error} ({option('candidates')}: each query's classes are 0 .. n - 1)"
+            f"{where}: {error} ({option('candidates')} counts: each query's classes are "
+            "0 .. n - 1; candidate token ids, a (queries, k) array, drop the votes outside)"
         ) from None
