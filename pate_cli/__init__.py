@@ -34,9 +34,9 @@ _WHERE = {
     "compare": "pate_cli.api",
     "inspect": "pate_cli.api",
     "aggregate": "pate_cli.api",
-    "verify": "pate_cli.verification",
-    "plan": "pate_cli.planning",
-    "PlanReport": "pate_cli.planning",
+    "verify": "pate_cli.jobs.verification",
+    "plan": "pate_cli.jobs.planning",
+    "PlanReport": "pate_cli.jobs.planning",
     "plot_analysis": "pate_cli.plots",
     "plot_compare": "pate_cli.plots",
     "GNMax": "pate_cli.mechanisms",
@@ -47,9 +47,9 @@ _WHERE = {
     "Votes": "pate_cli.votes",
     "AnalysisReport": "pate_cli.reports.models",
     "SmoothSensitivityReport": "pate_cli.reports.models",
-    "CompareReport": "pate_cli.comparison",
-    "InspectReport": "pate_cli.inspection",
-    "AggregateResult": "pate_cli.aggregate_run",
+    "CompareReport": "pate_cli.jobs.comparison",
+    "InspectReport": "pate_cli.jobs.inspection",
+    "AggregateResult": "pate_cli.jobs.aggregation",
     "VerifyReport": "pate_cli.records.verify",
     "PateError": "pate_cli.errors",
     "InputError": "pate_cli.errors",
@@ -109,7 +109,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
-    from pate_cli.aggregate_run import AggregateResult
     from pate_cli.api import (
         aggregate,
         analyze,
@@ -119,15 +118,16 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
         smooth_sensitivity,
     )
     from pate_cli.budget import Budget, BudgetExceeded
-    from pate_cli.comparison import CompareReport
     from pate_cli.errors import InputError, PateError, UnsupportedError, UsageError
-    from pate_cli.inspection import InspectReport
+    from pate_cli.jobs.aggregation import AggregateResult
+    from pate_cli.jobs.comparison import CompareReport
+    from pate_cli.jobs.inspection import InspectReport
+    from pate_cli.jobs.planning import PlanReport, plan
+    from pate_cli.jobs.verification import verify
     from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
     from pate_cli.orders import DEFAULT_ORDERS
-    from pate_cli.planning import PlanReport, plan
     from pate_cli.plots import plot_analysis, plot_compare
     from pate_cli.records.verify import VerifyReport
     from pate_cli.release.gnss import ConditionError
     from pate_cli.reports.models import AnalysisReport, SmoothSensitivityReport
-    from pate_cli.verification import verify
     from pate_cli.votes import Votes

@@ -44,23 +44,31 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pate_cli import checks
 from pate_cli.accountant.figures import delta_warnings
-from pate_cli.aggregate_run import AggregateResult, aggregate_votes
-from pate_cli.analysis import (
+from pate_cli.budget import Budget, Charge, as_budget
+from pate_cli.budget.book import checked_charge
+from pate_cli.choices import Conversion, GateOn
+from pate_cli.common import checks
+from pate_cli.common.spelling import options as options_of
+from pate_cli.errors import UsageError
+from pate_cli.files.seeds import noise_source
+from pate_cli.jobs.aggregation import AggregateResult, aggregate_votes
+from pate_cli.jobs.analysis import (
     Progress,
     analysis_report,
     release_of,
     run_inputs,
     with_release,
 )
-from pate_cli.arguments import as_mechanism, read_votes, reading, release_mode, release_noise
-from pate_cli.budget import Budget, Charge, as_budget
-from pate_cli.budget.book import checked_charge
-from pate_cli.choices import Conversion, GateOn
-from pate_cli.comparison import CompareReport, SortColumn, compare_rows, edge_warning, sort_rows
-from pate_cli.errors import UsageError
-from pate_cli.inspection import InspectReport, inspect_votes
+from pate_cli.jobs.arguments import as_mechanism, read_votes, reading, release_mode, release_noise
+from pate_cli.jobs.comparison import (
+    CompareReport,
+    SortColumn,
+    compare_rows,
+    edge_warning,
+    sort_rows,
+)
+from pate_cli.jobs.inspection import InspectReport, inspect_votes
 from pate_cli.mechanisms import Mechanism, is_mechanism
 from pate_cli.orders import as_orders
 from pate_cli.release.gnss import GnssRelease
@@ -74,8 +82,6 @@ from pate_cli.reports.budget import (
 )
 from pate_cli.reports.ledger import build_ledger
 from pate_cli.reports.models import AnalysisReport, InputSummary, SmoothSensitivityReport
-from pate_cli.seeds import noise_source
-from pate_cli.spelling import options as options_of
 from pate_cli.votes import Input, VoteFormat, Votes, as_vote_format
 from pate_cli.votes import load_votes as _load_votes
 
@@ -508,7 +514,7 @@ def aggregate(
 
     Returns the noisy labels (``.labels``, -1 where nothing was released), the answered
     mask (``.answered``) and the realised run's privacy (``.privacy``, an
-    ``AnalysisReport``); see ``pate_cli.aggregate_run.aggregate_votes`` for the options.
+    ``AnalysisReport``); see ``pate_cli.jobs.aggregation.aggregate_votes`` for the options.
     ``budget`` (a ``Budget`` or its path) is charged the run's account as ``--budget`` does:
     refused (``BudgetExceeded``, nothing returned) before any noise is drawn when it would
     exceed the limit, and appended under the budget's lock once the labels are drawn.

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from pate_cli.common.spelling import given
 from pate_cli.errors import UsageError
-from pate_cli.spelling import given
 
 # The 2018 reference's list, exactly (REFERENCE_ORDERS): 2, 2.5, ..., 100.5 then 100 ... 500
 # on a log scale. It is not sorted and 100.0 appears twice; argmin keeps the first.

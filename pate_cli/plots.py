@@ -37,7 +37,7 @@ from pate_cli.votes import check_output_path, write_atomic
 if TYPE_CHECKING:  # pragma: no cover - typing only; matplotlib stays optional
     from matplotlib.figure import Figure
 
-    from pate_cli.comparison import CompareReport
+    from pate_cli.jobs.comparison import CompareReport
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 MISSING = "matplotlib is not installed; pip install 'pate-cli[plot]'"

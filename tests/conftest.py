@@ -132,8 +132,8 @@ def deadline(seconds: int) -> Iterator[None]:
 @pytest.fixture
 def on_the_command_line() -> Iterator[None]:
     """Run a test as the command line does, its library calls spelling parameters as flags
-    (``pate_cli.spelling.command_line``): for tests that pin the command line's words."""
-    from pate_cli import spelling
+    (``pate_cli.common.spelling.command_line``): for tests that pin the command line's words."""
+    from pate_cli.common import spelling
 
     with spelling.command_line():
         yield

@@ -1,4 +1,4 @@
-"""Tests for pate_cli.aggregators: seeded determinism, branches, stop rules, statistics."""
+"""Tests for pate_cli.mechanisms.samplers: seeded determinism, branches, stop rules, statistics."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from pate_cli import aggregators
-from pate_cli.aggregators import (
+from pate_cli.core.gnmax import logq_gnmax
+from pate_cli.core.lnmax import logq_lnmax
+from pate_cli.core.threshold import log_pr_answered_threshold
+from pate_cli.mechanisms import samplers as aggregators
+from pate_cli.mechanisms.samplers import (
     AggregationResult,
     Branch,
     aggregate_confident_gnmax,
@@ -17,9 +20,6 @@ from pate_cli.aggregators import (
     aggregate_interactive_gnmax,
     aggregate_lnmax,
 )
-from pate_cli.core.gnmax import logq_gnmax
-from pate_cli.core.lnmax import logq_lnmax
-from pate_cli.core.threshold import log_pr_answered_threshold
 
 Runner = Callable[..., AggregationResult]
 

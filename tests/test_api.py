@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pate_cli as pate
-from pate_cli import spelling
+from pate_cli.common import spelling
 from pate_cli.reports.models import dumps
 from tests.conftest import MNIST, MNIST_LABELS, REFERENCE, ROOT, run_cli
 

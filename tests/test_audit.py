@@ -16,9 +16,9 @@ import pytest
 
 import pate_cli as pate
 from pate_cli.errors import ExitCode
+from pate_cli.files.seeds import PURPOSES, from_seed, from_seed_file
 from pate_cli.records.record import record_digest
 from pate_cli.release.gnss import on_grid
-from pate_cli.seeds import PURPOSES, from_seed, from_seed_file
 from tests.conftest import MNIST, TABLE2, run_cli
 
 # The release of the issue: order, beta and sigma_ss fixed in advance, so it is publishable.

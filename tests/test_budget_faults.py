@@ -104,7 +104,7 @@ def no_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any noise drawn fails the run as a bug (exit 70): a refusal must come before. Every
     run below draws through ``Noise.generator`` (aggregate, and analyze and
     smooth-sensitivity releasing the GNSS epsilon)."""
-    monkeypatch.setattr("pate_cli.seeds.Noise.generator", _never)
+    monkeypatch.setattr("pate_cli.files.seeds.Noise.generator", _never)
 
 
 def aggregate(votes: Path, out: Path, budget: Path, *extra: Any, name: str = "labels") -> list:
@@ -286,7 +286,7 @@ def test_a_last_line_without_its_newline_is_refused_before_noise(votes, out, bud
     kept = {name: (out / name).read_bytes() for name in os.listdir(out)}
     budget.write_bytes(budget.read_bytes().rstrip(b"\n"))
     before = budget.read_bytes()
-    monkeypatch.setattr("pate_cli.seeds.Noise.generator", _never)
+    monkeypatch.setattr("pate_cli.files.seeds.Noise.generator", _never)
     result = run_cli(aggregate(votes, out, budget), expect=ExitCode.BAD_INPUT)
     assert "ends without a newline" in one_error(result)
     assert {name: (out / name).read_bytes() for name in os.listdir(out)} == kept

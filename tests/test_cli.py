@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-import pate_cli.analysis as analysis
 import pate_cli.cli.app as cli
+import pate_cli.jobs.analysis as analysis
 from pate_cli import __version__
 from pate_cli.errors import ExitCode
 from pate_cli.orders import DEFAULT_ORDERS

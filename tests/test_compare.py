@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from pate_cli import comparison, spelling
-from pate_cli.analysis import analysis_report
 from pate_cli.choices import Conversion
 from pate_cli.cli import render
+from pate_cli.common import spelling
 from pate_cli.core import agreement, gnmax, threshold
 from pate_cli.errors import ExitCode, UsageError
+from pate_cli.jobs import comparison
+from pate_cli.jobs.analysis import analysis_report
 from pate_cli.mechanisms import (
     ConfidentGNMax,
     GNMax,

@@ -5,7 +5,7 @@ never turns a run into a traceback.
 
 Faults are injected four ways:
 
-- in-process (``run_cli``), by making one OS call of ``pate_cli.transaction`` fail on one
+- in-process (``run_cli``), by making one OS call of ``pate_cli.files.transaction`` fail on one
   file (a full disk: ENOSPC), or by replacing the votes right after pate read them;
 - in a subprocess running pate's ``main()`` behind ``HOOK``, which stops the run at a chosen
   point (before the library call, after the N-th file is staged, after the journal is
@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pate_cli import transaction
 from pate_cli.cli import run as cli_run
 from pate_cli.errors import ExitCode
+from pate_cli.files import transaction
 from tests.conftest import MNIST, ROOT, CliResult, run_cli
 
 PATE = [sys.executable, "-m", "pate_cli"]
@@ -236,7 +236,7 @@ HOOK = textwrap.dedent(
     """
     import json, os, signal, sys, time
     spec = json.loads(sys.argv[1])
-    from pate_cli import transaction
+    from pate_cli.files import transaction
     from pate_cli.cli import run
     from pate_cli.cli.app import main
 
@@ -464,7 +464,7 @@ def test_a_signal_as_the_hashing_thread_starts_still_exits(tmp_path: Path) -> No
 
 def test_a_signal_during_the_commit_is_held_back(tmp_path: Path) -> None:
     """Signalled after the first file was made visible: the signal waits until the set is
-    complete (the module docstring of pate_cli.transaction), then the run stops with
+    complete (the module docstring of pate_cli.files.transaction), then the run stops with
     128 + the signal; the new set is whole."""
     folder = tmp_path / "out"
     before = bystander(folder)
@@ -554,7 +554,7 @@ def test_sigkill_then_recover(
     point: str, nth: int, force: bool, expected: str, tmp_path: Path
 ) -> None:
     """Killed at ``point``; the folder holds the old or the new set after
-    ``pate_cli.transaction.recover`` (as the next commit there would do first)."""
+    ``pate_cli.files.transaction.recover`` (as the next commit there would do first)."""
     folder = tmp_path / "out"
     folder.mkdir()
     before = old_release(folder) if force else bystander(folder)

@@ -7,7 +7,7 @@ import pytest
 from rich.console import Console
 
 from pate_cli.errors import ExitCode
-from pate_cli.inspection import profile_votes
+from pate_cli.jobs.inspection import profile_votes
 from tests.conftest import MNIST, MNIST_INDICES, MNIST_LABELS, run_cli
 
 
@@ -103,7 +103,7 @@ def test_human_output():
 
 def test_render_into_a_recording_console():
     from pate_cli.cli.render import render_inspect
-    from pate_cli.inspection import InspectReport
+    from pate_cli.jobs.inspection import InspectReport
     from pate_cli.reports.models import InputSummary
     from pate_cli.votes import load_votes
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from pate_cli.analysis import analysis_report
 from pate_cli.choices import Conversion
 from pate_cli.cli import render
 from pate_cli.errors import ExitCode, InputError, UsageError
+from pate_cli.jobs.analysis import analysis_report
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
 from pate_cli.orders import parse_orders
 from pate_cli.reports import ledger

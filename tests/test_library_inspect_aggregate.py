@@ -17,12 +17,12 @@ import textwrap
 import numpy as np
 import pytest
 
-from pate_cli import spelling
-from pate_cli.aggregate_run import AggregateResult, aggregate_votes, check_parameters
 from pate_cli.api import analysis_report
 from pate_cli.choices import Conversion
+from pate_cli.common import spelling
 from pate_cli.errors import ExitCode, InputError, UsageError
-from pate_cli.inspection import inspect_votes
+from pate_cli.jobs.aggregation import AggregateResult, aggregate_votes, check_parameters
+from pate_cli.jobs.inspection import inspect_votes
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
 from pate_cli.orders import parse_orders
 from pate_cli.reports.models import dumps
@@ -277,8 +277,8 @@ def test_importing_and_calling_loads_no_terminal_library():
     code = textwrap.dedent(
         f"""
         import sys
-        import pate_cli.aggregate_run as aggregate_run
-        import pate_cli.inspection as inspection
+        import pate_cli.jobs.aggregation as aggregate_run
+        import pate_cli.jobs.inspection as inspection
         from pate_cli.mechanisms import ConfidentGNMax
         from pate_cli.votes import load_votes
 

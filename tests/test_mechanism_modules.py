@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 import pate_cli as pate
-from pate_cli.aggregators import aggregate_gnmax
 from pate_cli.errors import ExitCode, UnsupportedError
 from pate_cli.mechanisms import REGISTRY, Mechanism, register
 from pate_cli.mechanisms.base import positive
+from pate_cli.mechanisms.samplers import aggregate_gnmax
 from pate_cli.mechanisms.steps import GaussianAnswer, LaplaceAnswer
 from tests.conftest import MNIST, run_cli
 

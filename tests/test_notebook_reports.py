@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import pate_cli as pate
-from pate_cli import spelling
+from pate_cli.common import spelling
 from tests.conftest import MNIST, SAMPLE, run_cli
 
 VOTES = str(MNIST)

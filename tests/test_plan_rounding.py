@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pate_cli.planning import PLAN_DIGITS, _copyable
+from pate_cli.jobs.planning import PLAN_DIGITS, _copyable
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 
 from pate_cli import plots
-from pate_cli.analysis import analysis_report
 from pate_cli.choices import Conversion
 from pate_cli.errors import ExitCode, InputError, UsageError
+from pate_cli.jobs.analysis import analysis_report
 from pate_cli.mechanisms import ConfidentGNMax
 from pate_cli.orders import parse_orders
 from pate_cli.reports import ledger

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import pate_cli.seeds as seeds
+import pate_cli.files.seeds as seeds
 from pate_cli.errors import ExitCode
 from pate_cli.records.record import record_digest
 from pate_cli.records.verify import DIFFERS, NOT_CHECKED, VERIFIED

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pate_cli as pate
-import pate_cli.seeds as seeds
+import pate_cli.files.seeds as seeds
 from pate_cli.errors import ExitCode
 from pate_cli.records.verify import DIFFERS, NOT_CHECKED, VERIFIED
 from tests.conftest import MNIST, TABLE2, run_cli

@@ -22,10 +22,10 @@ from typer.testing import CliRunner
 
 import pate_cli as pate
 import pate_cli.votes
-from pate_cli import aggregators
 from pate_cli.cli.app import app
 from pate_cli.core.compact import Compact
 from pate_cli.errors import ExitCode, InputError, PateError, UsageError
+from pate_cli.mechanisms import samplers as aggregators
 from tests.conftest import run_cli
 
 TEACHERS = 200

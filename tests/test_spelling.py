@@ -1,7 +1,7 @@
 """One rule, two vocabularies: a library message names keywords from Python, flags from pate.
 
 Each mistake is made twice, through the library and through the command line, and each
-message must name what that caller wrote (``pate_cli.spelling``).
+message must name what that caller wrote (``pate_cli.common.spelling``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import pate_cli as pate
-from pate_cli import spelling
+from pate_cli.common import spelling
 from pate_cli.errors import ExitCode, InputError, UsageError
 from tests.conftest import MNIST, run_cli
 

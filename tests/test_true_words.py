@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pate_cli.planning import CLOSE, _solve
+from pate_cli.jobs.planning import CLOSE, _solve
 from tests.conftest import MNIST, ROOT, run_cli
 
 README = (ROOT / "README.md").read_text()

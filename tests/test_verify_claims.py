@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import pate_cli as pate
-from pate_cli import verification
 from pate_cli.errors import ExitCode
+from pate_cli.jobs import verification
 from pate_cli.records.record import PRIVACY_NOTES, EditedRecordError, record_digest
 from tests.conftest import MNIST, CliResult, run_cli
 from tests.test_verify import _differing, _not_checked, _record, _rewrite, _verify

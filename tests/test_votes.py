@@ -953,7 +953,8 @@ def _error_of(scan: BlockScan) -> str | None:
 
 
 def test_output_helpers_live_in_outputs_and_are_reexported() -> None:
-    from pate_cli import outputs, votes
+    from pate_cli import votes
+    from pate_cli.files import outputs
 
     for name in ("write_atomic", "check_output_path", "save_npy_atomic"):
         assert getattr(votes, name) is getattr(outputs, name)

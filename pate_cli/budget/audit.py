@@ -44,12 +44,12 @@ from pate_cli.budget.lines import (
     split_lines,
 )
 from pate_cli.choices import Conversion
+from pate_cli.common.spelling import given, option
 from pate_cli.errors import InputError, PateError
 from pate_cli.mechanisms import mechanism_from_dict
 from pate_cli.records.record import MAX_RECORD_BYTES, load_record, record_digest
 from pate_cli.records.verdict import Check
 from pate_cli.reports.rounding import bound_significant
-from pate_cli.spelling import given, option
 
 # Accounts and totals are recomputed by the same formulas, maybe on another CPU: a last-bit
 # difference is not a forgery. A total composes with a searched split of delta: looser.

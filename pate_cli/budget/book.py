@@ -28,7 +28,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pate_cli import checks
 from pate_cli.budget.accounts import Account, Total, compose
 from pate_cli.budget.charges import Charge, call_charge, charge_of, seed_file_commitment
 from pate_cli.budget.lines import SCHEMA, VERSION, is_note, line_bytes
@@ -47,10 +46,11 @@ from pate_cli.budget.storage import (
     write_whole,
 )
 from pate_cli.choices import Conversion
+from pate_cli.common import checks
+from pate_cli.common.spelling import given
 from pate_cli.errors import ExitCode, InputError, UsageError
 from pate_cli.mechanisms import Mechanism
 from pate_cli.reports.rounding import bound_significant
-from pate_cli.spelling import given
 
 
 class BudgetExceeded(UsageError):

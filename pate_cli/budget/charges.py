@@ -18,9 +18,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from pate_cli import spelling
 from pate_cli.budget.accounts import Account, Release, account_of
 from pate_cli.budget.storage import now
+from pate_cli.common import spelling
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import Mechanism, mechanism_from_dict
 from pate_cli.orders import as_orders
@@ -155,7 +155,7 @@ def charge_of(
 
 def seed_file_commitment(seed_file: str | os.PathLike[str] | None) -> str | None:
     """The commitment of an existing seed file (None: no seed file, or a new one)."""
-    from pate_cli.seeds import from_seed_file
+    from pate_cli.files.seeds import from_seed_file
 
     if seed_file is None or not os.path.isfile(seed_file):
         return None
@@ -169,7 +169,7 @@ def call_charge(votes: Any, mechanism: Mechanism, command: str, kwargs: dict[str
     Raises:
         UsageError: an unknown function, or a call with nothing to charge (``charge_of``).
     """
-    from pate_cli.arguments import as_mechanism, release_mode
+    from pate_cli.jobs.arguments import as_mechanism, release_mode
     from pate_cli.votes import Votes, load_votes
 
     function = command.replace("-", "_")

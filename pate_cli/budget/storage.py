@@ -6,7 +6,7 @@ its line, the line itself and the journals of its run's files) from just before 
 to its release. A run that finds the marker holds the budget's lock, so the run that left it
 has ended: a line cut short is removed (it never got in, and nothing is released before it
 is whole); a whole line whose run's files were never all committed has them rolled back
-(``pate_cli.transaction.recover``) and a ``no-release`` note appended (spent, nothing out).
+(``pate_cli.files.transaction.recover``) and a ``no-release`` note appended (spent, nothing out).
 The charge itself always stays: taking it back could leave a release that no budget counts.
 """
 
@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pate_cli.budget.lines import MAX_BYTES, NO_RELEASE, LineError, line_bytes, parse
+from pate_cli.common.spelling import option
 from pate_cli.errors import InputError, UsageError
-from pate_cli.outputs import write_atomic
-from pate_cli.spelling import option
+from pate_cli.files.outputs import write_atomic
 
 MARKER_SCHEMA = "pate-budget-charging"
 _MAX_MARKER_BYTES = 1 << 20
@@ -179,7 +179,7 @@ def _read_marker(path: str) -> dict[str, Any] | None:
 def settle(path: str, fd: int) -> None:
     """Under the budget's lock: settle the charge of a run cut short (module docstring). The
     lock is this run's, so the run that left the marker has ended."""
-    from pate_cli.transaction import recover
+    from pate_cli.files.transaction import recover
 
     marker = _read_marker(path)
     if marker is None:

@@ -36,8 +36,8 @@ from pate_cli.cli.commands import (
 )
 from pate_cli.cli.interrupts import hold_signals, signals_admitted
 from pate_cli.cli.options import ARGV, MIN_COLUMNS, StreamError, error_line, mechanism_choices
+from pate_cli.common.spelling import command_line
 from pate_cli.errors import ExitCode, PateError
-from pate_cli.spelling import command_line
 
 # One metavar style in every help: an upper-case word for a value, [a|b] for a choice.
 _LISTS = {"orders_text", "sigma", "threshold", "sigma1", "gamma"}  # comma lists where str
@@ -88,7 +88,7 @@ class PateGroup(TyperGroup):
     """The single error boundary: typed errors -> one line and their exit code."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
-        # Messages of the library name flags for the whole invocation (pate_cli.spelling).
+        # Messages of the library name flags for the whole invocation (pate_cli.common.spelling).
         with command_line():
             return super().main(*args, **kwargs)
 
@@ -127,7 +127,7 @@ class PateGroup(TyperGroup):
             raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
         except KeyboardInterrupt as interrupt:
             # SIGINT, SIGTERM or SIGHUP (pate_cli.cli.interrupts raises them as an interrupt):
-            # whatever was staged has been removed on the way here (pate_cli.transaction).
+            # whatever was staged has been removed on the way here (pate_cli.files.transaction).
             signum = getattr(interrupt, "signum", signal.SIGINT)
             error_line(f"pate: interrupted ({signal.Signals(signum).name})")
             raise typer.Exit(128 + int(signum)) from None

@@ -19,9 +19,9 @@ from pate_cli.choices import GateOn
 from pate_cli.cli.commands import aggregate, analyze, smooth_sensitivity
 from pate_cli.cli.run import Call, Invocation, Params
 from pate_cli.errors import PateError
+from pate_cli.files.seeds import json_seed
 from pate_cli.records.record import PRIVATE, PUBLIC, record_kind
 from pate_cli.reports.models import dumps
-from pate_cli.seeds import json_seed
 
 
 def _plain(value: Any) -> Any:

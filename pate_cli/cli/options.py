@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pate_cli import checks
 from pate_cli.choices import Conversion, GateOn, TableGateOn, ThresholdBound, VoteFormat
+from pate_cli.common import checks
 from pate_cli.errors import ExitCode
 from pate_cli.mechanisms import REGISTRY, registered
 
 if TYPE_CHECKING:  # the rest loads when a command runs, not when the app starts
     from rich.console import Console
 
-    from pate_cli.analysis import Progress
+    from pate_cli.jobs.analysis import Progress
     from pate_cli.reports.budget import Gate
     from pate_cli.votes import Votes
 

@@ -43,8 +43,8 @@ if TYPE_CHECKING:
 
     from pate_cli.budget import Charge
     from pate_cli.budget.book import Pending
+    from pate_cli.files.seeds import Noise
     from pate_cli.mechanisms import Mechanism
-    from pate_cli.seeds import Noise
     from pate_cli.votes import Votes
 
 Params = Mapping[str, Any]
@@ -309,8 +309,8 @@ def run(invocation: Invocation, view: View) -> None:
 
 def _run(invocation: Invocation, view: View) -> None:
     """``run``'s steps, in order."""
-    from pate_cli import checks
-    from pate_cli.outputs import check_not_replaced, identities, spent_again
+    from pate_cli.common import checks
+    from pate_cli.files.outputs import check_not_replaced, identities, spent_again
     from pate_cli.reports.budget import check_public_gate
 
     call = invocation.call
@@ -371,7 +371,7 @@ def _charge(invocation: Invocation, votes: Votes, mechanism: Mechanism) -> Charg
 def _recover(paths: dict[str, str | None]) -> None:
     """Roll back what a killed run left in the output folders (``transaction.recover``)
     before looking at what exists there."""
-    from pate_cli.transaction import recover
+    from pate_cli.files.transaction import recover
 
     folders = {os.path.dirname(os.path.abspath(p)) for p in paths.values() if p is not None}
     for folder in sorted(folders):
@@ -383,9 +383,9 @@ def check_files(invocation: Invocation) -> None:
     """Before any work: the record's path, and that no output of the run is one of its
     inputs or another of its outputs."""
     from pate_cli.errors import UsageError
-    from pate_cli.outputs import check_distinct_files
+    from pate_cli.files.outputs import check_distinct_files
+    from pate_cli.files.transaction import probe_writable
     from pate_cli.records.record import check_record_path
-    from pate_cli.transaction import probe_writable
 
     if invocation.opening is not None and (invocation.record is None or not invocation.public):
         raise UsageError(
@@ -424,16 +424,16 @@ def finish(
     charge: Charge | None = None,
 ) -> None:
     """After the call: every file of the run (outputs, the record and its opening) staged
-    and committed together (``pate_cli.transaction``: all or nothing, and a release file
+    and committed together (``pate_cli.files.transaction``: all or nothing, and a release file
     that appeared meanwhile is never replaced without --force), then the report printed
     (with ``spent``, the warning of release files replaced with --force), and the exit
     code of the budget gate. ``read``: the inputs' identities when the votes were read;
     a file that changed since is an error, never a record of another file's hash.
     ``charge``: what the run charges to its ``--budget``, checked again and appended under
     the budget's lock, with the files: over the limit, nothing is written or charged."""
-    from pate_cli.outputs import check_unchanged
+    from pate_cli.files.outputs import check_unchanged
+    from pate_cli.files.transaction import Transaction
     from pate_cli.records.record import opening_text, record_text
-    from pate_cli.transaction import Transaction
 
     gate = result.gate
     if gate is not None and not gate.passed and any(o.release for o in invocation.outputs):

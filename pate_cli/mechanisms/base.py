@@ -15,15 +15,15 @@ import math
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
+from pate_cli.common.spelling import given
 from pate_cli.errors import UnsupportedError, UsageError
-from pate_cli.spelling import given
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from pate_cli.aggregators import AggregationResult
+    from pate_cli.files.seeds import Noise
+    from pate_cli.mechanisms.samplers import AggregationResult
     from pate_cli.mechanisms.steps import AnswerStep, ThresholdStep
-    from pate_cli.seeds import Noise
 
 
 def assert_never(value: NoReturn) -> NoReturn:

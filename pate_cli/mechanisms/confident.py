@@ -7,18 +7,18 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pate_cli import checks
 from pate_cli.choices import ThresholdBound
+from pate_cli.common import checks
+from pate_cli.common.spelling import given
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms.base import Mechanism, Run, as_float, positive, register
 from pate_cli.mechanisms.steps import GaussianAnswer, GaussianThreshold
-from pate_cli.spelling import given
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from pate_cli.aggregators import AggregationResult
-    from pate_cli.seeds import Noise
+    from pate_cli.files.seeds import Noise
+    from pate_cli.mechanisms.samplers import AggregationResult
 
 
 @register
@@ -56,7 +56,7 @@ class ConfidentGNMax(Mechanism):
         return GaussianAnswer(self.sigma)
 
     def run(self, counts: np.ndarray, noise: Noise, run: Run) -> AggregationResult:
-        from pate_cli.aggregators import aggregate_confident_gnmax
+        from pate_cli.mechanisms.samplers import aggregate_confident_gnmax
 
         # Each step its own stream (seeds.PURPOSES): the threshold noise and the answer
         # noise share no draw, with each other or with a later release.

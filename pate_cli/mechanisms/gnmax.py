@@ -11,8 +11,8 @@ from pate_cli.mechanisms.steps import GaussianAnswer
 if TYPE_CHECKING:
     import numpy as np
 
-    from pate_cli.aggregators import AggregationResult
-    from pate_cli.seeds import Noise
+    from pate_cli.files.seeds import Noise
+    from pate_cli.mechanisms.samplers import AggregationResult
 
 
 @register
@@ -34,7 +34,7 @@ class GNMax(Mechanism):
         return GaussianAnswer(self.sigma)
 
     def run(self, counts: np.ndarray, noise: Noise, run: Run) -> AggregationResult:
-        from pate_cli.aggregators import aggregate_gnmax
+        from pate_cli.mechanisms.samplers import aggregate_gnmax
 
         rng = noise.generator("aggregate-answer")
         return aggregate_gnmax(counts, self.sigma, rng, **run.limits)

@@ -14,11 +14,11 @@ from dataclasses import fields
 from itertools import product
 from typing import Any
 
-from pate_cli import checks
 from pate_cli.choices import ThresholdBound
+from pate_cli.common import checks
+from pate_cli.common.spelling import given
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms.base import REGISTRY, Mechanism, registered
-from pate_cli.spelling import given
 
 BASELINE = "--baseline"
 

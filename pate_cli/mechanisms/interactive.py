@@ -13,8 +13,8 @@ from pate_cli.mechanisms.confident import ConfidentGNMax
 if TYPE_CHECKING:
     import numpy as np
 
-    from pate_cli.aggregators import AggregationResult
-    from pate_cli.seeds import Noise
+    from pate_cli.files.seeds import Noise
+    from pate_cli.mechanisms.samplers import AggregationResult
 
 
 @register
@@ -27,7 +27,7 @@ class InteractiveGNMax(ConfidentGNMax):
     needs_baseline: ClassVar[bool] = True
 
     def run(self, counts: np.ndarray, noise: Noise, run: Run) -> AggregationResult:
-        from pate_cli.aggregators import aggregate_interactive_gnmax
+        from pate_cli.mechanisms.samplers import aggregate_interactive_gnmax
 
         if run.student_probs is None:  # aggregate checks them before any draw
             raise UsageError("interactive-gnmax needs the student's probabilities")

@@ -14,8 +14,8 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from pate_cli.outputs import SPENT_AGAIN
-from pate_cli.seeds import READABLE_SEED_FILE
+from pate_cli.files.outputs import SPENT_AGAIN
+from pate_cli.files.seeds import READABLE_SEED_FILE
 
 # Report fields that name files (where they are now is not a figure of the run), the
 # warnings, which ``verify`` compares on their own lines (``warning_lists``), and the budget

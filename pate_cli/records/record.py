@@ -63,10 +63,10 @@ import numpy as np
 import scipy
 
 from pate_cli import __version__
+from pate_cli.common.spelling import given
 from pate_cli.errors import ExitCode, InputError
+from pate_cli.files.seeds import Noise, json_seed
 from pate_cli.reports.encoding import dumps
-from pate_cli.seeds import Noise, json_seed
-from pate_cli.spelling import given
 from pate_cli.votes import check_output_path, file_sha256
 
 SCHEMA = "pate-record"

@@ -26,8 +26,9 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from pate_cli import spelling
+from pate_cli.common import spelling
 from pate_cli.errors import InputError, PateError, UsageError
+from pate_cli.files.seeds import from_seed_file
 from pate_cli.records.diff import (
     KEY_FIELDS,
     as_number,
@@ -56,7 +57,6 @@ from pate_cli.records.verdict import (
     VerifyReport,
 )
 from pate_cli.reports.rounding import bound_significant
-from pate_cli.seeds import from_seed_file
 from pate_cli.votes import file_sha256
 
 __all__ = [

@@ -3,10 +3,10 @@ release's order: checked, or why the release bound is not proven there."""
 
 from __future__ import annotations
 
+from pate_cli.common.spelling import option, options
 from pate_cli.core import conditions as cond_core
 from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.errors import PateError
-from pate_cli.spelling import option, options
 
 
 class ConditionError(PateError):

@@ -34,18 +34,18 @@ from pate_cli.accountant.compose import StepCosts, compose
 from pate_cli.accountant.figures import eps_curve
 from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE, QueryTerms, answer_weights, query_terms
 from pate_cli.choices import Conversion
+from pate_cli.common.spelling import given, on_command_line, option, options
 from pate_cli.core import conditions as cond_core
 from pate_cli.core import ls_lnmax
 from pate_cli.core import smooth as smooth_core
 from pate_cli.core.compact import Compact, DenseRows, parts
 from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.errors import UsageError
+from pate_cli.files.seeds import Noise, os_entropy
 from pate_cli.mechanisms import Mechanism, UnsupportedError
 from pate_cli.mechanisms.steps import GaussianAnswer, LaplaceAnswer
 from pate_cli.release.conditions import ConditionError, checked_conditions
 from pate_cli.release.model import GnssRelease, NotReleased, Release, gated_epsilon
-from pate_cli.seeds import Noise, os_entropy
-from pate_cli.spelling import given, on_command_line, option, options
 
 # The release's records live in ``pate_cli.release.model``; they are imported from here.
 __all__ = [
@@ -74,7 +74,7 @@ def fixed_beta_sigma_ss() -> str:
 
 
 def not_private_note() -> str:
-    """The note on beta and sigma_ss chosen on the votes (``pate_cli.spelling``)."""
+    """The note on beta and sigma_ss chosen on the votes (``pate_cli.common.spelling``)."""
     return (
         "beta and sigma_ss were chosen by looking at the private votes; that choice is "
         f"not itself differentially private (fix them with {fixed_beta_sigma_ss()})"

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.seeds import Noise
+from pate_cli.files.seeds import Noise
 
 FloatArray = NDArray[np.float64]
 

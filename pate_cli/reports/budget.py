@@ -21,13 +21,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pate_cli import checks
 from pate_cli.choices import GateOn
+from pate_cli.common import checks
+from pate_cli.common.spelling import Placeholder, given, on_command_line, option
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import answers_every_query
 from pate_cli.release.gnss import GnssRelease, Release, fixed_beta_sigma_ss
 from pate_cli.reports.rounding import bound_significant
-from pate_cli.spelling import Placeholder, given, on_command_line, option
 
 if TYPE_CHECKING:
     from pate_cli.accountant.figures import ExactBound

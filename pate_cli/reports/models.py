@@ -23,7 +23,7 @@ from pate_cli.accountant.compose import RdpAccount
 from pate_cli.accountant.figures import EpsilonResult, ExactBound
 from pate_cli.accountant.terms import QueryTerms
 from pate_cli.choices import GateOn
-from pate_cli.outputs import SPENT_AGAIN
+from pate_cli.files.outputs import SPENT_AGAIN
 from pate_cli.release.gnss import gated_epsilon
 from pate_cli.reports.budget import Figure, Gate, figures, gate_figure
 from pate_cli.reports.encoding import dumps as dumps
@@ -31,9 +31,9 @@ from pate_cli.reports.encoding import plain
 from pate_cli.reports.reprs import cost_fields, epsilon_at, short_repr
 
 if TYPE_CHECKING:
+    from pate_cli.files.seeds import Noise
     from pate_cli.release.gnss import GnssRelease, Release
     from pate_cli.reports.breakdown import Ledger
-    from pate_cli.seeds import Noise
     from pate_cli.votes import Votes
 
 

@@ -12,7 +12,7 @@ work is split by job:
 - ``candidates``: ``--candidates``, a count per query or candidate token ids;
 - ``inputs``: what goes with the votes: ``--indices``, baselines, the answered mask,
   true labels and student probabilities;
-- :mod:`pate_cli.outputs` (re-exported here): atomic writes and output-path checks.
+- :mod:`pate_cli.files.outputs` (re-exported here): atomic writes and output-path checks.
 
 Loading goes: check the file's header (an ``.npz`` against its zip directory too), start
 hashing the file on a thread, detect the format (``--format auto``), check the shape,
@@ -45,15 +45,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.choices import VoteFormat
+from pate_cli.common.spelling import given
 from pate_cli.core.compact import Compact
 from pate_cli.errors import InputError, UsageError
-from pate_cli.outputs import (
+from pate_cli.files.outputs import (
     check_distinct_files,
     check_output_path,
     save_npy_atomic,
     write_atomic,
 )
-from pate_cli.spelling import given
 from pate_cli.votes.candidates import (
     CandidateIds,
     candidates_note,

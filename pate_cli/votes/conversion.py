@@ -18,8 +18,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.choices import VoteFormat
+from pate_cli.common.spelling import Placeholder, given, option
 from pate_cli.errors import InputError
-from pate_cli.spelling import Placeholder, given, option
 from pate_cli.votes.formats import (
     LAYOUTS,
     BlockScan,

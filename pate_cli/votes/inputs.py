@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from pate_cli.common.spelling import option
 from pate_cli.core.compact import Compact
 from pate_cli.errors import InputError, UnsupportedError
-from pate_cli.spelling import option
 from pate_cli.votes.formats import first_index, is_whole, show_value, sum_rows
 from pate_cli.votes.memory import read_input, where_of
 from pate_cli.votes.reader import StrPath

@@ -51,8 +51,8 @@ from typing import IO, Literal
 
 import numpy as np
 
+from pate_cli.common.spelling import given, option
 from pate_cli.errors import InputError
-from pate_cli.spelling import given, option
 
 StrPath = str | os.PathLike[str]  # the CLI passes the text the user typed
 

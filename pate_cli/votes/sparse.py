@@ -33,9 +33,9 @@ import scipy.sparse
 from numpy.typing import NDArray
 
 from pate_cli.choices import VoteFormat
+from pate_cli.common.spelling import given, option
 from pate_cli.core.compact import Compact, row_sums
 from pate_cli.errors import InputError, UsageError
-from pate_cli.spelling import given, option
 from pate_cli.votes.candidates import (
     CandidateIds,
     Candidates,

@@ -34,8 +34,8 @@ from typing import Any, Protocol, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from pate_cli.common.spelling import option
 from pate_cli.errors import InputError
-from pate_cli.spelling import option
 from pate_cli.votes.conversion import check_label_cells, classes_of_labels, counts_from_labels
 from pate_cli.votes.formats import BlockScan, VoteFormat, scan_blocks
 from pate_cli.votes.reader import ArrayFile, NpyHeader, StrPath

@@ -105,7 +105,7 @@ def describe(p: Params) -> Invocation:
     import numpy as np
 
     from pate_cli import api
-    from pate_cli.aggregate_run import check_parameters
+    from pate_cli.jobs.aggregation import check_parameters
 
     options = {
         "delta": p["delta"],

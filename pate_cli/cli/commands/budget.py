@@ -117,10 +117,10 @@ def show(
         pate budget show team.budget.jsonl --max-epsilon 8
         pate budget show team.budget.jsonl --would-charge -- aggregate votes.npy --sigma 40 --delta 1e-5 --output labels.npy
     """
-    from pate_cli import checks
     from pate_cli.budget import Budget
     from pate_cli.cli import render
     from pate_cli.cli.render.common import fmt_bound
+    from pate_cli.common import checks
 
     checks.max_epsilon(max_epsilon)
     budget = Budget.open(budget_path)

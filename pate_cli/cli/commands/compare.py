@@ -1,4 +1,4 @@
-"""``pate compare``: the command and its renderings (the engine is ``pate_cli.comparison``)."""
+"""``pate compare``: the command and its renderings (the engine is ``pate_cli.jobs.comparison``)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from pate_cli.cli.options import (
 from pate_cli.cli.run import Call, File, Invocation, Output, Params
 
 if TYPE_CHECKING:
-    from pate_cli.comparison import CompareReport
+    from pate_cli.jobs.comparison import CompareReport
     from pate_cli.mechanisms import Mechanism
 
 # ---------------------------------------------------------------------------
@@ -95,7 +95,7 @@ PlotOpt = Annotated[
 def describe(p: Params) -> Invocation:
     """What ``pate compare`` with the parameters ``p`` reads, calls and writes."""
     from pate_cli import api, plots
-    from pate_cli.comparison import compare_csv, mechanism_grid, parse_list
+    from pate_cli.jobs.comparison import compare_csv, mechanism_grid, parse_list
     from pate_cli.votes import check_output_path, write_atomic
 
     def settings() -> list[Mechanism]:
@@ -178,9 +178,9 @@ def compare(
 
         pate compare sample_data/mnist_250_teachers.npy --threshold 150,200 --sigma1 100,150 --sigma 40 --queries 640 --delta 1e-5
     """
-    from pate_cli import checks
     from pate_cli.cli import render
     from pate_cli.cli.run import check_files, finish
+    from pate_cli.common import checks
     from pate_cli.orders import parse_orders
 
     invocation = describe(ctx.params)

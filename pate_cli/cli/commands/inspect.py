@@ -1,7 +1,7 @@
 """``pate inspect``: what a votes file holds, before any privacy analysis.
 
 The command reads the votes with the shared format and selection flags, calls
-:func:`pate_cli.inspection.inspect_votes` and prints the report as JSON or as
+:func:`pate_cli.jobs.inspection.inspect_votes` and prints the report as JSON or as
 Rich tables (:func:`pate_cli.cli.render.render_inspect`, a function of the report alone).
 """
 
@@ -52,7 +52,7 @@ def inspect(
     shape = (num_classes, teachers, queries)
     votes = Selection(votes_path, fmt, *shape, indices, member, candidates).load()
     from pate_cli.cli import render
-    from pate_cli.inspection import inspect_votes
+    from pate_cli.jobs.inspection import inspect_votes
 
     report = inspect_votes(votes)
     emit(report.to_dict(), render.render_inspect(report), report.warnings, as_json)

@@ -24,7 +24,7 @@ from pate_cli.cli.options import (
 if TYPE_CHECKING:
     from rich.text import Text
 
-    from pate_cli.planning import PlanReport
+    from pate_cli.jobs.planning import PlanReport
 
 # Options of this command alone (the shared ones are in ``pate_cli.cli.options``).
 EpsilonOpt = Annotated[float, typer.Option("--epsilon", help="The target epsilon (finite, > 0).")]
@@ -79,7 +79,7 @@ def plan(
 
         pate plan --delta 1e-5 --epsilon 2 --queries 640
     """
-    from pate_cli.planning import plan as solve
+    from pate_cli.jobs.planning import plan as solve
 
     report = solve(
         delta=delta,
@@ -103,7 +103,7 @@ def _rendered(report: PlanReport) -> Text:
     """The one line of the human output: the value solved for, then the setting it meets."""
     from rich.text import Text
 
-    from pate_cli.planning import rounded_up
+    from pate_cli.jobs.planning import rounded_up
 
     # The value as solved (8 significant digits or more, on the safe side): copied, it keeps the target.
     value = f"{int(report.value)}" if report.solve_for == "queries" else repr(report.value)

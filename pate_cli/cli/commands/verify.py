@@ -146,7 +146,7 @@ def verify(
         pate verify sample_data/mnist_table2.record.json
     """
     from pate_cli.cli import command_line, render
-    from pate_cli.verification import verify_file
+    from pate_cli.jobs.verification import verify_file
 
     report = verify_file(
         record_path,

@@ -9,9 +9,9 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from pate_cli.files.seeds import Noise
 from pate_cli.reports import markdown, rounding
 from pate_cli.reports.models import InputSummary
-from pate_cli.seeds import Noise
 
 
 def fmt(value: float, digits: int = 4) -> str:

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from pate_cli.choices import GateOn
 from pate_cli.cli.render.common import PRIVATE, PUBLISHABLE, Fit, fmt_bound, fmt_order, input_line
-from pate_cli.comparison import NOTE, PARAMETERS, CompareReport, CompareRow
+from pate_cli.jobs.comparison import NOTE, PARAMETERS, CompareReport, CompareRow
 from pate_cli.mechanisms import Mechanism, flags_of
 from pate_cli.reports.budget import within_budget
 

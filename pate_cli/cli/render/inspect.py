@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pate_cli.cli.render.common import input_line
-from pate_cli.inspection import QUANTILES, Histogram, InspectReport, VocabularyProfile
+from pate_cli.jobs.inspection import QUANTILES, Histogram, InspectReport, VocabularyProfile
 
 
 def _quantile_table(report: InspectReport) -> Table:

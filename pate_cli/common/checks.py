@@ -13,8 +13,8 @@ from enum import Enum
 from typing import TypeVar
 
 from pate_cli.choices import Conversion
+from pate_cli.common.spelling import given
 from pate_cli.errors import UsageError
-from pate_cli.spelling import given
 
 E = TypeVar("E", bound=Enum)
 

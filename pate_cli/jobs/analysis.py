@@ -26,7 +26,9 @@ from pate_cli.accountant.figures import (
 )
 from pate_cli.accountant.terms import QueryTerms, query_terms
 from pate_cli.choices import Conversion
+from pate_cli.common.spelling import given, option
 from pate_cli.errors import UnsupportedError, UsageError
+from pate_cli.files.seeds import Noise
 from pate_cli.mechanisms import Mechanism
 from pate_cli.release.gnss import (
     ConditionError,
@@ -36,8 +38,6 @@ from pate_cli.release.gnss import (
     gnss_release,
 )
 from pate_cli.reports.models import AnalysisReport, InputSummary
-from pate_cli.seeds import Noise
-from pate_cli.spelling import given, option
 from pate_cli.votes import Input, Votes, load_answered_mask, load_baseline
 
 FloatArray = NDArray[np.float64]

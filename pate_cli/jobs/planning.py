@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli import checks, spelling
 from pate_cli.accountant.compose import data_independent_rdp
 from pate_cli.accountant.figures import epsilon_result, exact_bound
 from pate_cli.choices import Accountant, Conversion
+from pate_cli.common import checks, spelling
 from pate_cli.core.bisection import bisect_boundary
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import Mechanism, infer_mechanism, registered
@@ -262,7 +262,7 @@ class _Problem:
         count = self.num_queries(value)
         chosen = self.mechanism(value)
         if self.pilot is not None:
-            from pate_cli.analysis import analysis_report
+            from pate_cli.jobs.analysis import analysis_report
 
             joint = analysis_report(self.pilot, chosen, self.grid, self.delta, self.kind).guaranteed
             assert joint is not None  # computed for every Confident-GNMax analysis

@@ -3,7 +3,7 @@
 Votes given as a path or an array (with ``format=``, ``teachers=``, ``num_classes=`` and
 ``member=``, as ``load_votes``), a mechanism that must be a mechanism object, and
 ``analyze``'s ``release=``. Each refuses what it cannot read with one line naming the
-parameter (``pate_cli.spelling``).
+parameter (``pate_cli.common.spelling``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import os
 from typing import Any
 
 from pate_cli.errors import UsageError
+from pate_cli.files.seeds import Noise, no_draws, noise_source
 from pate_cli.mechanisms import REGISTRY, Mechanism, is_mechanism
-from pate_cli.seeds import Noise, no_draws, noise_source
 from pate_cli.votes import Input, VoteFormat, Votes, as_vote_format
 from pate_cli.votes import load_votes as _load_votes
 

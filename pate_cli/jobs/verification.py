@@ -19,14 +19,14 @@ import numpy as np
 from pate_cli.api import aggregate, analyze, load_votes, smooth_sensitivity
 from pate_cli.budget import is_budget
 from pate_cli.budget.audit import record_charge_checks, verify_budget
+from pate_cli.common.spelling import command_line, given, option
 from pate_cli.errors import UsageError
+from pate_cli.files.outputs import save_npy_atomic
 from pate_cli.mechanisms import Mechanism, mechanism_from_dict
-from pate_cli.outputs import save_npy_atomic
 from pate_cli.records.diff import as_number, lookup
 from pate_cli.records.record import FILE_ROLES, as_printed, load_record
 from pate_cli.records.verify import CommandLine, VerifyReport
 from pate_cli.records.verify import verify as verify_record
-from pate_cli.spelling import command_line, given, option
 from pate_cli.votes import Votes
 from pate_cli.votes.memory import file_path
 
@@ -65,7 +65,7 @@ def _replay(
     it could not reproduce (everything the random draw decides, when ``noise`` is None).
 
     A record is written by the command line, so its warnings name flags: the replay spells
-    them so too (``pate_cli.spelling``), from ``pate verify`` and from ``pate.verify``."""
+    them so too (``pate_cli.common.spelling``), from ``pate verify`` and from ``pate.verify``."""
     with command_line():
         return _replay_call(record, resolved, scratch, noise)
 

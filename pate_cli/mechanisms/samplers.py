@@ -11,8 +11,8 @@ Random stream layout (what an auditor needs to reproduce the labels from a seed)
 all Q queries is drawn first, in this order, whatever the outcomes and the stop conditions:
 
 1. threshold noise, Confident- and Interactive-GNMax only: ``z1 = threshold_rng.standard_normal(Q)``
-   (``threshold_rng`` defaults to ``rng``; ``pate_cli.aggregate_run`` passes each step its own
-   stream, ``pate_cli.seeds.PURPOSES``);
+   (``threshold_rng`` defaults to ``rng``; ``pate_cli.jobs.aggregation`` passes each step its own
+   stream, ``pate_cli.files.seeds.PURPOSES``);
 2. class noise, row-major: ``z = rng.standard_normal((Q, C))`` for the GNMax step, or
    ``rng.laplace(0.0, 1.0, (Q, C))`` times 1 / gamma for LNMax (drawn even where the query
    abstains).

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from pate_cli import checks
+from pate_cli.common import checks
+from pate_cli.common.spelling import given, option, options
 from pate_cli.errors import InputError, UsageError
-from pate_cli.spelling import given, option, options
 
 #: What a seed file holds: the seed as 32 hex digits and a newline.
 _SEED_TEXT = re.compile(rb"\A([0-9a-f]{32})\n?\Z")
@@ -51,7 +51,7 @@ _GENERATOR_NOTE = (
 
 
 def _public_note(seed: int) -> str:
-    """The note on a public seed, in its caller's words (``pate_cli.spelling``)."""
+    """The note on a public seed, in its caller's words (``pate_cli.common.spelling``)."""
     return (
         f"{given('seed', seed)}: anyone who knows the seed can recompute the noise; the "
         f"outputs are not a private release (use {option('seed-file')}, or no seed, for one)"

@@ -1,8 +1,8 @@
 """Run an aggregator on votes and account the realised run: the model of ``pate aggregate``.
 
-:func:`aggregate_votes` draws the noisy labels with one of the randomised aggregators of
-:mod:`pate_cli.aggregators` (LNMax, GNMax, Confident-GNMax, Interactive-GNMax) from a seed or
-a ``numpy.random.Generator``, then accounts the run twice:
+:func:`aggregate_votes` draws the noisy labels with a mechanism's aggregator
+(:mod:`pate_cli.mechanisms.samplers`: LNMax, GNMax, Confident-GNMax, Interactive-GNMax)
+from a seed or a ``numpy.random.Generator``, then accounts the run twice:
 
 - the realised cost, composed over the queries the run saw with the answered mask it drew
   (the threshold step on every query seen, the answer step on the answered ones);
@@ -28,18 +28,20 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pate_cli import checks
 from pate_cli.accountant.terms import FloatArray
-from pate_cli.aggregators import AggregationResult
-from pate_cli.analysis import Progress, analysis_report
 from pate_cli.choices import Conversion, GateOn
+from pate_cli.common import checks
+from pate_cli.common.spelling import given, options
 from pate_cli.core import compact
 from pate_cli.core.compact import read_rows
 from pate_cli.errors import UsageError
+from pate_cli.files.outputs import StrPath as PathLike
+from pate_cli.files.seeds import Noise, noise_source
+from pate_cli.jobs.analysis import Progress, analysis_report
 from pate_cli.mechanisms import REGISTRY, Mechanism
 from pate_cli.mechanisms.base import Run
+from pate_cli.mechanisms.samplers import AggregationResult
 from pate_cli.orders import as_orders
-from pate_cli.outputs import StrPath as PathLike
 from pate_cli.reports.budget import (
     Gate,
     analysis_epsilons,
@@ -50,8 +52,6 @@ from pate_cli.reports.budget import (
 )
 from pate_cli.reports.models import AggregateReport, AnalysisReport, InputSummary
 from pate_cli.reports.reprs import cost_fields, short_repr
-from pate_cli.seeds import Noise, noise_source
-from pate_cli.spelling import given, options
 from pate_cli.votes import Votes, load_student_probs, load_true_labels
 
 
@@ -194,7 +194,7 @@ def check_parameters(
 
     Raises:
         UsageError: a stop condition below 1, a student confidence
-            outside [0, 1]; the message names the caller's parameter (``pate_cli.spelling``).
+            outside [0, 1]; the message names the caller's parameter (``pate_cli.common.spelling``).
     """
     for name, value in (("max-answered", max_answered), ("max-queries", max_queries)):
         if value is not None and value < 1:
