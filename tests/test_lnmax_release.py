@@ -14,6 +14,7 @@ import pytest
 
 import pate_cli as pate
 from pate_cli.errors import ExitCode
+from pate_cli.records.record import record_digest
 from pate_cli.reports.rounding import bound
 from tests.conftest import SAMPLE, run_cli
 
@@ -69,6 +70,28 @@ def test_the_record_verifies_and_its_sample_replays_with_the_seed_file(tmp_path)
     caught = run_cli(["verify", record, "--json"], expect=ExitCode.BUDGET_EXCEEDED).json
     assert caught["verdict"] == "differs" and caught["ok"] is False
     assert caught["differs"][0] == "digest" and "smooth_sensitivity" in caught["differs"]
+
+
+def test_its_steps_are_named_and_a_record_of_0_1_0_still_verifies(tmp_path):
+    """``data_independent_steps`` is keyed by each step's own name; 0.1.0 called every
+    answer step "gnmax", and verify compares the entries in their order."""
+    record = tmp_path / "lnmax.record.json"
+    args = ["smooth-sensitivity", *SETTING, *FIXED, "--seed", 0, "--json", "--record", record]
+    assert run_cli(args).json["data_independent_steps"] == {"threshold": True, "lnmax": False}
+
+    def as_of_0_1_0(answer: bool) -> None:
+        old = json.loads(record.read_text())
+        old["report"]["data_independent_steps"] = {"threshold": True, "gnmax": answer}
+        old["digest"] = record_digest(old)
+        record.write_text(json.dumps(old))
+
+    as_of_0_1_0(False)
+    verified = run_cli(["verify", record, "--json"]).json
+    assert verified["verdict"] == "verified", verified["summary"]
+    as_of_0_1_0(True)  # an entry that differs still does
+    caught = run_cli(["verify", record, "--json"], expect=ExitCode.BUDGET_EXCEEDED).json
+    details = " ".join(check["detail"] for check in caught["checks"])
+    assert "data_independent_steps.lnmax: recorded True, recomputed False" in details
 
 
 def test_analyze_carries_the_lnmax_release_and_the_api_matches_the_cli():

@@ -6,7 +6,6 @@ Each reads the per-query terms (``terms.py``) or the parameters and counts alone
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +14,7 @@ from pate_cli.accountant.terms import FloatArray, QueryTerms
 from pate_cli.choices import Conversion
 from pate_cli.core import conversion, exact
 from pate_cli.mechanisms import Mechanism, UnsupportedError, assert_never
-from pate_cli.mechanisms.steps import GaussianPart, Part, PurePart
+from pate_cli.mechanisms.steps import GaussianPart, PurePart, joined
 
 
 def delta_warnings(delta: float, num_queries: int) -> list[str]:
@@ -153,24 +152,33 @@ def exact_bound(
     """
     step = mechanism.threshold_step
     parts = [] if step is None else [step.part(queries, threshold_sensitivity)]
-    kind, mu, pure = _exact_parts([*parts, mechanism.answer_step.part(answered)])
-    if pure is not None:
-        epsilon = exact.pure_composition_epsilon(pure.epsilon0, pure.count, delta)
-        return ExactBound(epsilon, "pure-dp-optimal", queries, answered, eps0=pure.epsilon0)
-    return ExactBound(exact.gaussian_epsilon(mu, delta), kind, queries, answered, mu=mu)
+    part = joined([*parts, mechanism.answer_step.part(answered)])
+    if part is None:
+        raise UnsupportedError(
+            "no exact account composes these steps (Gaussian and pure DP together); use the "
+            "RDP figures"
+        )
+    return part.read(_ExactFigure(queries, answered, delta))
 
 
-def _exact_parts(parts: list[Part]) -> tuple[str, float, PurePart | None]:
-    """The exact account of steps composed: ("gaussian", mu, None) when every part is
-    Gaussian (mu = hypot of theirs), ("pure", 0, the part) for one pure part.
+@dataclass(frozen=True)
+class _ExactFigure:
+    """The exact figure of the steps' composed share (a ``PartReader``), read at ``delta``."""
 
-    Raises:
-        UnsupportedError: parts that no exact composition covers (pure and Gaussian mixed).
-    """
-    if all(isinstance(part, GaussianPart) for part in parts):
-        return "gaussian", math.hypot(*(part.mu for part in parts)), None  # type: ignore[union-attr]
-    if len(parts) == 1 and isinstance(parts[0], PurePart):
-        return "pure", 0.0, parts[0]
-    raise UnsupportedError(
-        "no exact account composes these steps (Gaussian and pure DP together); use the RDP figures"
-    )
+    queries: int
+    answered: int
+    delta: float
+
+    def gaussian(self, part: GaussianPart) -> ExactBound:
+        # mu-Gaussian DP read at delta (Dong, Roth and Su 2022, Corollary 2.13).
+        mu = part.mu
+        epsilon = exact.gaussian_epsilon(mu, self.delta)
+        return ExactBound(epsilon, "gaussian", self.queries, self.answered, mu=mu)
+
+    def pure(self, part: PurePart) -> ExactBound:
+        # The optimal composition of ``count`` epsilon0-DP steps (Kairouz, Oh and Viswanath
+        # 2015, Theorem 3.5).
+        epsilon = exact.pure_composition_epsilon(part.epsilon0, part.count, self.delta)
+        return ExactBound(
+            epsilon, "pure-dp-optimal", self.queries, self.answered, eps0=part.epsilon0
+        )

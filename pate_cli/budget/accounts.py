@@ -48,7 +48,7 @@ from pate_cli.choices import Conversion
 from pate_cli.core import exact
 from pate_cli.core.smooth import rdp_gnss
 from pate_cli.mechanisms import Mechanism, UnsupportedError
-from pate_cli.mechanisms.steps import GaussianPart, PurePart
+from pate_cli.mechanisms.steps import GaussianPart, PurePart, joined
 from pate_cli.orders import DEFAULT_ORDERS
 
 Account = dict[str, Any]
@@ -87,13 +87,21 @@ def mechanism_account(mechanism: Mechanism, queries: int, *, half_even: bool = F
     every query answered."""
     step, moves = mechanism.threshold_step, 2.0 if half_even else 1.0
     parts = [] if step is None else [step.part(queries, moves)]
-    parts.append(mechanism.answer_step.part(queries))
-    gaussian = [part for part in parts if isinstance(part, GaussianPart)]
-    if len(gaussian) == len(parts):
-        return {"kind": GAUSSIAN, "mu": math.sqrt(sum(part.mu_squared for part in gaussian))}
-    if len(parts) == 1 and isinstance(parts[0], PurePart):
-        return {"kind": PURE, "epsilon0": parts[0].epsilon0, "count": parts[0].count}
-    raise UnsupportedError(f"{mechanism.name}: no data-independent account to charge")
+    part = joined([*parts, mechanism.answer_step.part(queries)])
+    if part is None:
+        raise UnsupportedError(f"{mechanism.name}: no data-independent account to charge")
+    return part.read(_AccountOf())
+
+
+class _AccountOf:
+    """The account of the steps' composed share (a ``PartReader``), as a budget holds it."""
+
+    def gaussian(self, part: GaussianPart) -> Account:
+        # mu^2 summed over the steps, then the root (Corollary 3.3).
+        return {"kind": GAUSSIAN, "mu": math.sqrt(part.mu_squared)}
+
+    def pure(self, part: PurePart) -> Account:
+        return {"kind": PURE, "epsilon0": part.epsilon0, "count": part.count}
 
 
 def account_of(

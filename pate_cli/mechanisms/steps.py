@@ -2,18 +2,23 @@
 
 An answer step labels a query by a noisy argmax of its votes; a threshold step decides
 whether the query is answered at all. Each gives, from its own parameters: the per-query
-scalar its data-dependent cost depends on, that cost, its data-independent cost, its share
-of an exact account (Gaussian DP or pure DP) and of a budget's account. The formulas live in
-``pate_cli.core``; a step only says which one is its own.
+scalar its data-dependent cost depends on, that cost, its data-independent cost, and its
+share of an exact account (a :class:`Part`); an answer step also names the table that bounds
+the local sensitivity of its cost, for the smooth-sensitivity release (or has none). The
+formulas live in ``pate_cli.core``; a step only says which one is its own.
+
+Everything above this package asks a step or a part, never its type: a part says how it
+composes (``joined``) and what it is (``read``), a step what it is called (``name``, the
+key of its entry in a release's JSON) and which table bounds it (``local_sensitivity``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
 if TYPE_CHECKING:
     import numpy as np
@@ -24,40 +29,122 @@ if TYPE_CHECKING:
     FloatArray = NDArray[np.float64]
 
 CostKey = tuple[object, ...]
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class PartReader(Protocol[T_co]):
+    """What reads a part (``Part.read``): one method per exact form, each given the part."""
+
+    def gaussian(self, part: GaussianPart) -> T_co:
+        """A share of mu-Gaussian DP (Dong, Roth and Su 2022): its ``mu`` (composed by
+        ``math.hypot``: the exact figure's) or its ``mu_squared`` (summed: a budget's)."""
+
+    def pure(self, part: PurePart) -> T_co:
+        """A share of pure DP: ``part.count`` mechanisms, each ``part.epsilon0``-DP."""
+
+
+class Part(Protocol):
+    """A share of an exact account, no Renyi DP in between: what the exact figure and a
+    budget's account ask of a step's share, never its type."""
+
+    def joined(self, other: Part) -> Part | None:
+        """This share and ``other`` composed exactly, as one; None where no exact
+        composition covers the two (pure and Gaussian DP together, say)."""
+
+    def read(self, reader: PartReader[T]) -> T:
+        """What ``reader`` makes of this share's form and figures."""
 
 
 @dataclass(frozen=True)
 class GaussianPart:
-    """A step's share of a mu-Gaussian DP account: Gaussian noise of std ``sigma`` on a
-    statistic whose squared sensitivity summed over the steps is ``squares`` (Dong, Roth and
-    Su 2022, Corollary 3.3). ``mu`` serves the exact figure (composed by ``math.hypot``),
-    ``mu_squared`` a budget's (summed, then the root)."""
+    """A share of a mu-Gaussian DP account: per step, Gaussian noise of std ``sigma`` on a
+    statistic whose squared sensitivity summed over the step's runs is ``squares`` (the pairs
+    ``(squares, sigma)`` of ``shares``, in the order the steps were joined). Gaussian
+    mechanisms compose into one (Dong, Roth and Su 2022, Corollary 3.3): ``mu`` serves the
+    exact figure (composed by ``math.hypot``), ``mu_squared`` a budget's (summed, then the
+    root)."""
 
-    squares: float
-    sigma: float
+    shares: tuple[tuple[float, float], ...]
+
+    @classmethod
+    def of(cls, squares: float, sigma: float) -> GaussianPart:
+        """One step's share: noise of std ``sigma``, squared sensitivities summing to
+        ``squares``."""
+        return cls(((squares, sigma),))
 
     @property
     def mu(self) -> float:
-        return math.sqrt(self.squares) / self.sigma
+        return math.hypot(*(math.sqrt(squares) / sigma for squares, sigma in self.shares))
 
     @property
     def mu_squared(self) -> float:
-        return self.squares / self.sigma**2
+        return sum(squares / sigma**2 for squares, sigma in self.shares)
+
+    def joined(self, other: Part) -> Part | None:
+        # Gaussian with Gaussian: mu^2 adds up (Corollary 3.3).
+        return GaussianPart(self.shares + other.shares) if isinstance(other, GaussianPart) else None
+
+    def read(self, reader: PartReader[T]) -> T:
+        return reader.gaussian(self)
 
 
 @dataclass(frozen=True)
 class PurePart:
-    """A step's share of a pure-DP account: ``count`` mechanisms, each ``epsilon0``-DP."""
+    """A share of a pure-DP account: ``count`` mechanisms, each ``epsilon0``-DP."""
 
     epsilon0: float
     count: int
 
+    def joined(self, other: Part) -> Part | None:
+        # Pure with pure of one epsilon0: more of the same mechanisms, whose optimal
+        # composition is known (Kairouz, Oh and Viswanath 2015, Theorem 3.5).
+        if isinstance(other, PurePart) and other.epsilon0 == self.epsilon0:
+            return PurePart(self.epsilon0, self.count + other.count)
+        return None
 
-Part = GaussianPart | PurePart
+    def read(self, reader: PartReader[T]) -> T:
+        return reader.pure(self)
+
+
+def joined(parts: Sequence[Part]) -> Part | None:
+    """``parts`` (at least one) composed exactly, as one, in their order; None where no exact
+    composition covers them all."""
+    found: Part | None = parts[0]
+    for part in parts[1:]:
+        found = None if found is None else found.joined(part)
+    return found
+
+
+def step_names(threshold: ThresholdStep | None, answer: AnswerStep) -> tuple[str, str]:
+    """The names of a mechanism's (threshold, answer) steps, its release's keys for them: a
+    mechanism without a threshold step keeps that entry, under the name "threshold"."""
+    return ("threshold" if threshold is None else threshold.name), answer.name
+
+
+@dataclass(frozen=True)
+class LocalSensitivity:
+    """The table that bounds the local sensitivity of an answer step's data-dependent RDP at
+    every distance, for its smooth-sensitivity release (2018, Appendix B): ``table`` names the
+    module of ``pate_cli.core`` that holds it ("ls_gnmax", composed with the threshold
+    step's in ``core.smooth``; "ls_lnmax"), ``noise`` the parameter of the step's noise it is
+    made for (GNMax's sigma, LNMax's gamma)."""
+
+    table: str
+    noise: float
 
 
 class AnswerStep(Protocol):
     """What the accountant and the release ask of an answer step."""
+
+    @property
+    def name(self) -> str:
+        """What the step is called: its key in a release's ``data_independent_steps``."""
+
+    @property
+    def local_sensitivity(self) -> LocalSensitivity | None:
+        """The table that bounds the local sensitivity of its data-dependent RDP, for the
+        smooth-sensitivity release; None where there is none (no release then)."""
 
     @property
     def key(self) -> CostKey:
@@ -82,6 +169,10 @@ class AnswerStep(Protocol):
 class ThresholdStep(Protocol):
     """What the accountant and the release ask of a threshold step: answer a query when its
     noisy statistic reaches ``threshold``."""
+
+    @property
+    def name(self) -> str:
+        """What the step is called: its key in a release's ``data_independent_steps``."""
 
     @property
     def threshold(self) -> float:
@@ -121,6 +212,12 @@ class GaussianAnswer:
     """GNMax's answer: argmax of the counts plus N(0, sigma^2) per class (2018, Sec. 4.1)."""
 
     sigma: float
+    name: ClassVar[str] = "gnmax"
+
+    @property
+    def local_sensitivity(self) -> LocalSensitivity:
+        # Algorithms 4-5 of 2018 (core.ls_gnmax), at the noise of the answer.
+        return LocalSensitivity("ls_gnmax", self.sigma)
 
     @property
     def key(self) -> CostKey:
@@ -143,7 +240,7 @@ class GaussianAnswer:
 
     def part(self, answered: float) -> Part:
         # A histogram moves by sqrt(2) in L2 (Dong, Roth and Su 2022, Corollary 3.3).
-        return GaussianPart(2.0 * answered, self.sigma)
+        return GaussianPart.of(2.0 * answered, self.sigma)
 
     def agreement(self, counts: Counts) -> FloatArray:
         from pate_cli.core import agreement
@@ -156,6 +253,12 @@ class LaplaceAnswer:
     """LNMax's answer (2017): argmax of the counts plus Laplace noise of scale 1/gamma."""
 
     gamma: float
+    name: ClassVar[str] = "lnmax"
+
+    @property
+    def local_sensitivity(self) -> LocalSensitivity:
+        # F(q) of Theorem 3 of 2017 over the ball of q (core.ls_lnmax), at gamma.
+        return LocalSensitivity("ls_lnmax", self.gamma)
 
     @property
     def key(self) -> CostKey:
@@ -218,6 +321,7 @@ class GaussianThreshold:
     threshold: float
     sigma1: float
     bound: str = "theorem6"
+    name: ClassVar[str] = "threshold"
 
     def terms(self, values: FloatArray, half_even: bool) -> ThresholdTerms:
         """The per-query scalars of ``values`` (votes, or votes - baseline), (Q, C)."""
@@ -272,4 +376,4 @@ class GaussianThreshold:
 
     def part(self, queries: float, moves: float) -> Part:
         # The rounded top count moves by ``moves`` (1, or 2 under half to even).
-        return GaussianPart(queries * moves**2, self.sigma1)
+        return GaussianPart.of(queries * moves**2, self.sigma1)

@@ -22,6 +22,11 @@ from pate_cli.files.seeds import READABLE_SEED_FILE
 # the run charged, which ``verify`` finds in the budget file (``budget_check``).
 UNCHECKED = {"path", "output", "answered_mask", "ledger", "plot", "csv", "warnings", "budget"}
 
+# Objects whose keys name the parts of a mechanism, compared entry by entry in their order:
+# a release's ``data_independent_steps`` (threshold step, answer step) is keyed by each
+# step's name, where 0.1.0 called the answer step "gnmax" whatever it was (LNMax's too).
+BY_POSITION = {"data_independent_steps"}
+
 #: Warnings about the circumstances of a run rather than its votes and parameters: a replay
 #: cannot recompute them, and they claim nothing about a figure.
 CIRCUMSTANCES = (SPENT_AGAIN, READABLE_SEED_FILE)
@@ -77,6 +82,11 @@ def differences(
             if key not in recomputed:
                 yield f"{path}: in the record but not in the recomputed report"
                 continue
+            if key in BY_POSITION:
+                yield from _by_position(
+                    recorded[key], recomputed[key], rtol=rtol, atol=atol, where=path, skip=skip
+                )
+                continue
             yield from differences(
                 recorded[key], recomputed[key], rtol=rtol, atol=atol, where=path, skip=skip
             )
@@ -98,6 +108,23 @@ def differences(
         return
     if recorded != recomputed:
         yield f"{where}: recorded {recorded!r}, recomputed {recomputed!r}"
+
+
+def _by_position(
+    recorded: Any, recomputed: Any, *, rtol: float, atol: float, where: str, skip: frozenset[str]
+) -> Iterator[str]:
+    """``differences`` of two objects' entries in their order, whatever their keys, each
+    named by the recomputed one's key (``BY_POSITION``)."""
+    if not (isinstance(recorded, dict) and isinstance(recomputed, dict)):
+        yield from differences(recorded, recomputed, rtol=rtol, atol=atol, where=where, skip=skip)
+        return
+    if len(recorded) != len(recomputed):
+        yield f"{where}: {len(recorded)} entries recorded, {len(recomputed)} recomputed"
+        return
+    for value, (key, again) in zip(recorded.values(), recomputed.items(), strict=True):
+        path = f"{where}.{key}"
+        if path not in skip:
+            yield from differences(value, again, rtol=rtol, atol=atol, where=path, skip=skip)
 
 
 def lookup(report: dict[str, Any], dotted: str) -> Any:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.errors import UsageError
 from pate_cli.files.seeds import Noise, os_entropy
 from pate_cli.mechanisms import Mechanism, UnsupportedError
-from pate_cli.mechanisms.steps import GaussianAnswer, LaplaceAnswer
+from pate_cli.mechanisms.steps import LocalSensitivity, step_names
 from pate_cli.release.conditions import ConditionError, checked_conditions
 from pate_cli.release.model import GnssRelease, NotReleased, Release, gated_epsilon
 
@@ -164,6 +165,7 @@ class _AtOrder:
         return {
             "order": self.order,
             "data_independent_steps": data_independent,
+            "step_names": step_names(mechanism.threshold_step, mechanism.answer_step),
             "expected_answered": float(num_seen if weights is None else weights.sum()),
             "rdp_at_order": rdp_at_order,
             "epsilon_data_dependent": _epsilon_at(
@@ -275,8 +277,7 @@ def gnss_release(
     at = _AtOrder(order, delta, conversion, steps, order_index)
     draw = _Draw(beta, sigma_ss, noise, order_chosen_on_data)
     walk = _Walk(num_teachers, chunk_size, progress)
-    release: GnssRelease = _release_of(mechanism)(
-        mechanism.answer_step,
+    return _release_of(mechanism)(
         counts=counts,
         mechanism=mechanism,
         at=at,
@@ -290,23 +291,22 @@ def gnss_release(
         half_even=half_even,
         published=(epsilon_data_independent, epsilon_worst_case),
     )
-    return release
 
 
 def _release_of(mechanism: Mechanism) -> Callable[..., GnssRelease]:
-    """The release of the mechanism's answer step, by the step's kind: the local-sensitivity
-    table there is for it.
+    """The release made with the local-sensitivity table the mechanism's answer step names
+    (bound as its first argument).
 
     Raises:
-        UnsupportedError: an answer step without one.
+        UnsupportedError: an answer step without one (or with one no release here reads).
     """
-    found = _RELEASES.get(type(mechanism.answer_step))
-    if found is None:
+    table = mechanism.answer_step.local_sensitivity
+    if table is None or (found := _RELEASES.get(table.table)) is None:
         raise UnsupportedError(
             f"{mechanism.name}: its answer step has no local-sensitivity table, so its "
             "data-dependent epsilon has no smooth-sensitivity release"
         )
-    return found
+    return partial(found, table)
 
 
 def _check_releasable(counts: FloatArray | Compact) -> None:
@@ -340,7 +340,7 @@ def _num_seen(counts: FloatArray, answered: NDArray[np.bool_] | None) -> int:
 
 
 def gaussian_release(
-    answer: GaussianAnswer,
+    table: LocalSensitivity,
     counts: FloatArray,
     mechanism: Mechanism,
     at: _AtOrder,
@@ -356,14 +356,14 @@ def gaussian_release(
     published: tuple[float, float],
 ) -> GnssRelease:
     """(Confident-, Interactive-)GNMax's release: the steps accounted data-independently at
-    the order, conditions C5/C6 there, and the local sensitivity of ``core.smooth``.
-    ``published`` (the data-independent and the worst-case epsilon) is reported when both
-    steps are data-independent: there is nothing to release then."""
+    the order, conditions C5/C6 there, and the local sensitivity of ``core.smooth`` (at
+    sigma ``table.noise``). ``published`` (the data-independent and the worst-case epsilon)
+    is reported when both steps are data-independent: there is nothing to release then."""
     num_seen = _num_seen(counts, answered)
     threshold_step = mechanism.threshold_step
     exact_threshold = threshold_step is not None and threshold_step.bound == "exact"
     terms, forced = _data_independent_steps(
-        counts, mechanism, answer, at.order, walk, terms, num_seen, baseline, half_even
+        counts, mechanism, table.noise, at.order, walk, terms, num_seen, baseline, half_even
     )
     moves = terms.threshold_sensitivity
     weights = answer_weights(terms, answered)
@@ -373,7 +373,7 @@ def gaussian_release(
         fixed_count = threshold_step is None and answered is None
         return _nothing_to_release(fields, fixed_count, *published)
     conditions, warnings = checked_conditions(
-        answer.sigma, counts.shape[1], at.order, strict, skip_conditions
+        table.noise, counts.shape[1], at.order, strict, skip_conditions
     )
 
     def block_bound(block: FloatArray, rows: slice) -> FloatArray:
@@ -382,7 +382,7 @@ def gaussian_release(
             block,
             walk.num_teachers,
             at.order,
-            answer.sigma,
+            table.noise,
             threshold=None if threshold_step is None else threshold_step.threshold,
             sigma1=None if threshold_step is None else threshold_step.sigma1,
             step1_votes=None if baseline is None else block - baseline[rows],
@@ -404,7 +404,7 @@ def gaussian_release(
 def _data_independent_steps(
     counts: FloatArray,
     mechanism: Mechanism,
-    answer: GaussianAnswer,
+    sigma: float,
     order: float,
     walk: _Walk,
     terms: QueryTerms | None,
@@ -413,12 +413,12 @@ def _data_independent_steps(
     half_even: bool,
 ) -> tuple[QueryTerms, tuple[bool, bool]]:
     """The per-query terms (the analysis' own, or one pass over the votes) and which steps
-    (threshold, answer) are accounted data-independently at ``order``: those whose
-    data-dependent bound can never beat the data-independent one there."""
+    (threshold, answer of noise ``sigma``) are accounted data-independently at ``order``:
+    those whose data-dependent bound can never beat the data-independent one there."""
     threshold_step = mechanism.threshold_step
     # The data-independent shortcut of the reference, per step, at this order.
     ind_gnmax = cond_core.is_data_independent_always_opt_gnmax(
-        walk.num_teachers, counts.shape[1], answer.sigma, order
+        walk.num_teachers, counts.shape[1], sigma, order
     )
     exact_threshold = threshold_step is not None and threshold_step.bound == "exact"
     # The per-query scalars once (the analysis passes its own); a second pass for the
@@ -479,7 +479,7 @@ _LNMAX_DENSE_CLASSES = 1 << 22  # LNMax's release reads a dense row of every cla
 
 
 def laplace_release(
-    answer: LaplaceAnswer,
+    table: LocalSensitivity,
     counts: FloatArray,
     mechanism: Mechanism,
     at: _AtOrder,
@@ -509,7 +509,7 @@ def laplace_release(
         rows, walk = DenseRows(counts), replace(walk, chunk_size=counts.dense_block_rows())
     weights = None if answered is None else answered.astype(np.float64)
     fields = at.fields(mechanism, terms, weights, (True, False), len(counts))
-    tables = ls_lnmax.LnmaxSensitivity(counts.shape[1], walk.num_teachers, answer.gamma, at.order)
+    tables = ls_lnmax.LnmaxSensitivity(counts.shape[1], walk.num_teachers, table.noise, at.order)
 
     def block_bound(block: FloatArray, rows: slice) -> FloatArray:
         """One block's bound of ``ls_lnmax``."""
@@ -520,11 +520,11 @@ def laplace_release(
     return _sampled(ls, fields, [], at, draw)
 
 
-# The releases there are, by answer step: the GNMax family's (core.smooth, core.ls_gnmax)
-# and LNMax's (core.ls_lnmax).
-_RELEASES: dict[type, Callable[..., GnssRelease]] = {
-    GaussianAnswer: gaussian_release,
-    LaplaceAnswer: laplace_release,
+# The releases there are, by the table an answer step names (``LocalSensitivity.table``):
+# the GNMax family's (core.smooth with core.ls_gnmax) and LNMax's (core.ls_lnmax).
+_RELEASES: dict[str, Callable[..., GnssRelease]] = {
+    "ls_gnmax": gaussian_release,
+    "ls_lnmax": laplace_release,
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from pate_cli.errors import UsageError
 from pate_cli.files.seeds import Noise
 
 FloatArray = NDArray[np.float64]
@@ -25,6 +26,9 @@ class GnssRelease:
     order: float
     data_independent_steps: tuple[bool, bool]
     """(threshold step, answer step) accounted data-independently at ``order``."""
+    step_names: tuple[str, str]
+    """The names of those two steps (each step's ``name``: "threshold", and "gnmax" or
+    "lnmax"), their keys in the JSON's ``data_independent_steps``."""
     conditions: tuple[bool, bool] | None
     """(C5, C6) at ``order``; None when not checked (nothing to release, or not checkable)."""
     expected_answered: float
@@ -61,10 +65,9 @@ class GnssRelease:
         out: dict[str, Any] = {
             "released": self.released,
             "order": self.order,
-            "data_independent_steps": {
-                "threshold": self.data_independent_steps[0],
-                "gnmax": self.data_independent_steps[1],
-            },
+            "data_independent_steps": dict(
+                zip(self.step_names, self.data_independent_steps, strict=True)
+            ),
             "expected_answered": self.expected_answered,
             "rdp_at_order": self.rdp_at_order,
             "epsilon_data_dependent": self.epsilon_data_dependent,
@@ -119,3 +122,21 @@ def gated_epsilon(release: Release) -> float | None:
     if release.released:
         return release.epsilon_expected_release
     return release.epsilon_worst_case
+
+
+_RELEASE_MODES = {"expected": "expected", "sample": "sample", True: "sample", False: None}
+
+
+def release_mode(release: bool | str) -> str | None:
+    """``analyze``'s ``release=`` as "expected", "sample" or None (no release).
+
+    Raises:
+        UsageError: anything else.
+    """
+    try:
+        return _RELEASE_MODES[release]
+    except (KeyError, TypeError):
+        raise UsageError(
+            f'release={release!r}: expected "expected" (the default: no noise drawn), '
+            '"sample" (or True: draw the released epsilon) or False'
+        ) from None

@@ -31,6 +31,8 @@ _COMPARE_LEGEND = (
 
 # The columns after the parameters, in the table and in the narrow blocks.
 _COLUMNS = ("answered", "epsilon", "order", "indep.", "order", "publ.", "agree")
+# A parameter's label in the table and the blocks where it is not its name (the paper's T).
+_PARAMETER_LABELS = {"threshold": "T"}
 
 
 def render_compare(report: CompareReport) -> RenderableType:
@@ -80,7 +82,7 @@ def _table(report: CompareReport, params: list[str]) -> Table:
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("mechanism", no_wrap=True)
     for name in params:
-        table.add_column("T" if name == "threshold" else name, justify="right", no_wrap=True)
+        table.add_column(_PARAMETER_LABELS.get(name, name), justify="right", no_wrap=True)
     for name in _COLUMNS:
         table.add_column(name, justify="right", no_wrap=True)
     return table
@@ -159,7 +161,7 @@ def _block(
     over: bool,
 ) -> Text:
     """One setting as a block of text, for a console too narrow for the table."""
-    setting = " ".join(f"{'T' if p == 'threshold' else p}={spec[p]:g}" for p in params if p in spec)
+    setting = " ".join(f"{_PARAMETER_LABELS.get(p, p)}={spec[p]:g}" for p in params if p in spec)
     block = Text(f"{rank} {name} {setting}: ", style="dim" if over else "")
     for i, (label, value) in enumerate(zip(_COLUMNS, cells, strict=True)):
         block.append(("; " if i else "") + f"{label} ")

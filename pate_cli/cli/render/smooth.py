@@ -40,7 +40,6 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
             f"{'realised run' if report.realized else 'expected cost'}"
         ),
     )
-    steps = dict(zip(("threshold", "gnmax"), release.data_independent_steps, strict=True))
     table = Table(title="Smooth-sensitivity release", title_justify="left", header_style="bold")
     table.add_column("quantity")
     table.add_column("value", justify="right")
@@ -48,13 +47,11 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
         "answered" if report.realized else "expected answered",
         answered_count(release.expected_answered, report.realized),
     )
-    # Plain GNMax and LNMax have no threshold step.
-    has_threshold = not answers_every_query(report.mechanism)
-    table.add_row(
-        "data-independent steps",
-        ", ".join(k for k, v in steps.items() if v and (has_threshold or k != "threshold"))
-        or "none",
-    )
+    # Plain GNMax and LNMax have no threshold step: only the steps there are are named.
+    there = (not answers_every_query(report.mechanism), True)
+    named = zip(release.step_names, release.data_independent_steps, there, strict=True)
+    forced = [name for name, independent, present in named if independent and present]
+    table.add_row("data-independent steps", ", ".join(forced) or "none")
     if not release.conditions_apply:
         table.add_row("conditions C5 / C6", "not needed (LNMax: its bound rises with q)")
     elif release.conditions is not None or release.released:
