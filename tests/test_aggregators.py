@@ -1,4 +1,4 @@
-"""Tests for pate_cli.mechanisms.samplers: seeded determinism, branches, stop rules, statistics."""
+"""Tests for pate_cli.mechanisms.aggregators: seeded determinism, branches, stop rules, statistics."""
 
 from __future__ import annotations
 
@@ -11,15 +11,14 @@ from numpy.typing import NDArray
 from pate_cli.core.gnmax import logq_gnmax
 from pate_cli.core.lnmax import logq_lnmax
 from pate_cli.core.threshold import log_pr_answered_threshold
-from pate_cli.mechanisms import samplers as aggregators
-from pate_cli.mechanisms.samplers import (
-    AggregationResult,
-    Branch,
+from pate_cli.mechanisms import samplers
+from pate_cli.mechanisms.aggregators import (
     aggregate_confident_gnmax,
     aggregate_gnmax,
     aggregate_interactive_gnmax,
     aggregate_lnmax,
 )
+from pate_cli.mechanisms.samplers import AggregationResult, Branch
 
 Runner = Callable[..., AggregationResult]
 
@@ -96,7 +95,7 @@ def test_labels_match_documented_stream_layout(name: str) -> None:
 @pytest.mark.parametrize("name", RUNNERS)
 def test_chunking_does_not_change_labels(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     whole = _seeded(name, 3)
-    monkeypatch.setattr(aggregators, "_CHUNK_ELEMENTS", 13)  # blocks of 3 rows, the last ragged
+    monkeypatch.setattr(samplers, "_CHUNK_ELEMENTS", 13)  # blocks of 3 rows, the last ragged
     chunked = _seeded(name, 3)
     assert whole.labels.tobytes() == chunked.labels.tobytes()
     assert np.array_equal(whole.branch, chunked.branch)

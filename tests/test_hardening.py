@@ -43,13 +43,13 @@ from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax, rdp_gnmax_data_independen
 from pate_cli.core.lnmax import logq_lnmax, rdp_lnmax
 from pate_cli.core.threshold import logq_threshold, rdp_threshold
 from pate_cli.errors import ExitCode, InputError
-from pate_cli.mechanisms.samplers import (
-    Branch,
+from pate_cli.mechanisms.aggregators import (
     aggregate_confident_gnmax,
     aggregate_gnmax,
     aggregate_interactive_gnmax,
     aggregate_lnmax,
 )
+from pate_cli.mechanisms.samplers import Branch
 from pate_cli.orders import DEFAULT_ORDERS
 from pate_cli.votes import load_array
 from tests.conftest import MNIST, run_cli

@@ -25,7 +25,7 @@ import pate_cli.votes
 from pate_cli.cli.app import app
 from pate_cli.core.compact import Compact
 from pate_cli.errors import ExitCode, InputError, PateError, UsageError
-from pate_cli.mechanisms import samplers as aggregators
+from pate_cli.mechanisms import aggregators, samplers
 from tests.conftest import run_cli
 
 TEACHERS = 200
@@ -560,9 +560,9 @@ def test_a_wide_vocabulary_splits_like_the_dense_one():
 @pytest.mark.parametrize("noise", ["gaussian", "laplace"])
 def test_the_largest_of_k_noises_is_distributed_as_the_maximum_of_k_draws(noise):
     """One draw per query stands for the k unlisted classes' noises: the inverse CDF of their
-    maximum (``aggregators._largest_*``) against the maximum of k draws (two-sample KS)."""
+    maximum (``samplers._largest_*``) against the maximum of k draws (two-sample KS)."""
     draws = 20000
-    largest = getattr(aggregators, f"_largest_{noise}")(np.random.default_rng(8))
+    largest = getattr(samplers, f"_largest_{noise}")(np.random.default_rng(8))
     rng = np.random.default_rng(9)
     for k in (1, 2, 7, 300):
         got = largest(np.full(draws, k, dtype=np.int64))
@@ -585,7 +585,7 @@ def test_the_unlisted_class_of_a_rank_skips_every_listed_class():
         unlisted = np.setdiff1d(np.arange(30), listed)
         ranks[q] = rng.integers(0, unlisted.size)
         want[q] = unlisted[ranks[q]]
-    got = aggregators._unlisted_class(classes, ranks)
+    got = samplers._unlisted_class(classes, ranks)
     assert np.array_equal(got, want)
 
 

@@ -1,11 +1,23 @@
-"""The randomised PATE aggregators: LNMax, GNMax, Confident-GNMax and Interactive-GNMax.
+"""The samplers: a noisy max with Gaussian, Laplace or Gumbel noise, and the result of a run.
 
-Each aggregator is a pure function of the vote counts ``(Q, C)``, its mechanism parameters and
-an explicit ``numpy.random.Generator`` (the SciPy SPEC-7 ``rng`` convention); the global
-``np.random`` state is never used. Work is vectorised over queries. The result says, per query,
-which label was released (-1 for none), whether the teachers answered (the mask that the privacy
-accounting composes over), whether the query was seen before a stop condition, and which
-``Branch`` of the algorithm ran. Nothing here computes privacy costs.
+A mechanism's ``run`` draws its labels here, from the stream of its purpose
+(``noise.generator("aggregate-answer")``, ``pate_cli.files.seeds.PURPOSES``); the built-in
+aggregators (``pate_cli.mechanisms.aggregators``: LNMax, GNMax, Confident-GNMax and
+Interactive-GNMax) are built from the same samplers. A new one is a few lines::
+
+    rng = noise.generator("aggregate-answer")
+    labels = noisy_max(counts, Gumbel(self.scale), rng)
+    return answer_every_query(labels, **run.limits)
+
+Every sampler is a pure function of the vote counts ``(Q, C)``, a noise description
+(:class:`Gaussian`, :class:`Laplace`, :class:`Gumbel`) and an explicit
+``numpy.random.Generator`` (the SciPy SPEC-7 ``rng`` convention); the global ``np.random``
+state is never used. The generator must be the stream of one purpose of one mechanism, never
+shared between two mechanisms or two steps: whoever knows one step's draws would otherwise
+know another's. Work is vectorised over queries. The result says, per query, which label was
+released (-1 for none), whether the teachers answered (the mask that the privacy accounting
+composes over), whether the query was seen before a stop condition, and which ``Branch`` of
+the algorithm ran. Nothing here computes privacy costs.
 
 Random stream layout (what an auditor needs to reproduce the labels from a seed). All noise for
 all Q queries is drawn first, in this order, whatever the outcomes and the stop conditions:
@@ -13,9 +25,10 @@ all Q queries is drawn first, in this order, whatever the outcomes and the stop 
 1. threshold noise, Confident- and Interactive-GNMax only: ``z1 = threshold_rng.standard_normal(Q)``
    (``threshold_rng`` defaults to ``rng``; ``pate_cli.jobs.aggregation`` passes each step its own
    stream, ``pate_cli.files.seeds.PURPOSES``);
-2. class noise, row-major: ``z = rng.standard_normal((Q, C))`` for the GNMax step, or
-   ``rng.laplace(0.0, 1.0, (Q, C))`` times 1 / gamma for LNMax (drawn even where the query
-   abstains).
+2. class noise, row-major: ``z = rng.standard_normal((Q, C))`` for the GNMax step (and
+   ``Gaussian``), ``rng.laplace(0.0, 1.0, (Q, C))`` times 1 / gamma for LNMax (``Laplace``:
+   times its scale), ``rng.gumbel(0.0, 1.0, (Q, C))`` for ``Gumbel`` (drawn even where the
+   query abstains).
 
 The noisy values are ``counts + sigma * z`` (argmax, first maximum on ties) and
 ``round(max_j s_j) + sigma1 * z1 >= threshold`` with ``s = counts`` (Confident) or
@@ -26,6 +39,10 @@ accounting uses; it is the identity for integer votes. When Q*C is large the
 class noise is drawn in blocks of whole rows; Generator draws are sequential, so the numbers are
 the same as with the single calls above. The noise of query i thus depends only on the seed and
 on (Q, C), never on ``max_answered`` or ``max_queries``, and every call consumes the whole stream.
+Votes over a vocabulary (``Compact``) draw, per block of rows, the listed classes' noise
+``(rows, W)``, then one maximum of the unlisted classes' noises per row (53 random bits,
+``rng.integers(0, 2**53, rows)``, inverted), then ``rng.integers(0, k)`` for each row (in
+order) whose unlisted maximum won, the rank of its label among its k unlisted classes.
 
 Stop conditions only look at released outputs, so they leak nothing more: query i is *seen* iff
 ``i < max_queries`` and fewer than ``max_answered`` teacher answers were released before it.
@@ -43,8 +60,20 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtri
 
-from pate_cli.core.compact import Compact, parts
-from pate_cli.core.threshold import round_votes
+from pate_cli.core.compact import Compact
+from pate_cli.mechanisms.parameters import checked
+
+__all__ = [
+    "AggregationResult",
+    "Branch",
+    "ClassNoise",
+    "Gaussian",
+    "Gumbel",
+    "Laplace",
+    "answer_every_query",
+    "apply_stop_conditions",
+    "noisy_max",
+]
 
 # Class noise is drawn in blocks of about this many elements; results do not depend on it.
 _CHUNK_ELEMENTS = 2**22
@@ -107,19 +136,22 @@ def _check_dense_counts(counts: ArrayLike | Compact) -> NDArray[np.float64]:
     return out
 
 
-def _check_scale(name: str, value: float) -> None:
-    if not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be positive and finite, got {value}")
+def _check_rng(rng: np.random.Generator) -> None:
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+
+
+def _check_limits(max_answered: int | None, max_queries: int | None) -> None:
+    for name, limit in (("max_answered", max_answered), ("max_queries", max_queries)):
+        if limit is not None and (isinstance(limit, bool) or operator.index(limit) < 0):
+            raise ValueError(f"{name} must be a non-negative integer or None, got {limit}")
 
 
 def _check_common(
     rng: np.random.Generator, max_answered: int | None, max_queries: int | None
 ) -> None:
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    for name, limit in (("max_answered", max_answered), ("max_queries", max_queries)):
-        if limit is not None and (isinstance(limit, bool) or operator.index(limit) < 0):
-            raise ValueError(f"{name} must be a non-negative integer or None, got {limit}")
+    _check_rng(rng)
+    _check_limits(max_answered, max_queries)
 
 
 def _row_blocks(num_queries: int, num_classes: int) -> Iterator[slice]:
@@ -128,6 +160,8 @@ def _row_blocks(num_queries: int, num_classes: int) -> Iterator[slice]:
         yield slice(start, start + step)
 
 
+Unit = Callable[[tuple[int, int]], NDArray[np.float64]]
+"""unit(shape): independent unit noises (scale 1) of that shape, drawn in row-major order."""
 Largest = Callable[[NDArray[np.int64]], NDArray[np.float64]]
 """largest(k): per row, the largest of k[row] independent unit noises (-inf for k = 0)."""
 
@@ -165,11 +199,128 @@ def _largest_laplace(rng: np.random.Generator) -> Largest:
     return largest
 
 
+def _largest_gumbel(rng: np.random.Generator) -> Largest:
+    """The largest of k standard Gumbel draws: F(x)^k = exp(-k e^-x) = F(x - log k), so it is
+    a Gumbel(log k, 1) draw, log k - log(-log u) by inversion (Gumbel max-stability)."""
+
+    def largest(k: NDArray[np.int64]) -> NDArray[np.float64]:
+        u = _uniform_open(rng, k.size)
+        with np.errstate(divide="ignore"):  # k = 0: log k = -inf (no such class)
+            return np.asarray(np.log(k) - np.log(-np.log(u)))
+
+    return largest
+
+
+@dataclass(frozen=True)
+class Gaussian:
+    """Noise N(0, sigma^2) on every class: the GNMax answer (Papernot et al. 2018, Section 4.1).
+
+    Raises:
+        UsageError: sigma is not a finite number greater than 0 (a ``ValueError``).
+    """
+
+    sigma: float
+    """The standard deviation."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sigma", checked("sigma", self.sigma))  # frozen: set here only
+
+    @property
+    def scale(self) -> float:
+        """The factor of the unit noise ``rng.standard_normal``: sigma."""
+        return self.sigma
+
+    @staticmethod
+    def _unit(rng: np.random.Generator) -> Unit:
+        return rng.standard_normal
+
+    @staticmethod
+    def _largest(rng: np.random.Generator) -> Largest:
+        return _largest_gaussian(rng)
+
+
+@dataclass(frozen=True)
+class _Scaled:
+    """Noise of scale b: b times a unit draw.
+
+    Raises:
+        UsageError: scale is not a finite number greater than 0 (a ``ValueError``).
+    """
+
+    scale: float
+    """b, the factor of the unit noise."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", checked("scale", self.scale))  # frozen: set here only
+
+
+@dataclass(frozen=True)
+class Laplace(_Scaled):
+    """Laplace noise of scale b on every class (``rng.laplace(0.0, 1.0, shape)`` times b):
+    LNMax with b = 1 / gamma (Papernot et al. 2017, Section 2.1)."""
+
+    @staticmethod
+    def _unit(rng: np.random.Generator) -> Unit:
+        return lambda shape: rng.laplace(0.0, 1.0, shape)
+
+    @staticmethod
+    def _largest(rng: np.random.Generator) -> Largest:
+        return _largest_laplace(rng)
+
+
+@dataclass(frozen=True)
+class Gumbel(_Scaled):
+    """Gumbel(0, b) noise on every class (``rng.gumbel(0.0, 1.0, shape)`` times b): the noisy
+    max releases class j with probability exp(n_j / b) / sum_i exp(n_i / b), the exponential
+    mechanism on the counts (the Gumbel-max trick: Gumbel 1954; Maddison, Tarlow and Minka
+    2014)."""
+
+    @staticmethod
+    def _unit(rng: np.random.Generator) -> Unit:
+        return lambda shape: rng.gumbel(0.0, 1.0, shape)
+
+    @staticmethod
+    def _largest(rng: np.random.Generator) -> Largest:
+        return _largest_gumbel(rng)
+
+
+ClassNoise = Gaussian | Laplace | Gumbel
+"""The noise a noisy max adds to every class."""
+
+
+def noisy_max(
+    counts: ArrayLike | Compact, noise: ClassNoise, rng: np.random.Generator
+) -> NDArray[np.int64]:
+    """The noisy argmax of every query: argmax_j (counts[i, j] + noise), first on ties.
+
+    Args:
+        counts: vote histograms (Q, C), or votes over a vocabulary (``Compact``), whose
+            unlisted zero-vote classes draw the largest of their noises as one draw.
+        noise: what is added to every class: ``Gaussian(sigma)``, ``Laplace(scale)`` or
+            ``Gumbel(scale)``.
+        rng: the stream of this step of this mechanism, the run's
+            ``Noise.generator(purpose)`` (``pate_cli.files.seeds.PURPOSES``), shared with no
+            other mechanism or step. Dense counts draw the unit noise of the kind, (Q, C) in
+            row-major order (the module docstring gives the layout for ``Compact``).
+
+    Returns:
+        The label of each query, int64 (Q,): a class id (of the vocabulary, for ``Compact``).
+
+    Raises:
+        ValueError: counts not finite and non-negative, or not (Q, C >= 1).
+        TypeError: noise is not a ``ClassNoise``, or rng not a numpy Generator.
+    """
+    counts = _check_counts(counts)
+    if not isinstance(noise, Gaussian | Laplace | Gumbel):
+        raise TypeError(f"noise must be Gaussian, Laplace or Gumbel, got {type(noise).__name__}")
+    _check_rng(rng)
+    return _noisy_argmax(counts, noise.scale, type(noise), rng)
+
+
 def _noisy_argmax(
     counts: NDArray[np.float64] | Compact,
     scale: float,
-    unit: Callable[[tuple[int, int]], NDArray[np.float64]],
-    largest: Largest,
+    kind: type[ClassNoise],
     rng: np.random.Generator,
 ) -> NDArray[np.int64]:
     """argmax(counts + scale * unit(shape)) per row, drawing block by block in row order.
@@ -179,6 +330,7 @@ def _noisy_argmax(
     counts draw the unlisted zero-vote classes' noise as one maximum per query
     (``_compact_noisy_argmax``).
     """
+    unit, largest = kind._unit(rng), kind._largest(rng)
     if isinstance(counts, Compact):
         return _compact_noisy_argmax(counts, scale, unit, largest, rng)
     labels = np.empty(counts.shape[0], dtype=np.int64)
@@ -197,7 +349,7 @@ def _noisy_argmax(
 def _compact_noisy_argmax(
     counts: Compact,
     scale: float,
-    unit: Callable[[tuple[int, int]], NDArray[np.float64]],
+    unit: Unit,
     largest: Largest,
     rng: np.random.Generator,
 ) -> NDArray[np.int64]:
@@ -233,33 +385,44 @@ def _unlisted_class(classes: NDArray[np.int64], rank: NDArray[np.int64]) -> NDAr
     return found
 
 
-def _threshold_source(
-    rng: np.random.Generator, threshold_rng: np.random.Generator | None
-) -> np.random.Generator:
-    """The threshold step's generator: its own stream when given, else ``rng``'s next draws."""
-    if threshold_rng is None:
-        return rng
-    if not isinstance(threshold_rng, np.random.Generator):
-        raise TypeError(
-            f"threshold_rng must be a numpy.random.Generator, got {type(threshold_rng).__name__}"
+def apply_stop_conditions(
+    labels: ArrayLike,
+    answered: ArrayLike,
+    branch: ArrayLike,
+    *,
+    max_answered: int | None = None,
+    max_queries: int | None = None,
+) -> AggregationResult:
+    """The result of a run whose every query was drawn: the stop conditions applied.
+
+    Query i is seen iff ``i < max_queries`` and fewer than ``max_answered`` of the queries
+    before it were answered (a prefix); an unseen query is -1, not answered, ``ABSTAINED``.
+    Draws nothing.
+
+    Args:
+        labels: the label drawn for each query, -1 where none is released, (Q,).
+        answered: where the teachers answered (the mask the accounting composes over), (Q,).
+        branch: the ``Branch`` of each query, (Q,).
+        max_answered: stop right after this many answers (None: no limit).
+        max_queries: process at most this many queries (None: all).
+
+    Returns:
+        The frozen result, its arrays read-only.
+
+    Raises:
+        ValueError: arrays not of one (Q,) shape, labels not integers, or bad limits.
+    """
+    _check_limits(max_answered, max_queries)
+    labels, answered, branch = np.asarray(labels), np.asarray(answered), np.asarray(branch)
+    if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(
+            f"labels must be integers of shape (Q,), got {labels.dtype} {labels.shape}"
         )
-    return threshold_rng
-
-
-def _threshold_step(
-    top: NDArray[np.float64],
-    threshold: float,
-    sigma1: float,
-    rng: np.random.Generator,
-    half_even: bool,
-) -> NDArray[np.bool_]:
-    """round(top) + N(0, sigma1^2) >= threshold; rounded as in log_pr_answered_threshold."""
-    if np.isnan(threshold):
-        raise ValueError("threshold must not be NaN")
-    _check_scale("sigma1", sigma1)
-    with np.errstate(over="ignore"):  # an infinite draw passes or fails, as it should
-        noise = sigma1 * rng.standard_normal(top.shape[0])
-    return round_votes(top, half_even=half_even) + noise >= threshold
+    if answered.shape != labels.shape or branch.shape != labels.shape:
+        raise ValueError(
+            f"labels {labels.shape}, answered {answered.shape} and branch {branch.shape} differ"
+        )
+    return _finish(labels, answered.astype(bool), branch, max_answered, max_queries)
 
 
 def _finish(
@@ -287,196 +450,32 @@ def _finish(
     return AggregationResult(*arrays)
 
 
+def answer_every_query(
+    labels: ArrayLike, *, max_answered: int | None = None, max_queries: int | None = None
+) -> AggregationResult:
+    """The result of a mechanism that answers every query it sees with the teachers' label.
+
+    A noisy max without a threshold step (LNMax, GNMax, a Gumbel max): every query seen is
+    answered (``Branch.TEACHERS``) under the stop conditions of ``apply_stop_conditions``.
+    Draws nothing: ``labels`` come from a sampler, such as ``noisy_max``.
+
+    Args:
+        labels: the label of each query, integers (Q,).
+        max_answered: stop right after this many answers (None: no limit).
+        max_queries: process at most this many queries (None: all).
+
+    Raises:
+        ValueError: labels not integers of shape (Q,), or bad limits.
+    """
+    answered = np.ones(np.shape(labels)[:1], dtype=bool)
+    return apply_stop_conditions(
+        labels,
+        answered,
+        _teacher_branch(answered),
+        max_answered=max_answered,
+        max_queries=max_queries,
+    )
+
+
 def _teacher_branch(answered: NDArray[np.bool_]) -> NDArray[np.int8]:
     return np.where(answered, Branch.TEACHERS, Branch.ABSTAINED).astype(np.int8)
-
-
-def _answer_every_query(
-    labels: NDArray[np.int64], max_answered: int | None, max_queries: int | None
-) -> AggregationResult:
-    """LNMax and GNMax answer every query they see, with the teachers' label."""
-    answered = np.ones(labels.shape[0], dtype=bool)
-    return _finish(labels, answered, _teacher_branch(answered), max_answered, max_queries)
-
-
-def aggregate_lnmax(
-    counts: ArrayLike | Compact,
-    gamma: float,
-    rng: np.random.Generator,
-    *,
-    max_answered: int | None = None,
-    max_queries: int | None = None,
-) -> AggregationResult:
-    """LNMax: argmax of the counts plus Laplace noise of scale 1/gamma on every class.
-
-    Args:
-        counts: vote histograms.
-        gamma: inverse Laplace scale (one answer is 2 gamma-DP).
-        rng: the only source of randomness; draws ``laplace(0, 1, (Q, C))``.
-        max_answered: stop right after this many answers (None: no limit).
-        max_queries: process at most this many queries (None: all).
-
-    Returns:
-        Labels, answered mask (every seen query), seen prefix and branches.
-
-    Raises:
-        ValueError: gamma not positive and finite, bad counts or limits.
-        TypeError: rng is not a numpy Generator.
-
-    Shapes: counts (Q, C) -> result arrays (Q,).
-    """
-    # LNMax, Papernot et al. 2017, Section 2.1.
-    counts = _check_counts(counts)
-    _check_scale("gamma", gamma)
-    _check_common(rng, max_answered, max_queries)
-    laplace = _largest_laplace(rng)
-    labels = _noisy_argmax(
-        counts, 1.0 / gamma, lambda shape: rng.laplace(0.0, 1.0, shape), laplace, rng
-    )
-    return _answer_every_query(labels, max_answered, max_queries)
-
-
-def aggregate_gnmax(
-    counts: ArrayLike | Compact,
-    sigma: float,
-    rng: np.random.Generator,
-    *,
-    max_answered: int | None = None,
-    max_queries: int | None = None,
-) -> AggregationResult:
-    """GNMax: argmax of the counts plus N(0, sigma^2) noise on every class.
-
-    Arguments, result and errors as ``aggregate_lnmax``, with ``sigma`` the standard
-    deviation of the class noise in place of ``gamma``; draws ``standard_normal((Q, C))``.
-    """
-    # GNMax, Papernot et al. 2018, Section 4.1.
-    counts = _check_counts(counts)
-    _check_scale("sigma", sigma)
-    _check_common(rng, max_answered, max_queries)
-    labels = _noisy_argmax(counts, sigma, rng.standard_normal, _largest_gaussian(rng), rng)
-    return _answer_every_query(labels, max_answered, max_queries)
-
-
-def aggregate_confident_gnmax(
-    counts: ArrayLike | Compact,
-    threshold: float,
-    sigma1: float,
-    sigma: float,
-    rng: np.random.Generator,
-    *,
-    max_answered: int | None = None,
-    max_queries: int | None = None,
-    half_even: bool = False,
-    threshold_rng: np.random.Generator | None = None,
-) -> AggregationResult:
-    """Confident-GNMax: answer with GNMax only where max(votes) + N(0, sigma1^2) >= threshold.
-
-    Args:
-        counts: vote histograms.
-        threshold: T, the noisy consensus a query needs to be answered.
-        sigma1: standard deviation of the threshold noise.
-        sigma: standard deviation of the GNMax class noise.
-        rng: the source of randomness; draws ``standard_normal(Q)`` (unless
-            ``threshold_rng`` is given) then ``((Q, C))``.
-        max_answered: stop right after this many answers (None: no limit).
-        max_queries: process at most this many queries (None: all).
-        half_even: round the threshold statistic half to even, as the reference does.
-
-    Returns:
-        Labels (-1 where abstained), answered mask, seen prefix and branches.
-
-    Raises:
-        ValueError: a noise scale not positive and finite, NaN threshold, bad counts or limits.
-        TypeError: rng is not a numpy Generator.
-
-    Shapes: counts (Q, C) -> result arrays (Q,).
-    """
-    # Algorithm 1, Papernot et al. 2018.
-    counts = _check_counts(counts)
-    _check_scale("sigma", sigma)
-    _check_common(rng, max_answered, max_queries)
-    answered = _threshold_step(
-        parts(counts)[0].max(axis=1),
-        threshold,
-        sigma1,
-        _threshold_source(rng, threshold_rng),
-        half_even,
-    )
-    labels = _noisy_argmax(counts, sigma, rng.standard_normal, _largest_gaussian(rng), rng)
-    labels = np.where(answered, labels, -1)
-    return _finish(labels, answered, _teacher_branch(answered), max_answered, max_queries)
-
-
-def aggregate_interactive_gnmax(
-    counts: ArrayLike,
-    student_probs: ArrayLike,
-    threshold: float,
-    sigma1: float,
-    sigma: float,
-    student_confidence: float,
-    rng: np.random.Generator,
-    *,
-    num_teachers: int | None = None,
-    max_answered: int | None = None,
-    max_queries: int | None = None,
-    half_even: bool = False,
-    threshold_rng: np.random.Generator | None = None,
-) -> AggregationResult:
-    """Interactive-GNMax: the teachers answer only where they disagree with the student.
-
-    Where max_j (n_j - M p_j) + N(0, sigma1^2) >= threshold the teachers answer with GNMax
-    (``TEACHERS``); otherwise, where max_j p_j > student_confidence, the student's argmax is
-    released without a teacher answer (``STUDENT``); otherwise nothing (``ABSTAINED``).
-
-    Args:
-        counts: vote histograms n.
-        student_probs: the student's class probabilities p (finite, non-negative).
-        threshold: T of the disagreement test.
-        sigma1: standard deviation of the threshold noise.
-        sigma: standard deviation of the GNMax class noise.
-        student_confidence: gamma of Algorithm 2, the confidence needed to reinforce.
-        rng: the source of randomness; draws ``standard_normal(Q)`` (unless
-            ``threshold_rng`` is given) then ``((Q, C))``.
-        num_teachers: M; defaults to the sum of the first row of counts.
-        max_answered: stop right after this many teacher answers (None: no limit).
-        max_queries: process at most this many queries (None: all).
-        half_even: round the threshold statistic half to even, as the reference does.
-
-    Returns:
-        Labels (-1 where abstained), answered mask (teacher answers only), seen prefix, branches.
-
-    Raises:
-        ValueError: a noise scale not positive and finite, NaN threshold or confidence,
-            num_teachers < 1, bad counts, probabilities or limits.
-        TypeError: rng is not a numpy Generator.
-
-    Shapes: counts (Q, C), student_probs (Q, C) -> result arrays (Q,).
-    """
-    # Algorithm 2, Papernot et al. 2018.
-    counts = _check_dense_counts(counts)
-    probs = np.asarray(student_probs, dtype=np.float64)
-    if probs.shape != counts.shape:
-        raise ValueError(f"student_probs shape {probs.shape} != counts shape {counts.shape}")
-    if not np.all(np.isfinite(probs) & (probs >= 0)):
-        raise ValueError("student_probs must be finite and non-negative")
-    if np.isnan(student_confidence):
-        raise ValueError("student_confidence must not be NaN")
-    _check_scale("sigma", sigma)
-    _check_common(rng, max_answered, max_queries)
-    if num_teachers is None:
-        weight = float(counts[0].sum()) if counts.shape[0] else 0.0
-    elif isinstance(num_teachers, bool) or operator.index(num_teachers) < 1:
-        raise ValueError(f"num_teachers must be a positive integer, got {num_teachers}")
-    else:
-        weight = float(num_teachers)
-    top = np.empty(counts.shape[0])
-    for rows in _row_blocks(*counts.shape):  # bounds the (block, C) temporary
-        top[rows] = (counts[rows] - weight * probs[rows]).max(axis=1)
-    answered = _threshold_step(
-        top, threshold, sigma1, _threshold_source(rng, threshold_rng), half_even
-    )
-    teacher_labels = _noisy_argmax(counts, sigma, rng.standard_normal, _largest_gaussian(rng), rng)
-    is_student = ~answered & (probs.max(axis=1) > student_confidence)
-    labels = np.where(answered, teacher_labels, np.where(is_student, probs.argmax(axis=1), -1))
-    branch = np.select([answered, is_student], [Branch.TEACHERS, Branch.STUDENT], Branch.ABSTAINED)
-    return _finish(labels, answered, branch.astype(np.int8), max_answered, max_queries)
