@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import importlib
 
+from pate_cli.common.version import __version__
+
 # typing.TYPE_CHECKING without importing typing: ``python -m pate_cli`` imports this module
 # before its entry point holds the signals, so it imports nearly nothing.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-__version__ = "0.1.0"
 
 # Public name -> the module that defines it.
 _WHERE = {
@@ -34,7 +34,7 @@ _WHERE = {
     "compare": "pate_cli.api",
     "inspect": "pate_cli.api",
     "aggregate": "pate_cli.api",
-    "verify": "pate_cli.jobs.verification",
+    "verify": "pate_cli.api.replay",
     "plan": "pate_cli.jobs.planning",
     "PlanReport": "pate_cli.jobs.planning",
     "plot_analysis": "pate_cli.plots",
@@ -117,13 +117,13 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
         load_votes,
         smooth_sensitivity,
     )
+    from pate_cli.api.replay import verify
     from pate_cli.budget import Budget, BudgetExceeded
     from pate_cli.errors import InputError, PateError, UnsupportedError, UsageError
     from pate_cli.jobs.aggregation import AggregateResult
     from pate_cli.jobs.comparison import CompareReport
     from pate_cli.jobs.inspection import InspectReport
     from pate_cli.jobs.planning import PlanReport, plan
-    from pate_cli.jobs.verification import verify
     from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
     from pate_cli.orders import DEFAULT_ORDERS
     from pate_cli.plots import plot_analysis, plot_compare

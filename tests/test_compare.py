@@ -56,7 +56,7 @@ def test_parse_list_rejects(text):
 
 def test_grid_infers_every_mechanism_whose_flags_are_given():
     grid = comparison.mechanism_grid(
-        None, sigmas=(20.0, 40.0), thresholds=(200.0,), sigma1s=(100.0, 150.0), gammas=(0.1,)
+        None, sigma=(20.0, 40.0), threshold=(200.0,), sigma1=(100.0, 150.0), gamma=(0.1,)
     )
     assert grid == [
         GNMax(20.0),
@@ -68,11 +68,11 @@ def test_grid_infers_every_mechanism_whose_flags_are_given():
         LNMax(0.1),
     ]
     restricted = comparison.mechanism_grid(
-        "confident-gnmax", sigmas=(20.0,), thresholds=(200.0,), sigma1s=(100.0,)
+        "confident-gnmax", sigma=(20.0,), threshold=(200.0,), sigma1=(100.0,)
     )
     assert restricted == [ConfidentGNMax(200.0, 100.0, 20.0)]
     interactive = comparison.mechanism_grid(
-        None, sigmas=(20.0,), thresholds=(200.0,), sigma1s=(100.0,), has_baseline=True
+        None, sigma=(20.0,), threshold=(200.0,), sigma1=(100.0,), has_baseline=True
     )
     assert [m.name for m in interactive] == [
         "gnmax",
@@ -86,16 +86,16 @@ def test_grid_infers_every_mechanism_whose_flags_are_given():
     ("name", "flags", "words"),
     [
         (None, {}, "nothing to compare"),
-        (None, {"thresholds": (200.0,), "sigmas": (40.0,)}, "confident-gnmax needs --sigma1"),
-        (None, {"sigmas": (40.0,), "has_baseline": True}, "interactive-gnmax needs --threshold"),
-        ("gnmax", {"sigmas": (40.0,), "gammas": (0.1,)}, "--gamma cannot be used"),
-        ("lnmax", {"sigmas": (40.0,)}, "--sigma cannot be used"),
+        (None, {"threshold": (200.0,), "sigma": (40.0,)}, "confident-gnmax needs --sigma1"),
+        (None, {"sigma": (40.0,), "has_baseline": True}, "interactive-gnmax needs --threshold"),
+        ("gnmax", {"sigma": (40.0,), "gamma": (0.1,)}, "--gamma cannot be used"),
+        ("lnmax", {"sigma": (40.0,)}, "--sigma cannot be used"),
         (
             "interactive-gnmax",
-            {"sigmas": (1.0,), "thresholds": (1.0,), "sigma1s": (1.0,)},
+            {"sigma": (1.0,), "threshold": (1.0,), "sigma1": (1.0,)},
             "needs --baseline",
         ),
-        (None, {"sigmas": (-1.0,)}, "--sigma -1.0"),
+        (None, {"sigma": (-1.0,)}, "--sigma -1.0"),
     ],
 )
 def test_grid_rejects(name, flags, words):
@@ -108,7 +108,7 @@ def test_grid_rejects(name, flags, words):
 def test_grid_size_is_capped():
     values = tuple(float(v) for v in range(1, 30))
     with pytest.raises(UsageError, match="more than"):
-        comparison.mechanism_grid(None, sigmas=values, thresholds=values, sigma1s=values)
+        comparison.mechanism_grid(None, sigma=values, threshold=values, sigma1=values)
 
 
 # ---------------------------------------------------------------------------
@@ -129,10 +129,10 @@ def _assert_row_is_analysis(row, report, rtol=1e-12):
 def test_rows_equal_the_analysis_on_real_mnist(mnist, conversion, chunk_size):
     grid = comparison.mechanism_grid(
         None,
-        sigmas=(20.0, 40.0),
-        thresholds=(150.0, 250.0),
-        sigma1s=(100.0, 200.0),
-        gammas=(0.05, 0.5),
+        sigma=(20.0, 40.0),
+        threshold=(150.0, 250.0),
+        sigma1=(100.0, 200.0),
+        gamma=(0.05, 0.5),
     )
     rows = comparison.compare_rows(
         mnist.counts, grid, ORDERS, DELTA, conversion, chunk_size=chunk_size
@@ -163,9 +163,9 @@ def test_interactive_rows_equal_the_analysis(half_even):
     baseline = np.round(np.random.default_rng(1).dirichlet(np.ones(10), size=100) * 250) / 2
     grid = comparison.mechanism_grid(
         "interactive-gnmax",
-        sigmas=(20.0, 40.0),
-        thresholds=(100.0, 150.0),
-        sigma1s=(50.0,),
+        sigma=(20.0, 40.0),
+        threshold=(100.0, 150.0),
+        sigma1=(50.0,),
         has_baseline=True,
     )
     rows = comparison.compare_rows(
@@ -260,7 +260,7 @@ def test_agreement_is_the_expected_agreement_with_the_plurality(mnist):
 @pytest.fixture(scope="module")
 def rows(mnist):
     grid = comparison.mechanism_grid(
-        None, sigmas=(20.0, 40.0, 80.0), thresholds=(150.0, 250.0), sigma1s=(100.0,), gammas=(0.05,)
+        None, sigma=(20.0, 40.0, 80.0), threshold=(150.0, 250.0), sigma1=(100.0,), gamma=(0.05,)
     )
     return comparison.compare_rows(mnist.counts[:2000], grid, ORDERS, DELTA, Conversion.CLASSIC)
 

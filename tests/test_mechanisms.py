@@ -8,12 +8,12 @@ import pytest
 
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import (
-    REGISTRY,
     ConfidentGNMax,
     GNMax,
     InteractiveGNMax,
     LNMax,
     infer_mechanism,
+    registry,
 )
 
 
@@ -87,7 +87,7 @@ def test_every_mechanism_name_maps_to_a_class():
         "interactive-gnmax": infer("interactive-gnmax", has_baseline=True, **flags),
         "lnmax": infer("lnmax", gamma=1.0),
     }
-    assert set(built) == set(REGISTRY)
+    assert set(built) == set(registry())
     for name, mechanism in built.items():
         assert mechanism.name == name
         assert mechanism.to_json_dict()["name"] == name

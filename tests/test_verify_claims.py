@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import pate_cli as pate
+from pate_cli.api import replay as verification
 from pate_cli.errors import ExitCode
-from pate_cli.jobs import verification
 from pate_cli.records.record import PRIVACY_NOTES, EditedRecordError, record_digest
 from tests.conftest import MNIST, CliResult, run_cli
 from tests.test_verify import _differing, _not_checked, _record, _rewrite, _verify
@@ -177,14 +177,14 @@ def test_a_data_dependent_epsilon_above_the_data_independent_one_differs(
     record = _load(record_path)
     above(record["report"])
     _rewrite(record_path, record)
-    replay = verification._replay
+    replay = verification.replay
 
     def replay_above(*args):
         recomputed, written, unreplayed = replay(*args)
         above(recomputed)
         return recomputed, written, unreplayed
 
-    monkeypatch.setattr(verification, "_replay", replay_above)
+    monkeypatch.setattr(verification, "replay", replay_above)
     out = _verify(record_path, expect=ExitCode.BUDGET_EXCEEDED)
     assert _differing(out) == [name] and _not_checked(out) == []
     checks = {c["name"]: c for c in out["checks"]}

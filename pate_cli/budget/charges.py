@@ -169,7 +169,8 @@ def call_charge(votes: Any, mechanism: Mechanism, command: str, kwargs: dict[str
     Raises:
         UsageError: an unknown function, or a call with nothing to charge (``charge_of``).
     """
-    from pate_cli.jobs.arguments import as_mechanism, release_mode
+    from pate_cli.mechanisms import as_mechanism
+    from pate_cli.release.model import release_mode
     from pate_cli.votes import Votes, load_votes
 
     function = command.replace("-", "_")

@@ -15,6 +15,7 @@ import re
 import signal
 import sys
 import traceback
+import warnings
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -23,7 +24,6 @@ import typer
 from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperGroup
 
-from pate_cli import __version__
 from pate_cli.cli.commands import (
     aggregate,
     analyze,
@@ -37,10 +37,12 @@ from pate_cli.cli.commands import (
 from pate_cli.cli.interrupts import hold_signals, signals_admitted
 from pate_cli.cli.options import ARGV, MIN_COLUMNS, StreamError, error_line, mechanism_choices
 from pate_cli.common.spelling import command_line
+from pate_cli.common.version import __version__
 from pate_cli.errors import ExitCode, PateError
+from pate_cli.mechanisms.registry import PluginWarning, declarations, failures, installed
 
 # One metavar style in every help: an upper-case word for a value, [a|b] for a choice.
-_LISTS = {"orders_text", "sigma", "threshold", "sigma1", "gamma"}  # comma lists where str
+_LISTS = {"orders_text"}  # comma lists where str, with compare's mechanism parameters
 _NAMED = {
     "inputs": "ROLE=PATH",
     "seed": "N",
@@ -69,7 +71,7 @@ def _metavar(param: Any) -> str | None:
         return "FLOAT"
     if kind is int:
         return "INT"
-    return "LIST" if param.name in _LISTS else "FILE"
+    return "LIST" if param.name in _LISTS or param.name in declarations() else "FILE"
 
 
 def _uniform_help(group: TyperGroup) -> None:
@@ -87,6 +89,12 @@ def _uniform_help(group: TyperGroup) -> None:
 class PateGroup(TyperGroup):
     """The single error boundary: typed errors -> one line and their exit code."""
 
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        # The mechanisms installed, built in or from plugins: what --mechanism takes.
+        with formatter.section("Mechanisms"):
+            formatter.write_dl([(name, origin) for name, origin in installed()])
+        super().format_epilog(ctx, formatter)
+
     def main(self, *args: Any, **kwargs: Any) -> Any:
         # Messages of the library name flags for the whole invocation (pate_cli.common.spelling).
         with command_line():
@@ -95,6 +103,8 @@ class PateGroup(TyperGroup):
     def make_context(self, info_name: str | None, args: list[str], *more: Any, **extra: Any) -> Any:
         # Keep the command line as given: --record stores it for people to read.
         ARGV.set(tuple(args))
+        for failure in failures():  # a plugin that did not load: one line, every run
+            error_line(f"pate: warning: {failure}")
         _uniform_help(self)
         try:
             return super().make_context(info_name, args, *more, **extra)
@@ -302,6 +312,7 @@ def main() -> None:
     held the signals; again here for a caller that comes here directly."""
     hold_signals()
     sane_environment()
+    warnings.simplefilter("ignore", PluginWarning)  # said as one line (PateGroup)
     try:
         app(prog_name="pate")
     finally:

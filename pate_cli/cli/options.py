@@ -20,7 +20,7 @@ import typer
 from pate_cli.choices import Conversion, GateOn, TableGateOn, ThresholdBound, VoteFormat
 from pate_cli.common import checks
 from pate_cli.errors import ExitCode
-from pate_cli.mechanisms import REGISTRY, registered
+from pate_cli.mechanisms import registered, registry
 
 if TYPE_CHECKING:  # the rest loads when a command runs, not when the app starts
     from rich.console import Console
@@ -125,31 +125,9 @@ def mechanism_name(value: str | None) -> str | None:
 
 def mechanism_choices() -> str:
     """The names --mechanism accepts (every registered one), as a choice's metavar."""
-    return f"[{'|'.join(REGISTRY)}]"
+    return f"[{'|'.join(registry())}]"
 
 
-MechanismOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--mechanism",
-        callback=mechanism_name,
-        help="Aggregator; inferred from the flags when omitted.",
-    ),
-]
-SigmaOpt = Annotated[
-    float | None,
-    typer.Option("--sigma", "--sigma2", help="GNMax noise std (sigma2 of Confident-GNMax)."),
-]
-ThresholdOpt = Annotated[
-    float | None, typer.Option("--threshold", help="Confident-GNMax threshold T.")
-]
-Sigma1Opt = Annotated[
-    float | None, typer.Option("--sigma1", help="Noise std of the threshold step.")
-]
-GammaOpt = Annotated[
-    float | None,
-    typer.Option("--gamma", help="LNMax: Laplace noise of scale 1/gamma (2017 noise_eps)."),
-]
 BaselineOpt = Annotated[
     str | None,
     typer.Option(

@@ -206,14 +206,15 @@ class Call:
 
 
 def inferred_mechanism(p: Params, baseline: str | None) -> Callable[[], Mechanism]:
-    """The mechanism of a recorded command's flags (``--gamma`` where it has one), with
+    """The mechanism of a command's flags (every registered mechanism's parameters), with
     ``baseline`` the Interactive-GNMax baseline file given (or None)."""
     from pate_cli.mechanisms import infer_mechanism
+    from pate_cli.mechanisms.registry import declarations
 
     return partial(
         infer_mechanism,
         p["mechanism"],
-        {key: p.get(key) for key in ("sigma", "threshold", "sigma1", "gamma")},
+        {name: p.get(name) for name in declarations()},
         has_baseline=baseline is not None,
         threshold_bound=p["threshold_bound"],
     )

@@ -1,9 +1,14 @@
-"""LNMax: the Laplace noisy-max aggregator of Papernot et al. 2017.
+"""LNMax: the Laplace noisy-max aggregator of Papernot et al. 2017, and the bound it rests
+on, which holds for any pure-DP answer.
 
 Noise of scale 1/gamma is added to every class count; one answer is
 (2 gamma)-DP. The data-dependent bound uses q = Pr[noisy argmax != argmax]
 (Lemma 4, 2017) in the moments bound of Theorem 3 (2017), written as RDP:
 the 2017 moment l is the Renyi order l + 1 with log-mgf l * RDP(l + 1).
+Theorem 3 holds for any eps0-DP mechanism and any bound q on the probability
+that it does not give one outcome: :func:`rdp_pure_answer` is it for any
+eps0 (an exponential mechanism's answer, say), :func:`rdp_lnmax` the case
+eps0 = 2 gamma.
 """
 
 from __future__ import annotations
@@ -58,21 +63,44 @@ def rdp_lnmax_data_independent(gamma: float, orders: NDArray[np.float64]) -> NDA
 
     Shapes: orders (K,) -> (K,).
     """
-    orders = np.asarray(orders, dtype=np.float64)
     if not gamma > 0:
         raise ValueError(f"gamma must be positive, got {gamma}")
+    return rdp_pure_data_independent(2 * gamma, orders)
+
+
+def rdp_pure_data_independent(epsilon0: float, orders: NDArray[np.float64]) -> NDArray[np.float64]:
+    """RDP of one epsilon0-DP answer: min(eps^2 lambda / 2, eps) (Theorem 3 of 2017 at q = 1).
+
+    Shapes: orders (K,) -> (K,).
+    """
+    orders = np.asarray(orders, dtype=np.float64)
+    if not epsilon0 > 0:
+        raise ValueError(f"epsilon0 must be positive, got {epsilon0}")
     if np.any(orders <= 1):
         raise ValueError("Renyi orders must be greater than 1")
-    eps = 2 * gamma
-    return np.minimum(0.5 * eps * eps * orders, eps)
+    return np.minimum(0.5 * epsilon0 * epsilon0 * orders, epsilon0)
 
 
 def rdp_lnmax(
     logq: NDArray[np.float64], gamma: float, orders: NDArray[np.float64]
 ) -> NDArray[np.float64]:
-    """Data-dependent RDP of one LNMax answer per query and order.
+    """Data-dependent RDP of one LNMax answer per query and order: :func:`rdp_pure_answer`
+    with eps0 = 2 gamma (Theorem 3, Papernot et al. 2017).
 
-    Theorem 3, Papernot et al. 2017, for q <= 1/(e^eps + 1) with eps = 2 gamma:
+    Shapes: logq (Q,), orders (K,) -> (Q, K).
+    """
+    if not gamma > 0:
+        raise ValueError(f"gamma must be positive, got {gamma}")
+    return rdp_pure_answer(logq, 2 * gamma, orders)
+
+
+def rdp_pure_answer(
+    logq: NDArray[np.float64], epsilon0: float, orders: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Data-dependent RDP per query and order of one answer of an epsilon0-DP mechanism
+    that fails to give one outcome with probability at most q (``logq``, per query).
+
+    Theorem 3, Papernot et al. 2017, for q <= 1/(e^eps + 1) with eps = epsilon0:
     (1/(l-1)) log((1-q) ((1-q)/(1-e^eps q))^(l-1) + q e^(eps (l-1))),
     never above the data-independent bound.
 
@@ -80,10 +108,10 @@ def rdp_lnmax(
     """
     logq = np.asarray(logq, dtype=np.float64)
     out = np.empty((logq.size, np.size(orders)))
-    out[:] = rdp_lnmax_data_independent(gamma, orders)
+    out[:] = rdp_pure_data_independent(epsilon0, orders)
     if np.any(~(logq <= 0)):
         raise ValueError("logq must be <= 0")
-    eps = 2 * gamma
+    eps = epsilon0
     fixed = np.isneginf(logq)
     out[fixed] = 0.0  # q = 0: a fixed outcome, where Theorem 3 gives 0 (also for eps = inf)
     # Theorem 3's condition q <= 1/(e^eps + 1), in log space so that e^eps cannot overflow.

@@ -1,8 +1,9 @@
 """How the library reads its arguments as the command line reads its flags.
 
 Votes given as a path or an array (with ``format=``, ``teachers=``, ``num_classes=`` and
-``member=``, as ``load_votes``), a mechanism that must be a mechanism object, and
-``analyze``'s ``release=``. Each refuses what it cannot read with one line naming the
+``member=``, as ``load_votes``) and the noise of ``analyze``'s ``release=`` (a mechanism is
+checked by ``pate_cli.mechanisms.as_mechanism``, ``release=`` read by
+``pate_cli.release.model.release_mode``). Each refuses what it cannot read with one line naming the
 parameter (``pate_cli.common.spelling``).
 """
 
@@ -13,7 +14,6 @@ from typing import Any
 
 from pate_cli.errors import UsageError
 from pate_cli.files.seeds import Noise, no_draws, noise_source
-from pate_cli.mechanisms import REGISTRY, Mechanism, is_mechanism
 from pate_cli.votes import Input, VoteFormat, Votes, as_vote_format
 from pate_cli.votes import load_votes as _load_votes
 
@@ -45,36 +45,6 @@ def read_votes(votes: Votes | Input, reading: dict[str, Any] | None = None) -> V
         return votes
     fmt = as_vote_format(None, given.pop("format", None))
     return _load_votes(votes, fmt=fmt, **given)
-
-
-def _mechanism_classes() -> str:
-    """The mechanism classes, as a caller writes them: "pate.GNMax(sigma), ... or
-    pate.LNMax(gamma)" (every registered one)."""
-    shown = [f"pate.{kind.__name__}({', '.join(kind.parameters)})" for kind in REGISTRY.values()]
-    return f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else shown[0]
-
-
-def as_mechanism(mechanism: Any, name: str = "mechanism") -> Mechanism:
-    """A mechanism object; anything else (a name, a dict) is a TypeError saying what to pass."""
-    if not is_mechanism(mechanism):
-        raise TypeError(
-            f"{name}={mechanism!r}: expected a mechanism object, {_mechanism_classes()}"
-        )
-    return mechanism  # type: ignore[no-any-return]
-
-
-_RELEASE_MODES = {"expected": "expected", "sample": "sample", True: "sample", False: None}
-
-
-def release_mode(release: bool | str) -> str | None:
-    """``analyze``'s ``release=`` as "expected", "sample" or None (no release)."""
-    try:
-        return _RELEASE_MODES[release]
-    except (KeyError, TypeError):
-        raise UsageError(
-            f'release={release!r}: expected "expected" (the default: no noise drawn), '
-            '"sample" (or True: draw the released epsilon) or False'
-        ) from None
 
 
 def drawing_nothing(seed: object, seed_file: PathLike | None) -> Noise:

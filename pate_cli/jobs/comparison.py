@@ -44,6 +44,7 @@ from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE, QueryTerms, answer_wei
 from pate_cli.choices import Conversion, GateOn, SortColumn, ThresholdBound
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import Mechanism, grid
+from pate_cli.mechanisms.parameters import Parameter
 from pate_cli.reports.budget import Gate, apply_gate, figures, within_budget
 from pate_cli.reports.encoding import csv_text, number_text, plain
 from pate_cli.reports.models import InputSummary
@@ -90,23 +91,30 @@ def parse_list(flag: str, text: str | None) -> tuple[float, ...]:
     return tuple(values)
 
 
+def listed(parameter: Parameter, given: str | float | None) -> tuple[float, ...]:
+    """A parameter's values as ``compare``'s flag gives them: a comma list where it takes
+    one, else the one value (none when not given)."""
+    if given is None:
+        return ()
+    if parameter.listable:
+        return parse_list(parameter.flag, str(given))
+    return (float(given),)
+
+
 def mechanism_grid(
     name: str | None,
     *,
-    sigmas: Sequence[float] = (),
-    thresholds: Sequence[float] = (),
-    sigma1s: Sequence[float] = (),
-    gammas: Sequence[float] = (),
     has_baseline: bool = False,
     threshold_bound: str | ThresholdBound = ThresholdBound.THEOREM6,
+    **lists: Sequence[float],
 ) -> list[Mechanism]:
-    """Every setting to compare, in a fixed order: by mechanism, then the lists' product
-    (``mechanisms.grid``, the rule of every command's flags).
+    """Every setting to compare, in a fixed order: by mechanism, then the product of its
+    parameters' lists (``lists``: values by keyword, as ``sigma=(20, 40)``; the rule of
+    every command's flags, ``mechanisms.grid``).
 
     Raises:
         UsageError: Missing or conflicting flags, a value outside its domain, too many rows.
     """
-    lists = {"sigma": sigmas, "threshold": thresholds, "sigma1": sigma1s, "gamma": gammas}
     return grid(
         name,
         lists,

@@ -33,13 +33,14 @@ from pate_cli.core.bisection import bisect_boundary
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import Mechanism, infer_mechanism, registered
 from pate_cli.mechanisms.inference import likeliest
+from pate_cli.mechanisms.parameters import Cost
+from pate_cli.mechanisms.registry import declarations, default
 from pate_cli.orders import as_orders
 from pate_cli.reports.encoding import plain
 from pate_cli.reports.reprs import short_repr
 from pate_cli.reports.rounding import bound_significant
 from pate_cli.votes import Votes, load_votes
 
-UNKNOWNS = ("sigma", "queries", "sigma1", "gamma")
 _RELATIVE = 1e-10  # bisection width, relative to the value: far below CLOSE
 #: How close below the target the epsilon at a solved parameter is (relative), once copyable.
 CLOSE = 1e-7
@@ -106,12 +107,13 @@ class PlanReport:
 
 def _mechanism(kind: type[Mechanism], values: dict[str, float | int | None]) -> Mechanism:
     """The mechanism of the plan, as the command line builds it; an unknown (None) stands
-    at 1 until it is solved for (no planned cost depends on the threshold T)."""
-    parameters = {
-        p: 1.0 if values.get(p) is None and p != "threshold" else values.get(p)
+    at 1 until it is solved for (a parameter the planned cost does not depend on, as the
+    threshold T, must be given)."""
+    setting = {
+        p.name: 1.0 if values.get(p.name) is None and p.solvable else values.get(p.name)
         for p in kind.parameters
     }
-    return infer_mechanism(kind.name, parameters, has_baseline=kind.needs_baseline)
+    return infer_mechanism(kind.name, setting, has_baseline=kind.needs_baseline)
 
 
 def _which(mechanism: str | None, given: dict[str, float | int | None]) -> type[Mechanism]:
@@ -119,17 +121,17 @@ def _which(mechanism: str | None, given: dict[str, float | int | None]) -> type[
     LNMax; ``--threshold`` or ``--sigma1``: Confident-GNMax; else GNMax)."""
     if mechanism is not None:
         return registered(mechanism)
-    return likeliest(
-        {f"--{key}" for key, value in given.items() if value is not None and key != "queries"}
-    )
+    on = {f"--{key}" for key, value in given.items() if value is not None and key != "queries"}
+    return likeliest(on) if on else default()
 
 
 def _unknown(
     kind: type[Mechanism], given: dict[str, float | int | None]
 ) -> tuple[str, tuple[str, ...]]:
-    # The mechanism's own parameters (as analyze reads them) and the query count.
-    wanted = (*(p for p in kind.parameters if p in UNKNOWNS), "queries")
-    extra = [k for k in UNKNOWNS if k not in wanted and given[k] is not None]
+    # The mechanism's own parameters that the cost moves with, and the query count.
+    wanted = (*(p.name for p in kind.parameters if p.solvable), "queries")
+    extra = [k for k, v in given.items() if v is not None and k not in kind.keywords()]
+    extra = [k for k in extra if k != "queries"]
     if extra:
         raise UsageError(f"{spelling.option(extra[0])}: {kind.name} has no such parameter")
     missing = [k for k in wanted if given[k] is None]
@@ -152,15 +154,12 @@ def plan(
     delta: float,
     epsilon: float,
     mechanism: str | None = None,
-    sigma: float | None = None,
     queries: int | None = None,
-    threshold: float | None = None,
-    sigma1: float | None = None,
-    gamma: float | None = None,
     accountant: str | Accountant = Accountant.EXACT,
     conversion: str | Conversion = "classic",
     orders: str | NDArray[np.float64] | None = None,
     votes: Votes | str | os.PathLike[str] | None = None,
+    **parameters: float | None,
 ) -> PlanReport:
     """What ``pate plan`` computes: the value of the one parameter left out.
 
@@ -168,8 +167,11 @@ def plan(
         delta: target delta, in (0, 1).
         epsilon: target epsilon, finite and > 0.
         mechanism: the mechanism, when the flags leave it open.
-        sigma, queries, threshold, sigma1, gamma: the parameters; exactly one of sigma,
-            queries, sigma1 and gamma that the mechanism has is left out and solved for.
+        queries: the number of queries (None: solve for it).
+        parameters: the mechanism's parameters by keyword (``sigma=40``; the built-ins'
+            are sigma, threshold, sigma1 and gamma, a plugin's its own); exactly one of
+            queries and the mechanism's parameters that its cost moves with is left out
+            (or None) and solved for.
         accountant: "exact" (Gaussian DP or the optimal pure-DP composition) or "rdp"
             (Prop. 8 over the orders, converted with ``conversion``).
         conversion: RDP to (epsilon, delta), for the rdp accountant.
@@ -178,6 +180,7 @@ def plan(
             data-dependent cost on them instead (rdp accountant); they are looked at.
 
     Raises:
+        TypeError: a keyword no registered mechanism takes.
         UsageError: no unknown or more than one, bad values, or a target no value reaches
             (the message gives what the other steps alone cost and the smallest reachable
             epsilon, rounded up).
@@ -195,22 +198,34 @@ def plan(
     pilot = None if votes is None else _pilot(votes, queries)
     if pilot is not None:
         queries = pilot.num_queries
-    given: dict[str, float | int | None] = {
-        "sigma": sigma,
-        "queries": queries,
-        "sigma1": sigma1,
-        "gamma": gamma,
-    }
-    name = _which(mechanism, {**given, "threshold": threshold, "queries": None})
+    given: dict[str, float | int | None] = {**_keywords(parameters), "queries": queries}
+    name = _which(mechanism, {**given, "queries": None})
     unknown, _ = _unknown(name, given)
-    base = _mechanism(name, {**given, "threshold": threshold})  # checks the given values
+    base = _mechanism(name, given)  # checks the given values
     kind = checks.conversion(conversion)
     grid = as_orders(orders)
     if pilot is not None:
         _check_pilot_mechanism(base)
         accountant = "rdp"
-    problem = _Problem(name, given, unknown, threshold, pilot, accountant, grid, delta, kind)
-    return problem.report(_solve(problem.cost, unknown, epsilon, delta), epsilon)
+    problem = _Problem(name, given, unknown, pilot, accountant, grid, delta, kind)
+    rising = unknown != "queries" and declarations()[unknown].cost is Cost.RISES
+    return problem.report(_solve(problem.cost, unknown, epsilon, delta, rising), epsilon)
+
+
+def _keywords(given: dict[str, float | None]) -> dict[str, float | None]:
+    """The mechanism parameters given, every registered one named (None: not given).
+
+    Raises:
+        TypeError: a keyword that no registered mechanism takes.
+    """
+    known = declarations()
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise TypeError(
+            f"plan() got an unexpected keyword argument {unknown[0]!r}; the mechanisms' "
+            f"parameters are {', '.join(known)}"
+        )
+    return {name: given.get(name) for name in known}
 
 
 def _pilot(votes: Votes | str | os.PathLike[str], queries: int | None) -> Votes:
@@ -238,7 +253,6 @@ class _Problem:
     name: type[Mechanism]
     given: dict[str, float | int | None]
     unknown: str
-    threshold: float | None
     pilot: Votes | None
     accountant: str
     grid: NDArray[np.float64]
@@ -247,8 +261,7 @@ class _Problem:
 
     def mechanism(self, value: float) -> Mechanism:
         """The mechanism with the unknown at ``value``."""
-        setting = dict(self.given, **{self.unknown: value}, threshold=self.threshold)
-        return _mechanism(self.name, setting)
+        return _mechanism(self.name, dict(self.given, **{self.unknown: value}))
 
     def num_queries(self, value: float) -> int:
         """The number of queries with the unknown at ``value`` (the pilot's, with one)."""
@@ -298,13 +311,18 @@ class _Problem:
         )
 
 
-def _solve(cost: Callable[[float], float], unknown: str, target: float, delta: float) -> float:
+def _solve(
+    cost: Callable[[float], float],
+    unknown: str,
+    target: float,
+    delta: float,
+    rising: bool = False,
+) -> float:
     """The value of the unknown: the largest number of queries within the target, or the
     boundary of a parameter, to ``PLAN_DIGITS`` digits (more where those would leave the
     epsilon more than ``CLOSE`` below the target) on the feasible side."""
     if unknown == "queries":
         return float(_largest_count(cost, target, delta))
-    rising = unknown == "gamma"  # the cost grows with gamma, falls with sigma and sigma1
     boundary = _boundary(cost, target, delta, rising=rising, name=unknown)
     fitting = boundary  # a cost not monotone in its last bits: the value is kept whole
     for digits in range(PLAN_DIGITS, 18):  # 17 digits give back any double

@@ -1,42 +1,54 @@
-"""The aggregators: one module each, and the registry that names them.
+"""The aggregators: one module each, their parameters as data, and the registry that names
+them.
 
 ``GNMax``, ``ConfidentGNMax``, ``InteractiveGNMax`` and ``LNMax`` are frozen, validated
 descriptions of what an aggregator does (which noise, which threshold), never of what it
 costs. Each is a threshold step (optional) and an answer step (``steps``), which carry what
-the accountant, the release and ``aggregate`` ask of them; ``register`` makes a new one known
-to the command line, ``compare``, ``plan`` and the records.
+the accountant, the release and ``aggregate`` ask of them, and declares its parameters
+(``parameters``). The registry (``registry``) holds the built-ins, what ``register`` adds
+and what other packages offer through the entry-point group ``pate_cli.mechanisms``; the
+command line, ``compare``, ``plan`` and the records know a mechanism through it. The
+samplers (``samplers``) draw the noisy labels a mechanism's ``run`` releases.
 """
 
-# ruff: noqa: I001
-from pate_cli.mechanisms.base import (
-    REGISTRY,
-    Mechanism,
-    UnsupportedError,
+from pate_cli.errors import UnsupportedError
+from pate_cli.mechanisms.base import Mechanism, Run, assert_never
+from pate_cli.mechanisms.confident import ConfidentGNMax
+from pate_cli.mechanisms.gnmax import GNMax
+from pate_cli.mechanisms.inference import grid, infer_mechanism
+from pate_cli.mechanisms.interactive import InteractiveGNMax
+from pate_cli.mechanisms.lnmax import LNMax
+from pate_cli.mechanisms.parameters import FINITE, POSITIVE, Cost, Domain, Parameter
+from pate_cli.mechanisms.registry import (
+    GROUP,
+    PluginWarning,
     answers_every_query,
-    assert_never,
+    as_mechanism,
+    flags_of,
     is_mechanism,
     mechanism_from_dict,
     register,
     registered,
+    registry,
 )
 
-# The order of registration is the order of compare's rows and of every list of mechanisms
-# (the imports below are kept in it: "ruff: noqa: I001" above).
-from pate_cli.mechanisms.gnmax import GNMax
-from pate_cli.mechanisms.confident import ConfidentGNMax
-from pate_cli.mechanisms.interactive import InteractiveGNMax
-from pate_cli.mechanisms.lnmax import LNMax
-from pate_cli.mechanisms.inference import flags_of, grid, infer_mechanism
-
 __all__ = [
-    "REGISTRY",
+    "FINITE",
+    "GROUP",
+    "POSITIVE",
     "ConfidentGNMax",
+    "Cost",
+    "Domain",
     "GNMax",
     "InteractiveGNMax",
     "LNMax",
     "Mechanism",
+    "Parameter",
+    "PluginWarning",
+    "Run",
     "UnsupportedError",
     "answers_every_query",
+    "as_mechanism",
     "assert_never",
     "flags_of",
     "grid",
@@ -45,4 +57,5 @@ __all__ = [
     "mechanism_from_dict",
     "register",
     "registered",
+    "registry",
 ]

@@ -5,23 +5,24 @@ A mechanism is an optional threshold step and an answer step (``pate_cli.mechani
 The accountant, the release, ``aggregate``, ``plan``, ``compare``, the renderers and the
 records ask a mechanism (or its steps) what they need and never its type; what a mechanism
 cannot give is an :class:`UnsupportedError`, one line and exit 2, never a default branch.
-A new aggregator is one module: a frozen dataclass subclass of :class:`Mechanism`, decorated
-with :func:`register`.
+A new aggregator is one module: a frozen dataclass subclass of :class:`Mechanism` that
+declares its parameters (``pate_cli.mechanisms.parameters``), registered by the registry
+(``pate_cli.mechanisms.registry``: the built-ins, ``register``, and the entry points of the
+group ``pate_cli.mechanisms``).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
-from pate_cli.common.spelling import given
-from pate_cli.errors import UnsupportedError, UsageError
+from pate_cli.errors import UnsupportedError
 
 if TYPE_CHECKING:
     import numpy as np
 
     from pate_cli.files.seeds import Noise
+    from pate_cli.mechanisms.parameters import Parameter
     from pate_cli.mechanisms.samplers import AggregationResult
     from pate_cli.mechanisms.steps import AnswerStep, ThresholdStep
 
@@ -53,18 +54,32 @@ class Mechanism:
     """The base of every aggregator description (subclasses are frozen dataclasses).
 
     Class attributes a subclass sets: ``name`` (as on the command line and in JSON),
-    ``short`` (the compare table's label), ``parameters`` (the keywords that build it, which
-    are also its command-line flags), and ``needs_baseline`` (the student's votes).
+    ``short`` (the compare table's label), ``parameters`` (the declarations of the keywords
+    that build it, which are also its command-line flags), ``source`` (where it is
+    described, for the docs' table) and ``needs_baseline`` (the student's votes). Its
+    parameters are checked against their declarations when it is built.
     """
 
     name: ClassVar[str]
     short: ClassVar[str]
-    parameters: ClassVar[tuple[str, ...]]
+    parameters: ClassVar[tuple[Parameter, ...]]
+    source: ClassVar[str] = ""
     needs_baseline: ClassVar[bool] = False
     answers_every_query: ClassVar[bool] = True
     """False for a mechanism with a threshold step (it may leave a query unanswered)."""
     defaults_in_json: ClassVar[dict[str, Any]] = {}
     """Parameters left out of the JSON at these values (a block stays as it was)."""
+
+    def __post_init__(self) -> None:
+        # Each declared parameter checked, and kept as a float (frozen: set here only).
+        for parameter in self.parameters:
+            value = parameter.check(getattr(self, parameter.name))
+            object.__setattr__(self, parameter.name, value)
+
+    @classmethod
+    def keywords(cls) -> tuple[str, ...]:
+        """The names of its parameters, in order (its keywords and JSON keys)."""
+        return tuple(parameter.name for parameter in cls.parameters)
 
     @property
     def threshold_step(self) -> ThresholdStep | None:
@@ -88,72 +103,3 @@ class Mechanism:
     def run(self, counts: np.ndarray, noise: Noise, run: Run) -> AggregationResult:
         """Aggregate the votes: the answered mask and the noisy labels (``aggregate``)."""
         raise UnsupportedError(f"{self.name}: no aggregator to run")
-
-
-REGISTRY: dict[str, type[Mechanism]] = {}
-
-
-def register(kind: type[Mechanism]) -> type[Mechanism]:
-    """Make ``kind`` known by its name: to the command line, ``compare``, ``plan`` and the
-    records (a class decorator)."""
-    REGISTRY[kind.name] = kind
-    return kind
-
-
-def registered(name: str) -> type[Mechanism]:
-    """The mechanism class named ``name``.
-
-    Raises:
-        UsageError: no mechanism has that name.
-    """
-    try:
-        return REGISTRY[str(name)]
-    except KeyError:
-        raise UsageError(
-            f"{given('mechanism', name, quote=True)}: expected one of {', '.join(REGISTRY)}"
-        ) from None
-
-
-def is_mechanism(value: object) -> bool:
-    return isinstance(value, Mechanism)
-
-
-def mechanism_from_dict(block: dict[str, Any]) -> Mechanism:
-    """The mechanism a report's ``mechanism`` block describes (``to_json_dict``'s inverse).
-
-    Raises:
-        UsageError: an unknown name, or parameters that do not fit it.
-    """
-    parameters = dict(block)
-    kind = REGISTRY.get(str(parameters.pop("name", None)))
-    if kind is None:
-        raise UsageError(
-            f"mechanism {block!r}: unknown name; expected one of {', '.join(REGISTRY)}"
-        )
-    try:
-        return kind(**parameters)
-    except TypeError:
-        raise UsageError(f"mechanism {block!r}: parameters that do not fit it") from None
-
-
-def answers_every_query(block: dict[str, Any]) -> bool:
-    """Whether the mechanism a report's ``mechanism`` block names answers every query."""
-    return registered(str(block.get("name"))).answers_every_query
-
-
-def as_float(owner: object, field: str) -> float:
-    """The field as a float (so that 40 and 40.0 are one setting, in JSON too), set back."""
-    value = getattr(owner, field)
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"{given(field, value, quote=True)}: expected a number") from None
-    object.__setattr__(owner, field, number)  # frozen: only __post_init__ normalises
-    return number
-
-
-def positive(owner: object, field: str) -> None:
-    """Check that the field is a finite number greater than 0 (made a float)."""
-    value = as_float(owner, field)
-    if not (math.isfinite(value) and value > 0):
-        raise UsageError(f"{given(field, value)}: expected a finite number greater than 0")

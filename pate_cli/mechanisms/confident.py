@@ -3,15 +3,14 @@ through Gaussian noise, reaches a threshold; then GNMax."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pate_cli.choices import ThresholdBound
 from pate_cli.common import checks
-from pate_cli.common.spelling import given
-from pate_cli.errors import UsageError
-from pate_cli.mechanisms.base import Mechanism, Run, as_float, positive, register
+from pate_cli.mechanisms.base import Mechanism, Run
+from pate_cli.mechanisms.gnmax import SIGMA
+from pate_cli.mechanisms.parameters import FINITE, Cost, Parameter
 from pate_cli.mechanisms.steps import GaussianAnswer, GaussianThreshold
 
 if TYPE_CHECKING:
@@ -21,14 +20,24 @@ if TYPE_CHECKING:
     from pate_cli.mechanisms.samplers import AggregationResult
 
 
-@register
+THRESHOLD = Parameter(
+    "threshold",
+    "Confident-GNMax threshold T.",
+    symbol="T",
+    domain=FINITE,
+    cost=Cost.FIXED,
+)
+SIGMA1 = Parameter("sigma1", "Noise std of the threshold step.", symbol="S1")
+
+
 @dataclass(frozen=True)
 class ConfidentGNMax(Mechanism):
     """Algorithm 1 of 2018: answer with GNMax(sigma) when max vote + N(0, sigma1^2) >= threshold."""
 
     name: ClassVar[str] = "confident-gnmax"
     short: ClassVar[str] = "confident"
-    parameters: ClassVar[tuple[str, ...]] = ("threshold", "sigma1", "sigma")
+    parameters: ClassVar[tuple[Parameter, ...]] = (THRESHOLD, SIGMA1, SIGMA)
+    source: ClassVar[str] = "Algorithm 1, 2018"
     answers_every_query: ClassVar[bool] = False
     defaults_in_json: ClassVar[dict[str, Any]] = {"threshold_bound": "theorem6"}
 
@@ -40,10 +49,7 @@ class ConfidentGNMax(Mechanism):
     or "exact" (the divergence of its two outcomes, maximised over the neighbours)."""
 
     def __post_init__(self) -> None:
-        if not math.isfinite(as_float(self, "threshold")):
-            raise UsageError(f"{given('threshold', self.threshold)}: expected a finite number")
-        positive(self, "sigma1")
-        positive(self, "sigma")
+        super().__post_init__()
         bound = checks.choice(ThresholdBound, self.threshold_bound, "threshold-bound")
         object.__setattr__(self, "threshold_bound", bound.value)  # plain text in the JSON
 
@@ -56,7 +62,7 @@ class ConfidentGNMax(Mechanism):
         return GaussianAnswer(self.sigma)
 
     def run(self, counts: np.ndarray, noise: Noise, run: Run) -> AggregationResult:
-        from pate_cli.mechanisms.samplers import aggregate_confident_gnmax
+        from pate_cli.mechanisms.aggregators import aggregate_confident_gnmax
 
         # Each step its own stream (seeds.PURPOSES): the threshold noise and the answer
         # noise share no draw, with each other or with a later release.

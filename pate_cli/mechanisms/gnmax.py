@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from pate_cli.mechanisms.base import Mechanism, Run, positive, register
+from pate_cli.mechanisms.base import Mechanism, Run
+from pate_cli.mechanisms.parameters import Parameter
 from pate_cli.mechanisms.steps import GaussianAnswer
 
 if TYPE_CHECKING:
@@ -15,26 +16,31 @@ if TYPE_CHECKING:
     from pate_cli.mechanisms.samplers import AggregationResult
 
 
-@register
+SIGMA = Parameter(
+    "sigma",
+    "GNMax noise std (sigma2 of Confident-GNMax).",
+    symbol="S",
+    aliases=("--sigma2",),
+)
+
+
 @dataclass(frozen=True)
 class GNMax(Mechanism):
     """Gaussian noisy max with noise N(0, sigma^2) on every class (2018, Section 4.1)."""
 
     name: ClassVar[str] = "gnmax"
     short: ClassVar[str] = "gnmax"
-    parameters: ClassVar[tuple[str, ...]] = ("sigma",)
+    parameters: ClassVar[tuple[Parameter, ...]] = (SIGMA,)
+    source: ClassVar[str] = "GNMax, 2018"
 
     sigma: float
-
-    def __post_init__(self) -> None:
-        positive(self, "sigma")
 
     @property
     def answer_step(self) -> GaussianAnswer:
         return GaussianAnswer(self.sigma)
 
     def run(self, counts: np.ndarray, noise: Noise, run: Run) -> AggregationResult:
-        from pate_cli.mechanisms.samplers import aggregate_gnmax
+        from pate_cli.mechanisms.aggregators import aggregate_gnmax
 
         rng = noise.generator("aggregate-answer")
         return aggregate_gnmax(counts, self.sigma, rng, **run.limits)

@@ -4,7 +4,10 @@
 A mechanism's flags are its parameters (``--sigma``...) and, when it needs the student's
 votes, the baseline. ``--mechanism NAME`` names one; without it the flags given choose: the
 mechanisms whose flags hold all of them, the smallest first (``--sigma`` alone is GNMax,
-``--threshold --sigma1 --sigma`` Confident-GNMax, with a baseline Interactive-GNMax).
+``--threshold --sigma1 --sigma`` Confident-GNMax, with a baseline Interactive-GNMax). No
+two mechanisms take the same flags (the registry refuses it), and where two would fit the
+flags equally well the flags are refused naming both: which mechanism a set of flags means
+never depends on the order the mechanisms were registered in.
 """
 
 from __future__ import annotations
@@ -18,22 +21,8 @@ from pate_cli.choices import ThresholdBound
 from pate_cli.common import checks
 from pate_cli.common.spelling import given
 from pate_cli.errors import UsageError
-from pate_cli.mechanisms.base import REGISTRY, Mechanism, registered
-
-BASELINE = "--baseline"
-
-
-def flags_of(kind: type[Mechanism]) -> tuple[str, ...]:
-    """The flags a mechanism takes, in order: its parameters, then the baseline."""
-    return (
-        *(f"--{name}" for name in kind.parameters),
-        *((BASELINE,) if kind.needs_baseline else ()),
-    )
-
-
-def all_flags() -> tuple[str, ...]:
-    """Every mechanism flag of the registry, in order (each once)."""
-    return tuple(dict.fromkeys(flag for kind in REGISTRY.values() for flag in flags_of(kind)))
+from pate_cli.mechanisms.base import Mechanism
+from pate_cli.mechanisms.registry import BASELINE, flags_of, registered, registry
 
 
 def _checked(
@@ -54,7 +43,9 @@ def _checked(
 
 def _distinctive(kind: type[Mechanism], flags: Mapping[str, bool]) -> int:
     """How many of the flags flags only this mechanism takes."""
-    others = {flag for other in REGISTRY.values() if other is not kind for flag in flags_of(other)}
+    others = {
+        flag for other in registry().values() if other is not kind for flag in flags_of(other)
+    }
     return sum(1 for flag in flags_of(kind) if flags.get(flag) and flag not in others)
 
 
@@ -80,10 +71,29 @@ def chosen_one(
 
 
 def smallest_holding(on: set[str]) -> type[Mechanism] | None:
-    """The mechanism with the fewest flags among those whose flags hold all of ``on`` (the
-    first registered of equal size); None when no mechanism takes them all."""
-    holding = [kind for kind in REGISTRY.values() if on <= set(flags_of(kind))]
-    return min(holding, key=lambda k: len(flags_of(k))) if holding else None
+    """The mechanism with the fewest flags among those whose flags hold all of ``on``; None
+    when no mechanism takes them all.
+
+    Raises:
+        UsageError: two of equal size hold them (the flags are refused naming both).
+    """
+    holding = [kind for kind in registry().values() if on <= set(flags_of(kind))]
+    return _one_of(holding, lambda k: -len(flags_of(k)), on)
+
+
+def _one_of(kinds: list[type[Mechanism]], score: Any, on: set[str]) -> type[Mechanism] | None:
+    """The kind of highest ``score``; refused when two share it (never the first
+    registered)."""
+    if not kinds:
+        return None
+    best = max(score(kind) for kind in kinds)
+    tied = [kind for kind in kinds if score(kind) == best]
+    if len(tied) > 1:
+        names = " or ".join(kind.name for kind in tied)
+        raise UsageError(
+            f"{' '.join(sorted(on))} could mean {names}: give --mechanism to say which"
+        )
+    return tied[0]
 
 
 def likeliest(on: set[str]) -> type[Mechanism]:
@@ -94,9 +104,13 @@ def likeliest(on: set[str]) -> type[Mechanism]:
     if found is not None:
         return found
     flags = dict.fromkeys(on, True)
-    return max(
-        REGISTRY.values(), key=lambda k: (_distinctive(k, flags), len(on & set(flags_of(k))))
+    found = _one_of(
+        list(registry().values()),
+        lambda k: (_distinctive(k, flags), len(on & set(flags_of(k)))),
+        on,
     )
+    assert found is not None  # the registry always holds the built-ins
+    return found
 
 
 def chosen_all(name: str | None, flags: Mapping[str, bool]) -> list[type[Mechanism]]:
@@ -113,12 +127,11 @@ def chosen_all(name: str | None, flags: Mapping[str, bool]) -> list[type[Mechani
     on = {flag for flag, value in flags.items() if value}
     if not on:
         raise UsageError(f"nothing to compare: give {_menu()}, each a comma list")
-    complete = [kind for kind in REGISTRY.values() if set(flags_of(kind)) <= on]
-    for kind in REGISTRY.values():  # a mechanism begun: its distinctive flags flags
+    complete = [kind for kind in registry().values() if set(flags_of(kind)) <= on]
+    for kind in registry().values():  # a mechanism begun: its distinctive flags flags
         begun = on & set(flags_of(kind)) - {f for c in complete for f in flags_of(c)}
         if begun and not any(set(flags_of(c)) >= begun for c in complete):
-            holding = [k for k in REGISTRY.values() if begun <= set(flags_of(k))]
-            wanted = min(holding, key=lambda k: len(flags_of(k))) if holding else kind
+            wanted = smallest_holding(begun) or kind
             missing = [f for f in flags_of(wanted) if f not in on]
             raise UsageError(f"{wanted.name} needs {', '.join(missing)}")
     return complete
@@ -127,7 +140,14 @@ def chosen_all(name: str | None, flags: Mapping[str, bool]) -> list[type[Mechani
 def _menu() -> str:
     """The flags of every mechanism: "--sigma (gnmax), --threshold --sigma1 --sigma
     (confident-gnmax), ..."."""
-    return ", ".join(f"{' '.join(flags_of(kind))} ({kind.name})" for kind in REGISTRY.values())
+    return ", ".join(f"{' '.join(flags_of(kind))} ({kind.name})" for kind in registry().values())
+
+
+def _flags(given: Mapping[str, bool], has_baseline: bool) -> dict[str, bool]:
+    """Which mechanism flags are given, from which parameters are (by keyword)."""
+    flags = {"--" + key.replace("_", "-"): on for key, on in given.items()}
+    flags[BASELINE] = has_baseline
+    return flags
 
 
 def build(kind: type[Mechanism], values: Mapping[str, Any], threshold_bound: str) -> Mechanism:
@@ -144,7 +164,7 @@ def build(kind: type[Mechanism], values: Mapping[str, Any], threshold_bound: str
             f"{given('threshold-bound', bound.value)}: {kind.name} has no threshold step"
         )
     extra = {"threshold_bound": bound.value} if takes_bound else {}
-    return kind(**{p: values[p] for p in kind.parameters}, **extra)
+    return kind(**{p: values[p] for p in kind.keywords()}, **extra)
 
 
 def infer_mechanism(
@@ -161,8 +181,7 @@ def infer_mechanism(
     Raises:
         UsageError: a required flag is missing or a flag belongs to another mechanism.
     """
-    flags = {f"--{key}": value is not None for key, value in values.items()}
-    flags[BASELINE] = has_baseline
+    flags = _flags({key: value is not None for key, value in values.items()}, has_baseline)
     kind = chosen_one(name, flags, {BASELINE: baseline_flag})
     return build(kind, values, str(ThresholdBound(threshold_bound).value))
 
@@ -181,16 +200,15 @@ def grid(
     Raises:
         UsageError: missing or conflicting flags, a value outside its domain, too many rows.
     """
-    flags = {f"--{key}": bool(values) for key, values in lists.items()}
-    flags[BASELINE] = has_baseline
+    flags = _flags({key: bool(values) for key, values in lists.items()}, has_baseline)
     kinds = chosen_all(name, flags)
     bound = checks.choice(ThresholdBound, threshold_bound, "threshold-bound").value
     if bound != ThresholdBound.THEOREM6 and all(kind.answers_every_query for kind in kinds):
         raise UsageError(f"{given('threshold-bound', bound)}: no setting has a threshold step")
     rows: list[Mechanism] = []
     for kind in kinds:
-        for values in product(*(lists[p] for p in kind.parameters)):
-            rows.append(build(kind, dict(zip(kind.parameters, values, strict=True)), bound))
+        for values in product(*(lists.get(p, ()) for p in kind.keywords())):
+            rows.append(build(kind, dict(zip(kind.keywords(), values, strict=True)), bound))
             if len(rows) > max_rows:
                 raise UsageError(f"the lists make more than {max_rows} settings; shorten them")
     return rows

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from pate_cli.errors import UsageError
-from pate_cli.mechanisms.base import Run, register
+from pate_cli.mechanisms.base import Run
 from pate_cli.mechanisms.confident import ConfidentGNMax
 
 if TYPE_CHECKING:
@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from pate_cli.mechanisms.samplers import AggregationResult
 
 
-@register
 @dataclass(frozen=True)
 class InteractiveGNMax(ConfidentGNMax):
     """Algorithm 2 of 2018: the threshold step sees votes minus the student's baseline."""
@@ -25,9 +24,10 @@ class InteractiveGNMax(ConfidentGNMax):
     name: ClassVar[str] = "interactive-gnmax"
     short: ClassVar[str] = "interactive"
     needs_baseline: ClassVar[bool] = True
+    source: ClassVar[str] = "Algorithm 2, 2018"
 
     def run(self, counts: np.ndarray, noise: Noise, run: Run) -> AggregationResult:
-        from pate_cli.mechanisms.samplers import aggregate_interactive_gnmax
+        from pate_cli.mechanisms.aggregators import aggregate_interactive_gnmax
 
         if run.student_probs is None:  # aggregate checks them before any draw
             raise UsageError("interactive-gnmax needs the student's probabilities")

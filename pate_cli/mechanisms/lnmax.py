@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from pate_cli.mechanisms.base import Mechanism, Run, positive, register
+from pate_cli.mechanisms.base import Mechanism, Run
+from pate_cli.mechanisms.parameters import Cost, Parameter
 from pate_cli.mechanisms.steps import LaplaceAnswer
 
 if TYPE_CHECKING:
@@ -15,26 +16,32 @@ if TYPE_CHECKING:
     from pate_cli.mechanisms.samplers import AggregationResult
 
 
-@register
+GAMMA = Parameter(
+    "gamma",
+    "LNMax: Laplace noise of scale 1/gamma (2017 noise_eps).",
+    symbol="G",
+    unit="1/votes",
+    cost=Cost.RISES,
+)
+
+
 @dataclass(frozen=True)
 class LNMax(Mechanism):
     """Laplace noisy max of 2017: noise of scale 1/gamma, (2 gamma)-DP per answer."""
 
     name: ClassVar[str] = "lnmax"
     short: ClassVar[str] = "lnmax"
-    parameters: ClassVar[tuple[str, ...]] = ("gamma",)
+    parameters: ClassVar[tuple[Parameter, ...]] = (GAMMA,)
+    source: ClassVar[str] = "LNMax, 2017"
 
     gamma: float
-
-    def __post_init__(self) -> None:
-        positive(self, "gamma")
 
     @property
     def answer_step(self) -> LaplaceAnswer:
         return LaplaceAnswer(self.gamma)
 
     def run(self, counts: np.ndarray, noise: Noise, run: Run) -> AggregationResult:
-        from pate_cli.mechanisms.samplers import aggregate_lnmax
+        from pate_cli.mechanisms.aggregators import aggregate_lnmax
 
         rng = noise.generator("aggregate-answer")
         return aggregate_lnmax(counts, self.gamma, rng, **run.limits)

@@ -62,8 +62,8 @@ from typing import Any
 import numpy as np
 import scipy
 
-from pate_cli import __version__
 from pate_cli.common.spelling import given
+from pate_cli.common.version import __version__
 from pate_cli.errors import ExitCode, InputError
 from pate_cli.files.seeds import Noise, json_seed
 from pate_cli.reports.encoding import dumps

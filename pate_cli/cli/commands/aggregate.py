@@ -13,38 +13,9 @@ from typing import Annotated, Any
 
 import typer
 
-from pate_cli.choices import Conversion, TableGateOn, ThresholdBound, VoteFormat
-from pate_cli.cli.options import (
-    BudgetOpt,
-    CandidatesOpt,
-    ConversionOpt,
-    DeltaOpt,
-    ForceOpt,
-    FormatOpt,
-    GammaOpt,
-    HalfEvenOpt,
-    IndicesOpt,
-    JsonOpt,
-    MaxEpsilonOpt,
-    MechanismOpt,
-    MemberOpt,
-    NumClassesOpt,
-    OpeningOpt,
-    OrdersOpt,
-    PublicOpt,
-    QueriesOpt,
-    QuietOpt,
-    RecordOpt,
-    SeedFileOpt,
-    SeedOpt,
-    Sigma1Opt,
-    SigmaOpt,
-    TableGateOnOpt,
-    TeachersOpt,
-    ThresholdBoundOpt,
-    ThresholdOpt,
-    VotesArg,
-)
+from pate_cli.choices import TableGateOn
+from pate_cli.cli.blocks import command, gate, mechanism_block, runs
+from pate_cli.cli.options import DeltaOpt, TableGateOnOpt, VotesArg
 from pate_cli.cli.run import Call, File, Invocation, Output, Params, inferred_mechanism, run
 
 # Options of this command alone (the shared ones are in ``pate_cli.cli.options``).
@@ -151,44 +122,18 @@ def describe(p: Params) -> Invocation:
     )
 
 
+@command(*runs(mechanism_block(baseline=False), gate(TableGateOnOpt, TableGateOn.PUBLISHABLE)))
 def aggregate(
     ctx: typer.Context,
     votes_path: VotesArg,
     output: OutputOpt,
     delta: DeltaOpt,
-    seed: SeedOpt = None,
-    seed_file: SeedFileOpt = None,
-    mechanism: MechanismOpt = None,
-    sigma: SigmaOpt = None,
-    threshold: ThresholdOpt = None,
-    sigma1: Sigma1Opt = None,
-    gamma: GammaOpt = None,
     student_probs_path: StudentProbsOpt = None,
     student_confidence: StudentConfidenceOpt = 1.0,
     answered_output: AnsweredOutputOpt = None,
     max_answered: MaxAnsweredOpt = None,
     max_queries: MaxQueriesOpt = None,
     true_labels_path: TrueLabelsOpt = None,
-    orders_text: OrdersOpt = None,
-    conversion: ConversionOpt = Conversion.CLASSIC,
-    half_even: HalfEvenOpt = False,
-    threshold_bound: ThresholdBoundOpt = ThresholdBound.THEOREM6,
-    fmt: FormatOpt = VoteFormat.AUTO,
-    num_classes: NumClassesOpt = None,
-    member: MemberOpt = None,
-    candidates: CandidatesOpt = None,
-    teachers: TeachersOpt = None,
-    queries: QueriesOpt = None,
-    indices: IndicesOpt = None,
-    record_path: RecordOpt = None,
-    opening_path: OpeningOpt = None,
-    budget_path: BudgetOpt = None,
-    force: ForceOpt = False,
-    max_epsilon: MaxEpsilonOpt = None,
-    gate_on: TableGateOnOpt = TableGateOn.PUBLISHABLE,
-    public: PublicOpt = False,
-    as_json: JsonOpt = False,
-    quiet: QuietOpt = False,
 ) -> None:
     """Run an aggregator on the votes, write the noisy labels, and account the realised run.
 

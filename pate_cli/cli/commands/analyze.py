@@ -7,44 +7,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pate_cli.choices import Conversion, GateOn, ThresholdBound, VoteFormat
-from pate_cli.cli.options import (
-    AnsweredOpt,
-    BaselineOpt,
-    BetaOpt,
-    BudgetOpt,
-    CandidatesOpt,
-    ConversionOpt,
-    DataIndependentOpt,
-    DeltaOpt,
-    ForceOpt,
-    FormatOpt,
-    GammaOpt,
-    GateOnOpt,
-    HalfEvenOpt,
-    IndicesOpt,
-    JsonOpt,
-    MaxEpsilonOpt,
-    MechanismOpt,
-    MemberOpt,
-    NumClassesOpt,
-    OpeningOpt,
-    OrdersOpt,
-    PublicOpt,
-    QueriesOpt,
-    QuietOpt,
-    RecordOpt,
-    SeedFileOpt,
-    SeedOpt,
-    Sigma1Opt,
-    SigmaOpt,
-    SigmaSsOpt,
-    StrictOpt,
-    TeachersOpt,
-    ThresholdBoundOpt,
-    ThresholdOpt,
-    VotesArg,
-)
+from pate_cli.choices import GateOn
+from pate_cli.cli.blocks import command, gate, mechanism_block, runs
+from pate_cli.cli.options import AnsweredOpt, DataIndependentOpt, DeltaOpt, GateOnOpt, VotesArg
 from pate_cli.cli.run import Call, File, Invocation, Output, Params, inferred_mechanism, run
 
 if TYPE_CHECKING:
@@ -143,48 +108,18 @@ def describe(p: Params) -> Invocation:
     )
 
 
+@command(*runs(mechanism_block(), gate(GateOnOpt, GateOn.PUBLISHABLE), release=True))
 def analyze(
     ctx: typer.Context,
     votes_path: VotesArg,
     delta: DeltaOpt,
-    mechanism: MechanismOpt = None,
-    sigma: SigmaOpt = None,
-    threshold: ThresholdOpt = None,
-    sigma1: Sigma1Opt = None,
-    gamma: GammaOpt = None,
-    baseline_path: BaselineOpt = None,
-    orders_text: OrdersOpt = None,
-    conversion: ConversionOpt = Conversion.CLASSIC,
     data_independent: DataIndependentOpt = False,
     answered_path: AnsweredOpt = None,
-    half_even: HalfEvenOpt = False,
-    threshold_bound: ThresholdBoundOpt = ThresholdBound.THEOREM6,
-    fmt: FormatOpt = VoteFormat.AUTO,
-    num_classes: NumClassesOpt = None,
-    member: MemberOpt = None,
-    candidates: CandidatesOpt = None,
-    teachers: TeachersOpt = None,
-    queries: QueriesOpt = None,
-    indices: IndicesOpt = None,
     all_orders: AllOrdersOpt = False,
     no_release: NoReleaseOpt = False,
-    beta: BetaOpt = None,
-    sigma_ss: SigmaSsOpt = None,
-    seed: SeedOpt = None,
-    seed_file: SeedFileOpt = None,
-    strict: StrictOpt = True,
     ledger_path: LedgerOpt = None,
     breakdown: BreakdownOpt = False,
     plot_path: PlotOpt = None,
-    record_path: RecordOpt = None,
-    opening_path: OpeningOpt = None,
-    budget_path: BudgetOpt = None,
-    force: ForceOpt = False,
-    max_epsilon: MaxEpsilonOpt = None,
-    gate_on: GateOnOpt = GateOn.PUBLISHABLE,
-    public: PublicOpt = False,
-    as_json: JsonOpt = False,
-    quiet: QuietOpt = False,
 ) -> None:
     """Data-dependent and data-independent privacy cost of answering the queries.
 

@@ -7,28 +7,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pate_cli.choices import Conversion, SortColumn, TableGateOn, ThresholdBound, VoteFormat
-from pate_cli.cli.options import (
-    BaselineOpt,
-    CandidatesOpt,
-    ConversionOpt,
-    DeltaOpt,
-    FormatOpt,
-    HalfEvenOpt,
-    IndicesOpt,
-    JsonOpt,
-    MaxEpsilonOpt,
-    MemberOpt,
-    NumClassesOpt,
-    OrdersOpt,
-    QueriesOpt,
-    QuietOpt,
-    TableGateOnOpt,
-    TeachersOpt,
-    ThresholdBoundOpt,
-    VotesArg,
-    mechanism_name,
+from pate_cli.choices import SortColumn, TableGateOn
+from pate_cli.cli.blocks import (
+    ACCOUNTING,
+    OUTPUT,
+    OWN,
+    SELECTION,
+    command,
+    gate,
+    mechanism_block,
 )
+from pate_cli.cli.options import DeltaOpt, TableGateOnOpt, VotesArg
 from pate_cli.cli.run import Call, File, Invocation, Output, Params
 
 if TYPE_CHECKING:
@@ -38,37 +27,6 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------
 # The command.
 
-SigmaListOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--sigma",
-        "--sigma2",
-        metavar="LIST",
-        help="GNMax noise std (sigma2 of Confident-GNMax), a comma list: 20,40,80.",
-    ),
-]
-ThresholdListOpt = Annotated[
-    str | None,
-    typer.Option("--threshold", metavar="LIST", help="Confident-GNMax thresholds T, a comma list."),
-]
-Sigma1ListOpt = Annotated[
-    str | None,
-    typer.Option("--sigma1", metavar="LIST", help="Threshold-step noise stds, a comma list."),
-]
-GammaListOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--gamma", metavar="LIST", help="LNMax: Laplace noise of scale 1/gamma, a comma list."
-    ),
-]
-MechanismRestrictOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--mechanism",
-        callback=mechanism_name,
-        help="Compare this mechanism only (default: every mechanism whose flags are given).",
-    ),
-]
 SortOpt = Annotated[
     SortColumn,
     typer.Option(
@@ -95,16 +53,14 @@ PlotOpt = Annotated[
 def describe(p: Params) -> Invocation:
     """What ``pate compare`` with the parameters ``p`` reads, calls and writes."""
     from pate_cli import api, plots
-    from pate_cli.jobs.comparison import compare_csv, mechanism_grid, parse_list
+    from pate_cli.jobs.comparison import compare_csv, listed, mechanism_grid
+    from pate_cli.mechanisms.registry import declarations
     from pate_cli.votes import check_output_path, write_atomic
 
     def settings() -> list[Mechanism]:
         return mechanism_grid(
             p["mechanism"],
-            sigmas=parse_list("--sigma", p["sigma"]),
-            thresholds=parse_list("--threshold", p["threshold"]),
-            sigma1s=parse_list("--sigma1", p["sigma1"]),
-            gammas=parse_list("--gamma", p["gamma"]),
+            **{name: listed(parameter, p[name]) for name, parameter in declarations().items()},
             has_baseline=p["baseline_path"] is not None,
             threshold_bound=p["threshold_bound"],
         )
@@ -133,34 +89,21 @@ def describe(p: Params) -> Invocation:
     return Invocation.of("compare", call, p, outputs=(csv, plot))
 
 
+@command(
+    mechanism_block(lists=True),
+    OWN,
+    ACCOUNTING,
+    SELECTION,
+    gate(TableGateOnOpt, TableGateOn.PUBLISHABLE, public=False),
+    OUTPUT,
+)
 def compare(
     ctx: typer.Context,
     votes_path: VotesArg,
     delta: DeltaOpt,
-    sigma: SigmaListOpt = None,
-    threshold: ThresholdListOpt = None,
-    sigma1: Sigma1ListOpt = None,
-    gamma: GammaListOpt = None,
-    mechanism: MechanismRestrictOpt = None,
-    baseline_path: BaselineOpt = None,
     sort: SortOpt = SortColumn.PUBLISHABLE,
-    orders_text: OrdersOpt = None,
-    conversion: ConversionOpt = Conversion.CLASSIC,
-    half_even: HalfEvenOpt = False,
-    threshold_bound: ThresholdBoundOpt = ThresholdBound.THEOREM6,
-    fmt: FormatOpt = VoteFormat.AUTO,
-    num_classes: NumClassesOpt = None,
-    member: MemberOpt = None,
-    candidates: CandidatesOpt = None,
-    teachers: TeachersOpt = None,
-    queries: QueriesOpt = None,
-    indices: IndicesOpt = None,
     csv_path: CsvOpt = None,
     plot_path: PlotOpt = None,
-    max_epsilon: MaxEpsilonOpt = None,
-    gate_on: TableGateOnOpt = TableGateOn.PUBLISHABLE,
-    as_json: JsonOpt = False,
-    quiet: QuietOpt = False,
 ) -> None:
     """Compare mechanisms and parameter settings side by side on the same votes.
 
@@ -188,7 +131,7 @@ def compare(
     check_files(invocation)
     checks.delta(delta)
     mechanisms = invocation.call.mechanism()
-    parse_orders(orders_text)
+    parse_orders(ctx.params["orders_text"])
     for output in invocation.outputs:
         output.check_path()
     votes = invocation.call.selection.load()

@@ -7,35 +7,15 @@ Rich tables (:func:`pate_cli.cli.render.render_inspect`, a function of the repor
 
 from __future__ import annotations
 
-from pate_cli.choices import VoteFormat
-from pate_cli.cli.options import (
-    CandidatesOpt,
-    FormatOpt,
-    IndicesOpt,
-    JsonOpt,
-    MemberOpt,
-    NumClassesOpt,
-    QueriesOpt,
-    QuietOpt,
-    TeachersOpt,
-    VotesArg,
-    emit,
-)
+import typer
+
+from pate_cli.cli.blocks import OUTPUT, SELECTION, command
+from pate_cli.cli.options import VotesArg, emit
 from pate_cli.cli.run import Selection
 
 
-def inspect(
-    votes_path: VotesArg,
-    fmt: FormatOpt = VoteFormat.AUTO,
-    num_classes: NumClassesOpt = None,
-    member: MemberOpt = None,
-    candidates: CandidatesOpt = None,
-    teachers: TeachersOpt = None,
-    queries: QueriesOpt = None,
-    indices: IndicesOpt = None,
-    as_json: JsonOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
+@command(SELECTION, OUTPUT)
+def inspect(ctx: typer.Context, votes_path: VotesArg) -> None:
     """Describe a votes file: its format, size and how strongly the teachers agree.
 
     Reads the file as the other commands do (format detection, --queries,
@@ -49,10 +29,9 @@ def inspect(
 
         pate inspect sample_data/mnist_250_teachers.npy
     """
-    shape = (num_classes, teachers, queries)
-    votes = Selection(votes_path, fmt, *shape, indices, member, candidates).load()
+    votes = Selection.of(ctx.params).load()
     from pate_cli.cli import render
     from pate_cli.jobs.inspection import inspect_votes
 
     report = inspect_votes(votes)
-    emit(report.to_dict(), render.render_inspect(report), report.warnings, as_json)
+    emit(report.to_dict(), render.render_inspect(report), report.warnings, ctx.params["as_json"])

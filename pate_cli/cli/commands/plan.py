@@ -7,19 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from pate_cli.choices import Accountant, Conversion
-from pate_cli.cli.options import (
-    ConversionOpt,
-    DeltaOpt,
-    GammaOpt,
-    JsonOpt,
-    MechanismOpt,
-    OrdersOpt,
-    QuietOpt,
-    Sigma1Opt,
-    SigmaOpt,
-    ThresholdOpt,
-    emit,
-)
+from pate_cli.cli.blocks import OUTPUT, OWN, command, mechanism_block
+from pate_cli.cli.options import ConversionOpt, DeltaOpt, OrdersOpt, emit
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -50,26 +39,22 @@ PilotVotesOpt = Annotated[
 ]
 
 
+@command(OWN, mechanism_block(baseline=False), OUTPUT)
 def plan(
+    ctx: typer.Context,
     delta: DeltaOpt,
     epsilon: EpsilonOpt,
     queries: PlanQueriesOpt = None,
-    mechanism: MechanismOpt = None,
-    sigma: SigmaOpt = None,
-    threshold: ThresholdOpt = None,
-    sigma1: Sigma1Opt = None,
-    gamma: GammaOpt = None,
     accountant: AccountantOpt = Accountant.EXACT,
     conversion: ConversionOpt = Conversion.CLASSIC,
     orders_text: OrdersOpt = None,
     votes_path: PilotVotesOpt = None,
-    as_json: JsonOpt = False,
-    quiet: QuietOpt = False,
 ) -> None:
     """Solve for the one parameter left out so that the run meets a target epsilon.
 
     Give the target (--epsilon, --delta) and every parameter but one of
-    sigma, the number of queries, sigma1 or gamma; plan returns the value at
+    the number of queries and the mechanism's noise parameters (sigma,
+    sigma1, gamma, or a plugin's own); plan returns the value at
     which the publishable cost (every query answered, data-independent) is
     within the target: never above it, and within 1e-7 relative of it
     (a count: the largest that fits). No votes are read unless
@@ -80,23 +65,21 @@ def plan(
         pate plan --delta 1e-5 --epsilon 2 --queries 640
     """
     from pate_cli.jobs.planning import plan as solve
+    from pate_cli.mechanisms.registry import declarations
 
     report = solve(
         delta=delta,
         epsilon=epsilon,
-        mechanism=mechanism,
-        sigma=sigma,
+        mechanism=ctx.params["mechanism"],
         queries=queries,
-        threshold=threshold,
-        sigma1=sigma1,
-        gamma=gamma,
         accountant=accountant,
         conversion=conversion,
         orders=orders_text,
         votes=votes_path,
+        **{name: ctx.params[name] for name in declarations()},
     )
     rendered = _rendered(report)
-    emit(report.to_dict(), rendered, report.warnings, as_json)
+    emit(report.to_dict(), rendered, report.warnings, ctx.params["as_json"])
 
 
 def _rendered(report: PlanReport) -> Text:

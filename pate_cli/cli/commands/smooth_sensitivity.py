@@ -6,42 +6,13 @@ from typing import Annotated
 
 import typer
 
-from pate_cli.choices import Conversion, GateOn, ThresholdBound, VoteFormat
+from pate_cli.choices import GateOn
+from pate_cli.cli.blocks import command, gate, mechanism_block, runs
 from pate_cli.cli.options import (
     AnsweredOpt,
-    BaselineOpt,
-    BetaOpt,
-    BudgetOpt,
-    CandidatesOpt,
-    ConversionOpt,
     DeltaOpt,
-    ForceOpt,
-    FormatOpt,
-    GammaOpt,
-    HalfEvenOpt,
-    IndicesOpt,
-    JsonOpt,
-    MaxEpsilonOpt,
-    MechanismOpt,
-    MemberOpt,
-    NumClassesOpt,
-    OpeningOpt,
-    OrdersOpt,
-    PublicOpt,
-    QueriesOpt,
-    QuietOpt,
-    RecordOpt,
     ReleaseGateOnOpt,
-    SeedFileOpt,
-    SeedOpt,
-    Sigma1Opt,
-    SigmaOpt,
-    SigmaSsOpt,
     SkipConditionsOpt,
-    StrictOpt,
-    TeachersOpt,
-    ThresholdBoundOpt,
-    ThresholdOpt,
     VotesArg,
 )
 from pate_cli.cli.run import Call, File, Invocation, Params, inferred_mechanism, run
@@ -78,16 +49,11 @@ def describe(p: Params) -> Invocation:
     return Invocation.of("smooth-sensitivity", call, p, progress=True)
 
 
+@command(*runs(mechanism_block(), gate(ReleaseGateOnOpt, None), release=True))
 def smooth_sensitivity(
     ctx: typer.Context,
     votes_path: VotesArg,
     delta: DeltaOpt,
-    mechanism: MechanismOpt = None,
-    sigma: SigmaOpt = None,
-    threshold: ThresholdOpt = None,
-    sigma1: Sigma1Opt = None,
-    gamma: GammaOpt = None,
-    baseline_path: BaselineOpt = None,
     order: Annotated[
         float | None,
         typer.Option(
@@ -95,33 +61,8 @@ def smooth_sensitivity(
             help="Release at this Renyi order (default: the best data-dependent order).",
         ),
     ] = None,
-    beta: BetaOpt = None,
-    sigma_ss: SigmaSsOpt = None,
-    seed: SeedOpt = None,
-    seed_file: SeedFileOpt = None,
     skip_conditions: SkipConditionsOpt = False,
-    strict: StrictOpt = True,
-    orders_text: OrdersOpt = None,
-    conversion: ConversionOpt = Conversion.CLASSIC,
     answered_path: AnsweredOpt = None,
-    half_even: HalfEvenOpt = False,
-    threshold_bound: ThresholdBoundOpt = ThresholdBound.THEOREM6,
-    fmt: FormatOpt = VoteFormat.AUTO,
-    num_classes: NumClassesOpt = None,
-    member: MemberOpt = None,
-    candidates: CandidatesOpt = None,
-    teachers: TeachersOpt = None,
-    queries: QueriesOpt = None,
-    indices: IndicesOpt = None,
-    record_path: RecordOpt = None,
-    opening_path: OpeningOpt = None,
-    budget_path: BudgetOpt = None,
-    force: ForceOpt = False,
-    max_epsilon: MaxEpsilonOpt = None,
-    gate_on: ReleaseGateOnOpt = None,
-    public: PublicOpt = False,
-    as_json: JsonOpt = False,
-    quiet: QuietOpt = False,
 ) -> None:
     """Smooth sensitivity of the data-dependent epsilon and its GNSS-released value.
 

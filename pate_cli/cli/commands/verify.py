@@ -145,11 +145,13 @@ def verify(
 
         pate verify sample_data/mnist_table2.record.json
     """
+    from pate_cli.api.replay import replay
     from pate_cli.cli import command_line, render
     from pate_cli.jobs.verification import verify_file
 
     report = verify_file(
         record_path,
+        replay=replay,
         overrides=_overrides(votes, inputs or []),
         seed_file=seed_file,
         opening=opening,

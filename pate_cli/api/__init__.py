@@ -60,7 +60,7 @@ from pate_cli.jobs.analysis import (
     run_inputs,
     with_release,
 )
-from pate_cli.jobs.arguments import as_mechanism, read_votes, reading, release_mode, release_noise
+from pate_cli.jobs.arguments import read_votes, reading, release_noise
 from pate_cli.jobs.comparison import (
     CompareReport,
     SortColumn,
@@ -69,9 +69,10 @@ from pate_cli.jobs.comparison import (
     sort_rows,
 )
 from pate_cli.jobs.inspection import InspectReport, inspect_votes
-from pate_cli.mechanisms import Mechanism, is_mechanism
+from pate_cli.mechanisms import Mechanism, as_mechanism, is_mechanism
 from pate_cli.orders import as_orders
 from pate_cli.release.gnss import GnssRelease
+from pate_cli.release.model import release_mode
 from pate_cli.reports.budget import (
     analysis_epsilons,
     apply_gate,

@@ -1,0 +1,273 @@
+"""The one registry of mechanisms: the built-ins, those registered in code, and those other
+packages offer through the entry-point group ``pate_cli.mechanisms``.
+
+The registry fills itself on first use (:func:`registry`): the built-ins first, then every
+entry point of the group, each loaded then and never at ``import pate_cli``. An entry point
+names a :class:`Mechanism` subclass (``gumbel = "my_package:GumbelMax"``) or a module whose
+mechanisms it registers; one that fails to load or to register is one warning naming it
+(:class:`PluginWarning`; the command line prints it as one line), never a crash and never a
+silent absence. ``pate --help`` lists what is installed (:func:`installed`).
+
+Registration refuses, whoever registers: a name or a ``short`` label taken; a parameter that
+is not a :class:`Parameter`, whose name a command or library call uses for itself
+(:data:`RESERVED`), or that another mechanism declares differently; and a set of flags
+another mechanism already takes, so that which mechanism a set of flags means never depends
+on the order of registration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
+
+from pate_cli.common.spelling import given
+from pate_cli.errors import UsageError
+from pate_cli.mechanisms.base import Mechanism
+from pate_cli.mechanisms.parameters import Parameter
+
+GROUP = "pate_cli.mechanisms"
+"""The entry-point group packages declare their mechanisms in."""
+BASELINE = "--baseline"
+"""The flag of the student's votes, which a mechanism that ``needs_baseline`` takes."""
+
+#: Names the commands and the library's calls use for themselves: no mechanism parameter
+#: may take one (``tests/test_parameters.py`` checks every command's options against it).
+RESERVED = frozenset(
+    {
+        "accountant", "all_orders", "answered", "answered_output", "answered_path", "as_json",
+        "baseline", "baseline_path", "beta", "breakdown", "budget", "budget_path",
+        "candidates", "conversion", "csv_path", "ctx", "data_independent", "delta",
+        "epsilon", "fmt", "force", "format", "gate_on", "half_even", "indices",
+        "ledger_path", "max_answered", "max_epsilon", "max_queries", "mechanism",
+        "mechanisms", "member", "name", "no_release", "num_classes", "opening_path",
+        "order", "orders", "orders_text", "output", "plot_path", "progress", "public",
+        "queries", "quiet", "record_path", "reference_local_sensitivity", "release", "seed",
+        "seed_file", "sigma_ss", "skip_conditions", "sort", "strict", "student_confidence",
+        "student_probs", "student_probs_path", "teachers", "threshold_bound",
+        "true_labels", "true_labels_path", "votes", "votes_path",
+    }
+)  # fmt: skip
+
+
+class PluginWarning(UserWarning):
+    """A mechanism plugin that could not be loaded or registered (the message names it)."""
+
+
+_REGISTRY: dict[str, type[Mechanism]] = {}
+_ORIGINS: dict[str, str] = {}
+_FAILURES: list[str] = []
+_LOADED = False
+
+
+def registry() -> dict[str, type[Mechanism]]:
+    """Every mechanism by name, in order of registration: the built-ins, then the entry
+    points' (loaded on this first call), then those registered in code."""
+    global _LOADED
+    if not _LOADED:
+        _LOADED = True
+        for kind in _builtins():
+            _add(kind, "built in")
+        _load_entry_points()
+    return _REGISTRY
+
+
+def _builtins() -> tuple[type[Mechanism], ...]:
+    """The built-in mechanisms, in the order of compare's rows and every list of them."""
+    from pate_cli.mechanisms.confident import ConfidentGNMax
+    from pate_cli.mechanisms.gnmax import GNMax
+    from pate_cli.mechanisms.interactive import InteractiveGNMax
+    from pate_cli.mechanisms.lnmax import LNMax
+
+    return (GNMax, ConfidentGNMax, InteractiveGNMax, LNMax)
+
+
+def default() -> type[Mechanism]:
+    """The mechanism meant when no flag names one (``plan --queries N`` alone): GNMax."""
+    return _builtins()[0]
+
+
+def register(kind: type[Mechanism]) -> type[Mechanism]:
+    """Make ``kind`` known by its name to the command line, ``compare``, ``plan`` and the
+    records (usable as a class decorator).
+
+    Raises:
+        UsageError: what :func:`problem` finds (a name taken, flags another mechanism
+            takes, a parameter declared differently elsewhere...).
+    """
+    registry()
+    _add(kind, "registered in code")
+    return kind
+
+
+def unregister(name: str) -> None:
+    """Forget the mechanism ``name`` (a test's, or a notebook's experiment)."""
+    _REGISTRY.pop(name, None)
+    _ORIGINS.pop(name, None)
+
+
+def _add(kind: type[Mechanism], origin: str) -> None:
+    found = problem(kind)
+    if found is not None:
+        raise UsageError(f"mechanism {getattr(kind, 'name', kind)!r} ({origin}): {found}")
+    _REGISTRY[kind.name] = kind
+    _ORIGINS[kind.name] = origin
+
+
+def flags_of(kind: type[Mechanism]) -> tuple[str, ...]:
+    """The flags a mechanism takes, in order: its parameters, then the baseline."""
+    return (
+        *(parameter.flag for parameter in kind.parameters),
+        *((BASELINE,) if kind.needs_baseline else ()),
+    )
+
+
+def problem(kind: object) -> str | None:
+    """Why ``kind`` cannot be registered beside the mechanisms registered now, or None."""
+    if not (isinstance(kind, type) and issubclass(kind, Mechanism)):
+        return "not a subclass of pate_cli.mechanisms.Mechanism"
+    if not dataclasses.is_dataclass(kind):
+        return "not a dataclass (declare it with @dataclass(frozen=True))"
+    name, short = getattr(kind, "name", None), getattr(kind, "short", None)
+    if not (isinstance(name, str) and name and isinstance(short, str) and short):
+        return "name and short must be non-empty text"
+    if name in _REGISTRY:
+        return f"the name {name!r} is taken ({_ORIGINS[name]})"
+    if any(other.short == short for other in _REGISTRY.values()):
+        return f"the short label {short!r} is taken"
+    return _parameter_problem(kind)
+
+
+def _parameter_problem(kind: type[Mechanism]) -> str | None:
+    """What is wrong with the mechanism's declared parameters, or None."""
+    declared = getattr(kind, "parameters", None)
+    if not (isinstance(declared, tuple) and declared):
+        return "parameters must be a non-empty tuple of Parameter declarations"
+    fields = {item.name for item in dataclasses.fields(kind)}  # type: ignore[arg-type]
+    known = {p.name: p for other in _REGISTRY.values() for p in other.parameters}
+    for parameter in declared:
+        if not isinstance(parameter, Parameter):
+            return f"parameter {parameter!r} is not a Parameter declaration"
+        if parameter.name in RESERVED or not parameter.name.isidentifier():
+            return f"the parameter name {parameter.name!r} is not free (a command uses it)"
+        if parameter.name not in fields:
+            return f"the parameter {parameter.name!r} is not one of its fields"
+        if known.get(parameter.name, parameter) != parameter:
+            return f"the parameter {parameter.name!r} is declared differently by another mechanism"
+    flags = set(flags_of(kind))
+    for other in _REGISTRY.values():
+        if set(flags_of(other)) == flags:
+            return f"{' '.join(sorted(flags))} are already {other.name}'s flags"
+    return None
+
+
+def _load_entry_points() -> None:
+    """Register the mechanisms of the group's entry points; a failure is one warning."""
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=GROUP):
+        where = f"plugin {point.name!r} ({point.value})"
+        try:
+            for kind in _mechanisms_in(point.load()):
+                if _REGISTRY.get(getattr(kind, "name", "")) is not kind:  # not by its import
+                    _add(kind, where)
+        except Exception as error:  # whatever a plugin raises, it is one warning line
+            _fail(f"the mechanism {where} was not loaded: {_one_line(error)}")
+
+
+def _mechanisms_in(loaded: Any) -> Iterable[type[Mechanism]]:
+    """The mechanisms an entry point names: a class, or a module's classes."""
+    if isinstance(loaded, ModuleType):
+        return [
+            value
+            for value in vars(loaded).values()
+            if isinstance(value, type)
+            and issubclass(value, Mechanism)
+            and value.__module__ == loaded.__name__
+            and "name" in value.__dict__
+        ]
+    return [loaded]
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(f"{type(error).__name__}: {error}".split())
+
+
+def _fail(message: str) -> None:
+    _FAILURES.append(message)
+    warnings.warn(message, PluginWarning, stacklevel=3)
+
+
+def failures() -> tuple[str, ...]:
+    """The plugins that could not be loaded, one line each (the registry loaded first)."""
+    registry()
+    return tuple(_FAILURES)
+
+
+def installed() -> list[tuple[str, str]]:
+    """Each mechanism's name and where it comes from ("built in", or its plugin)."""
+    return [(name, _ORIGINS[name]) for name in registry()]
+
+
+def registered(name: object) -> type[Mechanism]:
+    """The mechanism class named ``name``.
+
+    Raises:
+        UsageError: no mechanism has that name.
+    """
+    known = registry()
+    try:
+        return known[str(name)]
+    except KeyError:
+        raise UsageError(
+            f"{given('mechanism', name, quote=True)}: expected one of {', '.join(known)}"
+        ) from None
+
+
+def is_mechanism(value: object) -> bool:
+    return isinstance(value, Mechanism)
+
+
+def _mechanism_classes() -> str:
+    """The mechanism classes, as a caller writes them: "pate.GNMax(sigma), ... or
+    pate.LNMax(gamma)" (every registered one)."""
+    shown = [f"pate.{kind.__name__}({', '.join(kind.keywords())})" for kind in registry().values()]
+    return f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else shown[0]
+
+
+def as_mechanism(mechanism: Any, name: str = "mechanism") -> Mechanism:
+    """A mechanism object; anything else (a name, a dict) is a TypeError saying what to pass."""
+    if not is_mechanism(mechanism):
+        raise TypeError(
+            f"{name}={mechanism!r}: expected a mechanism object, {_mechanism_classes()}"
+        )
+    return mechanism  # type: ignore[no-any-return]
+
+
+def mechanism_from_dict(block: dict[str, Any]) -> Mechanism:
+    """The mechanism a report's ``mechanism`` block describes (``to_json_dict``'s inverse).
+
+    Raises:
+        UsageError: an unknown name, or parameters that do not fit it.
+    """
+    parameters = dict(block)
+    known = registry()
+    kind = known.get(str(parameters.pop("name", None)))
+    if kind is None:
+        raise UsageError(f"mechanism {block!r}: unknown name; expected one of {', '.join(known)}")
+    try:
+        return kind(**parameters)
+    except TypeError:
+        raise UsageError(f"mechanism {block!r}: parameters that do not fit it") from None
+
+
+def answers_every_query(block: dict[str, Any]) -> bool:
+    """Whether the mechanism a report's ``mechanism`` block names answers every query."""
+    return registered(str(block.get("name"))).answers_every_query
+
+
+def declarations() -> dict[str, Parameter]:
+    """Every registered mechanism's parameters by name, in order (each once)."""
+    return {p.name: p for kind in registry().values() for p in kind.parameters}

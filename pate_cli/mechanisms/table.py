@@ -1,0 +1,36 @@
+"""The docs' tables of mechanisms and their parameters, made from the declarations (the
+tests hold docs/cli.md and the README to them)."""
+
+from __future__ import annotations
+
+from pate_cli.mechanisms.registry import BASELINE, declarations, registry
+
+
+def mechanisms_markdown() -> str:
+    """One row a mechanism: its name, its flags with their placeholders, its source."""
+    rows = ["| mechanism | flags | source |", "|---|---|---|"]
+    for kind in registry().values():
+        flags = [f"{p.flag} {p.symbol}" for p in kind.parameters]
+        flags += [f"{BASELINE} FILE"] if kind.needs_baseline else []
+        rows.append(f"| `{kind.name}` | `{' '.join(flags)}` | {kind.source} |")
+    return "\n".join(rows)
+
+
+def parameters_markdown() -> str:
+    """One row a parameter: its flag (and aliases), what it is, its unit and domain, whether
+    compare takes a list of it and how plan uses it."""
+    rows = [
+        "| flag | what it is | unit | values | compare | plan |",
+        "|---|---|---|---|---|---|",
+    ]
+    plans = {"falls": "solves for it (cost falls as it grows)", "rises": "solves for it "
+             "(cost rises with it)", "fixed": "never solves for it (no planned cost moves "
+             "with it)"}  # fmt: skip
+    for p in declarations().values():
+        flag = " ".join(f"`{f}`" for f in (p.flag, *p.aliases))
+        listed = "a comma list" if p.listable else "one value"
+        rows.append(
+            f"| {flag} | {p.help} | {p.unit} | {p.domain.expected} | {listed} | "
+            f"{plans[p.cost.value]} |"
+        )
+    return "\n".join(rows)

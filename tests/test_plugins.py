@@ -1,0 +1,191 @@
+"""A mechanism from another package: docs/mechanisms.md's Gumbel-max, installed as a plugin
+(a module and a dist-info with an entry point in the group ``pate_cli.mechanisms``, on the
+path of a fresh interpreter), runs through analyze, compare, plan, aggregate, --record and
+verify with a parameter of its own; nothing in the project names it. A plugin that fails to
+load is one warning line, and ``import pate_cli`` loads none."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import MNIST
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = (ROOT / "docs" / "mechanisms.md").read_text()
+QUERIES = 400
+
+
+def _example() -> str:
+    """The whole plugin, as docs/mechanisms.md shows it."""
+    section = DOC.split("## Gumbel-max, the whole plugin", 1)[1]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    return code
+
+
+def _dist(site: Path, name: str, points: str) -> None:
+    """A distribution's metadata on ``site``: what pip leaves of an installed package."""
+    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[pate_cli.mechanisms]\n{points}\n")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    site = tmp_path_factory.mktemp("site")
+    (site / "gumbel_max.py").write_text(_example())
+    _dist(site, "gumbel-max", "gumbel-max = gumbel_max:GumbelMax")
+    return site
+
+
+def _python(site: Path | str, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter with ``site`` (one folder, or several joined) on its path."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    env.pop("PATE_DEBUG", None)
+    done = subprocess.run(
+        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == expect, (args, done.returncode, done.stderr[-3000:])
+    return done
+
+
+def pate(site: Path | str, *args: object, expect: int = 0) -> subprocess.CompletedProcess[str]:
+    return _python(site, "-m", "pate_cli", *map(str, args), expect=expect)
+
+
+def test_help_lists_it_as_a_plugin(site):
+    out = pate(site, "--help").stdout
+    assert re.search(r"gumbel-max\s+plugin 'gumbel-max' \(gumbel_max:GumbelMax\)", out)
+    for command in ("analyze", "smooth-sensitivity", "compare", "plan", "aggregate"):
+        assert "--temperature" in pate(site, command, "--help").stdout
+
+
+def test_analyze_and_the_library_give_its_figures(site):
+    done = pate(site, "analyze", MNIST, "--temperature", 4, "--queries", QUERIES,
+                "--delta", 1e-5, "--json")  # fmt: skip
+    report = json.loads(done.stdout)
+    assert report["mechanism"] == {"name": "gumbel-max", "temperature": 4.0}
+    dependent, independent = report["data_dependent"], report["data_independent"]
+    assert 0 < dependent["epsilon"] <= independent["epsilon"]
+    # No local-sensitivity table: the release says so in one line, the analysis stands.
+    assert report["release"] == {
+        "released": False,
+        "reason": "gumbel-max: its answer step has no local-sensitivity table, so its "
+        "data-dependent epsilon has no smooth-sensitivity release",
+    }
+    text = pate(site, "analyze", MNIST, "--temperature", 4, "--queries", QUERIES,
+                "--delta", 1e-5).stdout  # fmt: skip
+    assert text.count("no local-sensitivity table") == 1
+    library = _python(site, "-c", (
+        "import json, pate_cli as pate; from gumbel_max import GumbelMax; "
+        f"v = pate.load_votes({str(MNIST)!r}, queries={QUERIES}); "
+        "r = pate.analyze(v, GumbelMax(temperature=4), "
+        "delta=1e-5, release=False); print(json.dumps(r.to_dict()))"
+    )).stdout  # fmt: skip
+    assert json.loads(library)["data_dependent"] == dependent
+
+
+def test_its_figures_hold_against_the_exact_mechanism(site):
+    """The exponential mechanism's label distribution is known exactly: on tiny histograms
+    its data-dependent RDP (Theorem 3 of 2017 on the plugin's q) is never below the exact
+    Renyi divergence to any neighbour, brute force over every teacher's change."""
+    code = r"""
+import itertools, json, numpy as np
+from scipy.special import logsumexp
+from gumbel_max import GumbelAnswer
+orders = np.array([1.5, 2.0, 4.0, 8.0, 32.0])
+worst = []
+for temperature in (0.5, 1.0, 3.0):
+    step = GumbelAnswer(temperature)
+    for counts in itertools.product(range(6), repeat=3):
+        if sum(counts) != 5:
+            continue
+        n = np.array(counts, dtype=float)
+        bound = step.cost(orders)(step.logq(n[None, :]))[0]
+        p = np.exp(n / temperature - logsumexp(n / temperature))
+        for a, b in itertools.permutations(range(3), 2):
+            if n[a] == 0:
+                continue
+            m = n.copy(); m[a] -= 1; m[b] += 1
+            r = np.exp(m / temperature - logsumexp(m / temperature))
+            # D_lambda(M(d) || M(d')), the divergence the data-dependent RDP bounds at d
+            exact = np.log(np.sum(p**orders[:, None] * r**(1 - orders[:, None]), axis=1))
+            worst.append(float(np.max(exact / (orders - 1) - bound)))
+print(json.dumps(max(worst)))
+"""
+    assert json.loads(_python(site, "-c", code).stdout) <= 1e-12
+
+
+def test_compare_takes_its_list_beside_the_built_ins(site):
+    done = pate(site, "compare", MNIST, "--temperature", "2,4", "--sigma", 40,
+                "--queries", QUERIES, "--delta", 1e-5, "--json")  # fmt: skip
+    rows = json.loads(done.stdout)["rows"]
+    assert sorted(tuple(sorted(r["mechanism"].items())) for r in rows) == [
+        (("name", "gnmax"), ("sigma", 40.0)),
+        (("name", "gumbel-max"), ("temperature", 2.0)),
+        (("name", "gumbel-max"), ("temperature", 4.0)),
+    ]
+
+
+def test_plan_solves_for_its_parameter(site):
+    done = pate(site, "plan", "--mechanism", "gumbel-max", "--queries", 640, "--epsilon", 2,
+                "--delta", 1e-5, "--json")  # fmt: skip
+    plan = json.loads(done.stdout)
+    assert plan["solve_for"] == "temperature"
+    assert 2 * (1 - 1e-7) <= plan["epsilon"] <= 2
+    assert plan["mechanism"] == {"name": "gumbel-max", "temperature": plan["value"]}
+    # The other way round: that temperature fits 640 queries, and no more.
+    again = json.loads(pate(site, "plan", "--temperature", plan["value"], "--epsilon", 2,
+                            "--delta", 1e-5, "--json").stdout)  # fmt: skip
+    assert (again["solve_for"], again["value"]) == ("queries", 640)
+
+
+def test_aggregate_records_and_verify_replays_it(site, tmp_path):
+    labels, record, seed = tmp_path / "labels.npy", tmp_path / "run.json", tmp_path / "seed"
+    done = pate(site, "aggregate", MNIST, "--temperature", 4, "--queries", QUERIES,
+                "--delta", 1e-5, "--seed-file", seed, "--output", labels, "--record", record,
+                "--json")  # fmt: skip
+    report = json.loads(done.stdout)
+    drawn = np.load(labels)
+    assert drawn.shape == (QUERIES,) and drawn.min() >= 0 and drawn.max() < 10
+    assert json.loads(record.read_text())["call"]["mechanism"]["name"] == "gumbel-max"
+    verified = json.loads(pate(site, "verify", record, "--seed-file", seed, "--json").stdout)
+    assert verified["verdict"] == "verified", verified
+    # The labels follow the exponential mechanism: agreement with the plurality as expected.
+    (row,) = json.loads(pate(site, "compare", MNIST, "--temperature", 4, "--queries", QUERIES,
+                             "--delta", 1e-5, "--json").stdout)["rows"]  # fmt: skip
+    assert report["agreement_with_plurality"] == pytest.approx(
+        row["agreement"], abs=4 * np.sqrt(0.25 / QUERIES)
+    )
+
+
+def test_a_plugin_that_fails_is_one_warning_line(tmp_path, site):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    _dist(broken, "broken-plugin", "broken = no_such_module:Missing")
+    path = os.pathsep.join([str(broken), str(site)])
+    done = pate(path, "analyze", MNIST, "--temperature", 4, "--queries", 50,
+                "--delta", 1e-5, "--no-release", "--json")  # fmt: skip
+    lines = [line for line in done.stderr.splitlines() if "broken" in line]
+    assert lines == [
+        "pate: warning: the mechanism plugin 'broken' (no_such_module:Missing) was not "
+        "loaded: ModuleNotFoundError: No module named 'no_such_module'"
+    ]
+    assert json.loads(done.stdout)["mechanism"]["name"] == "gumbel-max"
+
+
+def test_import_loads_no_plugin_until_a_mechanism_is_looked_up(site):
+    code = (
+        "import sys, pate_cli, pate_cli.mechanisms as m; "
+        "before = 'gumbel_max' in sys.modules; m.registry(); "
+        "print(before, 'gumbel_max' in sys.modules)"
+    )
+    assert _python(site, "-c", code).stdout.split() == ["False", "True"]
