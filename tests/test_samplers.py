@@ -155,3 +155,15 @@ def test_the_docs_example_mechanism_runs_from_a_purpose_stream():
     want = noisy_max(counts, Gumbel(2.0), stream)[:30]
     assert result.num_seen == 30 and np.array_equal(result.labels[:30], want)
     assert (result.labels[30:] == -1).all()
+
+
+def test_lnmax_at_a_vanishing_gamma_answers_every_compact_query_with_a_class():
+    """1 / gamma overflows to inf below gamma ~ 5.6e-309: the noise then swamps the counts,
+    and a padding slot of the compact rows must never win (it did, as NaN: label -1 reported
+    answered). Every query gets a real class, uniformly over the vocabulary."""
+    rows = np.zeros((600, VOCABULARY))
+    rows[:, 3], rows[::2, 7] = 9, 4  # rows of one and of two listed classes: padding in some
+    result = aggregate_lnmax(_compact(rows), 1e-310, np.random.default_rng(11))
+    assert result.answered.all() and (result.labels >= 0).all()
+    assert (result.labels < VOCABULARY).all()
+    assert len(np.unique(result.labels)) > VOCABULARY // 2  # not stuck on the voted classes

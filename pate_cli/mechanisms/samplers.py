@@ -363,7 +363,10 @@ def _compact_noisy_argmax(
     labels = np.empty(len(counts), dtype=np.int64)
     for rows in _row_blocks(*counts.values.shape):
         block = counts[rows]
-        noisy = block.values / scale + unit(block.values.shape)
+        # A padding slot stays -inf at any scale (-inf / inf would be NaN, and win).
+        with np.errstate(invalid="ignore"):
+            scaled = np.where(np.isneginf(block.values), -np.inf, block.values / scale)
+        noisy = scaled + unit(block.values.shape)
         column = np.argmax(noisy, axis=1)
         index = np.arange(len(block))
         best, label = noisy[index, column], block.classes[index, column]
