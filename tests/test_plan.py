@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import pate_cli as pate
-from pate_cli.errors import ExitCode
+from pate_cli.errors import ExitCode, UsageError
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax
 from tests.conftest import MNIST, run_cli
 
@@ -310,3 +310,23 @@ def test_a_printed_value_copied_back_keeps_the_target(args, setting):
 def test_plan_says_which_unknowns_are_wrong(args, words):
     result = run_cli(["plan", "--delta", 1e-5, "--epsilon", 2, *args], expect=ExitCode.BAD_INPUT)
     assert words in result.stderr and "missing: none" not in result.stderr
+
+
+@pytest.mark.parametrize("rising", [False, True])
+def test_a_target_no_value_reaches_is_judged_in_few_evaluations_at_the_same_last_value(rising):
+    """The bracket doubles near 1 and leaps 2^64 at a time beyond: about 110 evaluations of
+    the cost, not 1,000, and the floor reported is the cost at the same last value, 2^996
+    (or 2^-996) as when it only doubled."""
+    from pate_cli.jobs.planning import _boundary
+
+    seen: list[float] = []
+
+    def cost(value: float) -> float:
+        seen.append(value)
+        return 3.0  # a floor above the target whatever the value
+
+    with pytest.raises(UsageError, match="the smallest reachable is 3"):
+        _boundary(cost, 2.0, 1e-5, rising=rising, name="sigma")
+    assert len(seen) < 130
+    assert seen[-1] == (2.0**-996 if rising else 2.0**996)  # the reported floor's value
+    assert sorted(seen, reverse=rising) == seen  # one way only

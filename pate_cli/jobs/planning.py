@@ -395,6 +395,19 @@ def _largest_count(cost: Callable[[float], float], target: float, delta: float) 
     )
 
 
+_LEAP = 2.0**64
+
+
+def _step(value: float, *, up: bool) -> float:
+    """The next value the bracket tries: doubling (or halving) within 2^64 of 1, where every
+    real setting lies, then 2^64 at a time, and doubling again for the last factor before
+    1e300 (or 1e-300), so that a target no value reaches costs about 110 evaluations of the
+    cost, not 1,000, and is judged at the same last value."""
+    size = value if up else 1 / value
+    factor = _LEAP if _LEAP <= size and size * _LEAP < 1e300 else 2.0
+    return value * factor if up else value / factor
+
+
 def _boundary(
     cost: Callable[[float], float], target: float, delta: float, *, rising: bool, name: str
 ) -> float:
@@ -412,12 +425,12 @@ def _boundary(
             good = value
             if bad is not None:
                 break
-            value = value * 2 if rising else value / 2
+            value = _step(value, up=rising)
         else:
             bad = value
             if good is not None:
                 break
-            value = value / 2 if rising else value * 2
+            value = _step(value, up=not rising)
         if not (1e-300 < value < 1e300):
             break
     if good is None:
