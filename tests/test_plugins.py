@@ -181,6 +181,8 @@ def test_a_plugin_that_fails_is_one_warning_line(tmp_path, site):
         "loaded: ModuleNotFoundError: No module named 'no_such_module'"
     ]
     assert json.loads(done.stdout)["mechanism"]["name"] == "gumbel-max"
+    quiet = pate(path, "inspect", MNIST, "--queries", 5, "--quiet")
+    assert quiet.stderr == ""  # --quiet: no warning, as everywhere
 
 
 def test_import_loads_no_plugin_until_a_mechanism_is_looked_up(site):

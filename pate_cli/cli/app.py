@@ -103,7 +103,8 @@ class PateGroup(TyperGroup):
     def make_context(self, info_name: str | None, args: list[str], *more: Any, **extra: Any) -> Any:
         # Keep the command line as given: --record stores it for people to read.
         ARGV.set(tuple(args))
-        for failure in failures():  # a plugin that did not load: one line, every run
+        quiet = {"-q", "--quiet"} & set(args[: args.index("--")] if "--" in args else args)
+        for failure in () if quiet else failures():  # a plugin that did not load: one line
             error_line(f"pate: warning: {failure}")
         _uniform_help(self)
         try:
