@@ -279,7 +279,4 @@ def with_release(
             notes = gnss.warnings
         except (ConditionError, UnsupportedError) as error:  # said in the report, not hidden
             outcome = NotReleased(error.message)
-            if mechanism.answer_step.local_sensitivity is None:
-                # No table bounds its answer step: it never has a release, a warning too.
-                notes = (error.message,)
     return replace(report, release=outcome, warnings=report.warnings + notes)

@@ -130,8 +130,8 @@ def _unknown(
 ) -> tuple[str, tuple[str, ...]]:
     # The mechanism's own parameters that the cost moves with, and the query count.
     wanted = (*(p.name for p in kind.parameters if p.solvable), "queries")
-    extra = [k for k, v in given.items() if v is not None and k not in kind.keywords()]
-    extra = [k for k in extra if k != "queries"]
+    takes = {*kind.keywords(), "queries"}
+    extra = [k for k, v in given.items() if v is not None and k not in takes]
     if extra:
         raise UsageError(f"{spelling.option(extra[0])}: {kind.name} has no such parameter")
     missing = [k for k in wanted if given[k] is None]

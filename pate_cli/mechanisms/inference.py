@@ -12,7 +12,7 @@ never depends on the order the mechanisms were registered in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from itertools import product
 from typing import Any
@@ -81,7 +81,9 @@ def smallest_holding(on: set[str]) -> type[Mechanism] | None:
     return _one_of(holding, lambda k: -len(flags_of(k)), on)
 
 
-def _one_of(kinds: list[type[Mechanism]], score: Any, on: set[str]) -> type[Mechanism] | None:
+def _one_of(
+    kinds: list[type[Mechanism]], score: Callable[[type[Mechanism]], Any], on: set[str]
+) -> type[Mechanism] | None:
     """The kind of highest ``score``; refused when two share it (never the first
     registered)."""
     if not kinds:

@@ -3,6 +3,7 @@ tests hold docs/cli.md and the README to them)."""
 
 from __future__ import annotations
 
+from pate_cli.mechanisms.parameters import Cost
 from pate_cli.mechanisms.registry import BASELINE, declarations, registry
 
 
@@ -23,14 +24,15 @@ def parameters_markdown() -> str:
         "| flag | what it is | unit | values | compare | plan |",
         "|---|---|---|---|---|---|",
     ]
-    plans = {"falls": "solves for it (cost falls as it grows)", "rises": "solves for it "
-             "(cost rises with it)", "fixed": "never solves for it (no planned cost moves "
-             "with it)"}  # fmt: skip
+    plans = {
+        Cost.FALLS: "solves for it (cost falls as it grows)",
+        Cost.RISES: "solves for it (cost rises with it)",
+        Cost.FIXED: "never solves for it (no planned cost moves with it)",
+    }
     for p in declarations().values():
         flag = " ".join(f"`{f}`" for f in (p.flag, *p.aliases))
         listed = "a comma list" if p.listable else "one value"
         rows.append(
-            f"| {flag} | {p.help} | {p.unit} | {p.domain.expected} | {listed} | "
-            f"{plans[p.cost.value]} |"
+            f"| {flag} | {p.help} | {p.unit} | {p.domain.expected} | {listed} | {plans[p.cost]} |"
         )
     return "\n".join(rows)
