@@ -72,7 +72,7 @@ from pate_cli.jobs.inspection import InspectReport, inspect_votes
 from pate_cli.mechanisms import Mechanism, as_mechanism, is_mechanism
 from pate_cli.orders import as_orders
 from pate_cli.release.gnss import GnssRelease
-from pate_cli.release.model import release_mode
+from pate_cli.release.model import bound_of, release_mode
 from pate_cli.reports.budget import (
     analysis_epsilons,
     apply_gate,
@@ -204,6 +204,7 @@ def analyze(
     beta: float | None = None,
     sigma_ss: float | None = None,
     reference_local_sensitivity: bool = False,
+    walk_local_sensitivity: bool = False,
     half_even: bool = False,
     breakdown: bool = False,
     max_epsilon: float | None = None,
@@ -256,7 +257,7 @@ def analyze(
             answered=answered_mask,
             data_independent=data_independent,
             noise=noise,
-            reference_local_sensitivity=reference_local_sensitivity,
+            local_sensitivity=bound_of(reference_local_sensitivity, walk_local_sensitivity),
             progress=progress,
             **tuning,
         )
@@ -319,6 +320,7 @@ def smooth_sensitivity(
     seed_file: PathLike | None = None,
     skip_conditions: bool = False,
     reference_local_sensitivity: bool = False,
+    walk_local_sensitivity: bool = False,
     half_even: bool = False,
     max_epsilon: float | None = None,
     gate_on: str | GateOn = GateOn.PUBLISHABLE,
@@ -369,7 +371,7 @@ def smooth_sensitivity(
         baseline=baseline_array,
         answered=answered_mask,
         noise=noise,
-        reference_local_sensitivity=reference_local_sensitivity,
+        local_sensitivity=bound_of(reference_local_sensitivity, walk_local_sensitivity),
         skip_conditions=skip_conditions,
         progress=progress,
         **options,

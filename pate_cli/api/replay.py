@@ -19,7 +19,7 @@ from pate_cli.files.outputs import save_npy_atomic
 from pate_cli.jobs.verification import folders, verify_file
 from pate_cli.mechanisms import Mechanism, mechanism_from_dict
 from pate_cli.records.diff import as_number, lookup
-from pate_cli.records.record import FILE_ROLES, as_printed
+from pate_cli.records.record import FILE_ROLES, as_printed, walked_by_default
 from pate_cli.records.verify import VerifyReport
 from pate_cli.votes import Votes
 from pate_cli.votes.memory import file_path
@@ -86,6 +86,8 @@ def _replay_call(
         # 0.1.0): replayed on the orders it lists, as a figure at any orders bounds the cost.
         options["orders"] = _recorded_orders(record["report"])
     options.update({role: resolved[role] for role in FILE_ROLES[function] if role in resolved})
+    if walked_by_default(record):
+        options["walk_local_sensitivity"] = True  # that pate's default bound
     unreplayed = () if noise is not None else _RANDOM_FIELDS[function]
     options.update(noise or {})
     if function == "analyze":

@@ -44,6 +44,7 @@ from pate_cli.cli.options import (
     StrictOpt,
     TeachersOpt,
     ThresholdBoundOpt,
+    WalkOpt,
     mechanism_name,
 )
 from pate_cli.mechanisms import registry
@@ -83,6 +84,7 @@ TUNING: Block = (
     option("beta", BetaOpt),
     option("sigma_ss", SigmaSsOpt),
     option("strict", StrictOpt, True),
+    option("walk", WalkOpt, False),
 )
 """The smooth-sensitivity release's settings."""
 RECORDING: Block = (

@@ -25,6 +25,7 @@ _SWITCHES = {
     "data-independent": "data_independent=True",
     "skip-conditions": "skip_conditions=True",
     "reference-local-sensitivity": "reference_local_sensitivity=True",
+    "walk-local-sensitivity": "walk_local_sensitivity=True",
     "round-half-even": "half_even=True",
     "breakdown": "breakdown=True",
     "force": "force=True",

@@ -469,6 +469,27 @@ def _walk_chunks(plan: _WalkPlan) -> Iterator[Callable[[], WalkChunk]]:
         yield partial(read, row, step)
 
 
+@dataclass
+class GroupPlan:
+    """How the local sensitivity of distinct sorted rows is bounded: rows in groups that share
+    every state, the distance from which each group is on the plateau, and what evaluates
+    the groups' states chunk by chunk (``WalkChunk``s, their first field the group)."""
+
+    group_of_row: NDArray[np.intp]  # (R,)
+    done_from: NDArray[np.int64]  # (G,)
+    chunks: Callable[[], Iterator[Callable[[], WalkChunk]]]
+
+
+def walk_plan(
+    sorted_rows: NDArray[np.int64], num_teachers: int, params: _GnmaxSensitivity, extra: int = 0
+) -> GroupPlan:
+    """The exact walk of every row, each row its own group."""
+    plan = _plan_walks(sorted_rows, num_teachers, params, extra)
+    done_from = np.zeros(sorted_rows.shape[0], dtype=np.int64)
+    done_from[plan.walking] = plan.last_step + 1
+    return GroupPlan(np.arange(sorted_rows.shape[0]), done_from, partial(_walk_chunks, plan))
+
+
 # Odd 64-bit multipliers of the row hash (fixed: the grouping is the same on every run).
 _HASH_MULTIPLIERS = np.random.default_rng(0x5EED).integers(1, 2**63, 4096, dtype=np.uint64) | 1
 
@@ -502,6 +523,7 @@ def local_sensitivity_gnmax(
     order: float,
     *,
     reference: bool = False,
+    walk: bool = False,
     increments_verified: bool = False,
 ) -> NDArray[np.float64]:
     """Upper bounds on GNMax's local sensitivity at distance d, per query (dense counts, or
@@ -524,6 +546,8 @@ def local_sensitivity_gnmax(
         sigma: GNMax noise standard deviation.
         order: Renyi order.
         reference: the reference's bounds instead of the sound ones.
+        walk: the exact walk's sound bounds instead of the default tabulated ones
+            (``ls_cells``: never below them, far cheaper).
         increments_verified: C6 holds at this order (``check_conditions``); without it
             the sound bounds add a cell-wise bound that needs no C6.
 
@@ -547,8 +571,13 @@ def local_sensitivity_gnmax(
         sigma, order, num_classes, reference=reference, increments_verified=increments_verified
     )
     unique, inverse = _canonical_rows(votes)
-    table = np.full((unique.shape[0], num_teachers), params.plateau)
-    plan = _plan_walks(unique, num_teachers, params, extra)
-    for row, step, ls, _ in _ordered_map(_call, _walk_chunks(plan)):
-        table[row, step] = ls
-    return table[inverse]
+    if walk or reference:
+        plan = walk_plan(unique, num_teachers, params, extra)
+    else:
+        from pate_cli.core.ls_cells import plan_cells  # it builds on this module
+
+        plan = plan_cells(unique, num_teachers, params, extra)
+    table = np.full((plan.done_from.size, num_teachers), params.plateau)
+    for group, step, ls, _ in _ordered_map(_call, plan.chunks()):
+        table[group, step] = ls
+    return table[plan.group_of_row[inverse]]

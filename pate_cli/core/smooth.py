@@ -39,7 +39,8 @@ from pate_cli.core._common import (
 )
 from pate_cli.core.compact import Compact, narrow
 from pate_cli.core.gnmax import rdp_gnmax_data_independent
-from pate_cli.core.ls_gnmax import WalkChunk, _canonical_rows, _plan_walks, _walk_chunks
+from pate_cli.core.ls_cells import plan_cells
+from pate_cli.core.ls_gnmax import GroupPlan, WalkChunk, _canonical_rows, walk_plan
 from pate_cli.core.ls_threshold import (
     _ChangeWindow,
     _pr_answered_table,
@@ -179,36 +180,53 @@ def _add_answered_plateau(
         total[span] += np.sum(finished[:, span] * weight, axis=0)
 
 
+def _walk_plan(
+    unique: NDArray[np.int64],
+    num_teachers: int,
+    params: _GnmaxSensitivity,
+    extra: int,
+    walk: bool,
+) -> GroupPlan:
+    """The tabulated plan (``ls_cells``), or with ``walk`` (or the reference's bounds) the
+    exact walk of every canonical row, each its own group."""
+    if walk or params.reference:
+        return walk_plan(unique, num_teachers, params, extra)
+    return plan_cells(unique, num_teachers, params, extra)
+
+
 def _gnmax_total(
     votes: NDArray[np.int64],
     answer: _AnswerWeights,
     num_teachers: int,
     params: _GnmaxSensitivity,
     extra: int = 0,
+    walk: bool = False,
 ) -> NDArray[np.float64]:
     """sum_q w_q(d) LS_gnmax(q)[d] without a (Q, M) array, ``extra`` zero-vote classes
     beyond the columns (``compact.narrow``). Shapes: (Q, C) -> (M,).
 
-    Queries are grouped by (canonical row, h); the walks run once per canonical row, on
-    distinct sorted rows in chunks.
+    Queries are grouped by (group, h), a group being rows that share every state (a
+    canonical row of the exact ``walk``, or ``ls_cells``' groups); each group's states run
+    once, in chunks.
     """
     live = answer.weights != 0
     if not np.any(live):
         return np.zeros(num_teachers)
     unique, inverse = _canonical_rows(votes[live])
-    num_rows = unique.shape[0]
     tops = np.zeros(inverse.size, dtype=np.int64) if answer.tops is None else answer.tops[live]
     pr = answer.pr_answered
     highest = num_teachers if pr is None else pr.size - 1  # the largest top h
-    pairs = _Pairs.group(inverse, tops, answer.weights[live], num_rows, highest)
-    plan = _plan_walks(unique, num_teachers, params, extra)
+    plan = _walk_plan(unique, num_teachers, params, extra, walk)
+    num_groups = plan.done_from.size
+    pairs = _Pairs.group(
+        plan.group_of_row[inverse], tops, answer.weights[live], num_groups, highest
+    )
     total = np.zeros(num_teachers)
     # Chunks on threads; their sums are added in chunk order, whatever the thread count.
-    for first, sums in _ordered_map(partial(_chunk_sums, pairs, answer), _walk_chunks(plan)):
+    for first, sums in _ordered_map(partial(_chunk_sums, pairs, answer), plan.chunks()):
         total[first : first + sums.size] += sums
     # Rows off their walk (or on the plateau throughout) contribute the plateau.
-    done_from = np.zeros(num_rows, dtype=np.int64)
-    done_from[plan.walking] = plan.last_step + 1
+    done_from = plan.done_from
     del plan  # its tail tables and per-gap bounds run to M entries each: no longer needed
     pair_done = done_from[pairs.row]
     if pr is None:
@@ -335,6 +353,7 @@ def local_sensitivity_total(
     data_independent_step1: bool = False,
     data_independent_step2: bool = False,
     reference: bool = False,
+    walk: bool = False,
     increments_verified: bool = False,
     half_even: bool = False,
     threshold_exact: bool = False,
@@ -367,6 +386,9 @@ def local_sensitivity_total(
             ``_find_optimal_smooth_sensitivity_parameters``, its GNMax bounds, its threshold
             bounds (distances past max(h, M-h) left at 0, no running maximum), and each answer
             step weighted by Pr[answered] at the votes themselves.
+        walk: the answer step's bound from the exact walk of every distinct row
+            (``ls_gnmax``) instead of the default tabulated one (``ls_cells``), which is
+            at least as large and far cheaper.
         increments_verified: C6 holds at this order (see ``local_sensitivity_gnmax``).
         half_even: round the threshold statistic half to even, as the reference.
         threshold_sensitivity: how far a neighbour moves the rounded statistic (1, or 2 under
@@ -397,10 +419,15 @@ def local_sensitivity_total(
     if step2_weights is not None:
         answer = _AnswerWeights(_fixed_weights(step2_weights, num_queries))
     if not data_independent_step2 and num_classes > 1 and num_queries > 0:
-        verified = increments_verified
-        total += _answer_total(
-            counts, extra, num_teachers, answer, sigma, order, reference, verified
+        params = _GnmaxSensitivity.build(
+            sigma,
+            order,
+            num_classes,
+            reference=reference,
+            increments_verified=increments_verified,
         )
+        whole = _as_integer_votes(counts)
+        total += _gnmax_total(whole, answer, num_teachers, params, extra, walk)
     return total
 
 
@@ -417,27 +444,6 @@ def _checked(
         _check_order(order),
         _check_positive("sigma", sigma),
     )
-
-
-def _answer_total(
-    counts: NDArray[np.float64],
-    extra: int,
-    num_teachers: int,
-    answer: _AnswerWeights,
-    sigma: float,
-    order: float,
-    reference: bool,
-    increments_verified: bool,
-) -> NDArray[np.float64]:
-    """The answer (GNMax) step's weighted local sensitivity, summed over queries (M,)."""
-    params = _GnmaxSensitivity.build(
-        sigma,
-        order,
-        counts.shape[1] + extra,
-        reference=reference,
-        increments_verified=increments_verified,
-    )
-    return _gnmax_total(_as_integer_votes(counts), answer, num_teachers, params, extra)
 
 
 def _fixed_weights(weights: ArrayLike, num_queries: int) -> NDArray[np.float64]:

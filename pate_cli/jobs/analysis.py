@@ -37,6 +37,7 @@ from pate_cli.release.gnss import (
     Release,
     gnss_release,
 )
+from pate_cli.release.model import LocalSensitivityBound
 from pate_cli.reports.models import AnalysisReport, InputSummary
 from pate_cli.votes import Input, Votes, load_answered_mask, load_baseline
 
@@ -193,7 +194,7 @@ def release_of(
     beta: float | None = None,
     sigma_ss: float | None = None,
     noise: Noise | None = None,
-    reference_local_sensitivity: bool = False,
+    local_sensitivity: LocalSensitivityBound = "tabulated",
     skip_conditions: bool = False,
     half_even: bool = False,
     progress: Progress | None = None,
@@ -228,7 +229,7 @@ def release_of(
             sigma_ss=sigma_ss,
             noise=noise,
             order_chosen_on_data=order is None and np.unique(report.orders).size > 1,
-            strict=not reference_local_sensitivity,
+            local_sensitivity=local_sensitivity,
             skip_conditions=skip_conditions,
             half_even=half_even,
             terms=terms,
@@ -249,7 +250,7 @@ def with_release(
     noise: Noise | None,
     beta: float | None,
     sigma_ss: float | None,
-    reference_local_sensitivity: bool,
+    local_sensitivity: LocalSensitivityBound,
     half_even: bool,
     progress: Progress | None,
 ) -> AnalysisReport:
@@ -271,7 +272,7 @@ def with_release(
                 beta=beta,
                 sigma_ss=sigma_ss,
                 noise=noise,
-                reference_local_sensitivity=reference_local_sensitivity,
+                local_sensitivity=local_sensitivity,
                 half_even=half_even,
                 progress=progress,
             )

@@ -47,7 +47,8 @@ RESERVED = frozenset(
         "queries", "quiet", "record_path", "reference_local_sensitivity", "release", "seed",
         "seed_file", "sigma_ss", "skip_conditions", "sort", "strict", "student_confidence",
         "student_probs", "student_probs_path", "teachers", "threshold_bound",
-        "true_labels", "true_labels_path", "votes", "votes_path",
+        "true_labels", "true_labels_path", "votes", "votes_path", "walk",
+        "walk_local_sensitivity",
     }
 )  # fmt: skip
 

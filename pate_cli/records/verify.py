@@ -48,6 +48,7 @@ from pate_cli.records.record import (
     privacy_claim,
     record_digest,
     record_kind,
+    walked_by_default,
 )
 from pate_cli.records.verdict import (
     DIFFERS,
@@ -384,6 +385,17 @@ def verify(
         ),
         *noise_checks,
     ]
+    made = walked_by_default(record)
+    if made is not None:
+        checks.append(
+            Check.made(
+                "local-sensitivity bound",
+                True,
+                f"made by pate {made}, whose release bounded the local sensitivity by the "
+                "exact walk: replayed with --walk-local-sensitivity (the tabulated bound is "
+                "the default since 0.2.0)",
+            )
+        )
     claim = privacy_claim(record)  # the first sentence, stated again from the record's kind
     if claim is not None:
         checks.append(Check.made("privacy", *claim))

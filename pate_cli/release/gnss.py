@@ -46,7 +46,13 @@ from pate_cli.files.seeds import Noise, os_entropy
 from pate_cli.mechanisms import Mechanism, UnsupportedError
 from pate_cli.mechanisms.steps import LocalSensitivity, step_names
 from pate_cli.release.conditions import ConditionError, checked_conditions
-from pate_cli.release.model import GnssRelease, NotReleased, Release, gated_epsilon
+from pate_cli.release.model import (
+    GnssRelease,
+    LocalSensitivityBound,
+    NotReleased,
+    Release,
+    gated_epsilon,
+)
 
 # The release's records live in ``pate_cli.release.model``; they are imported from here.
 __all__ = [
@@ -231,7 +237,7 @@ def gnss_release(
     sigma_ss: float | None = None,
     noise: Noise | None = None,
     order_chosen_on_data: bool = True,
-    strict: bool = True,
+    local_sensitivity: LocalSensitivityBound = "tabulated",
     skip_conditions: bool = False,
     half_even: bool = False,
     terms: QueryTerms | None = None,
@@ -258,8 +264,10 @@ def gnss_release(
         noise: the source of the sampled release's noise (default: OS entropy).
         order_chosen_on_data: ``order`` is the best data-dependent order of several, so the
             sample is not publishable as it is.
-        strict: the sound local sensitivity (the default); False reproduces the reference's
-            bounds, which can be below the truth (see ``core.ls_gnmax``).
+        local_sensitivity: how the GNMax family's local sensitivity is bounded: tabulated
+            over cells of log q (the default, ``core.ls_cells``), by the exact ``walk``
+            (``core.ls_gnmax``; never above the tabulated one), or as the ``reference``
+            (which can be below the truth). LNMax has its one sound bound.
         skip_conditions: compute even where C5/C6 fail (with a warning).
         half_even: round the threshold statistic as the reference does.
         terms: the analysis's per-query terms (with log q), so they are not computed again.
@@ -270,7 +278,8 @@ def gnss_release(
         progress: called with the number of queries done after each sensitivity chunk.
 
     Raises:
-        UsageError: beta outside (0, 1/(2 order)), or LNMax with ``strict`` off.
+        UsageError: beta outside (0, 1/(2 order)), or LNMax with another bound than
+            "tabulated".
         ConditionError: C5 or C6 fails at ``order`` and ``skip_conditions`` is off.
     """
     _check_releasable(counts)
@@ -286,7 +295,7 @@ def gnss_release(
         baseline=baseline,
         answered=answered,
         terms=terms,
-        strict=strict,
+        local_sensitivity=local_sensitivity,
         skip_conditions=skip_conditions,
         half_even=half_even,
         published=(epsilon_data_independent, epsilon_worst_case),
@@ -324,13 +333,18 @@ def _check_releasable(counts: FloatArray | Compact) -> None:
         )
 
 
-def _reference_bounds_are_gnmax(strict: bool) -> None:
-    """LNMax has only its sound bound: the reference's bounds are GNMax's."""
-    if not strict:
+def _reference_bounds_are_gnmax(local_sensitivity: LocalSensitivityBound) -> None:
+    """LNMax has only its sound bound: the reference's bounds and the walk are GNMax's."""
+    if local_sensitivity == "reference":
         raise UsageError(
             f"{option('reference-local-sensitivity')} reproduces the 2018 reference's "
             "GNMax bounds; LNMax has only its sound bound "
             f"(leave out {option('reference-local-sensitivity')})"
+        )
+    if local_sensitivity == "walk":
+        raise UsageError(
+            f"{option('walk-local-sensitivity')} is the GNMax family's exact walk; LNMax has "
+            f"only its tabulated bound (leave out {option('walk-local-sensitivity')})"
         )
 
 
@@ -350,7 +364,7 @@ def gaussian_release(
     baseline: FloatArray | None,
     answered: NDArray[np.bool_] | None,
     terms: QueryTerms | None,
-    strict: bool,
+    local_sensitivity: LocalSensitivityBound,
     skip_conditions: bool,
     half_even: bool,
     published: tuple[float, float],
@@ -372,6 +386,7 @@ def gaussian_release(
     if all(forced):
         fixed_count = threshold_step is None and answered is None
         return _nothing_to_release(fields, fixed_count, *published)
+    strict = local_sensitivity != "reference"
     conditions, warnings = checked_conditions(
         table.noise, counts.shape[1], at.order, strict, skip_conditions
     )
@@ -390,6 +405,7 @@ def gaussian_release(
             data_independent_step1=forced[0],
             data_independent_step2=forced[1],
             reference=not strict,
+            walk=local_sensitivity == "walk",
             increments_verified=conditions is not None and all(conditions),
             half_even=half_even,
             threshold_exact=exact_threshold,
@@ -397,7 +413,11 @@ def gaussian_release(
         )
 
     ls = walk.local_sensitivity(counts, num_seen, block_bound)
-    fields.update(conditions=conditions, strict_local_sensitivity=strict)
+    fields.update(
+        conditions=conditions,
+        strict_local_sensitivity=strict,
+        local_sensitivity_bound=local_sensitivity,
+    )
     return _sampled(ls, fields, warnings, at, draw)
 
 
@@ -488,14 +508,14 @@ def laplace_release(
     *,
     answered: NDArray[np.bool_] | None,
     terms: QueryTerms | None,
-    strict: bool,
+    local_sensitivity: LocalSensitivityBound,
     **unused: Any,
 ) -> GnssRelease:
     """LNMax's release: every query answered (or those of ``answered``), its bound F(q)
     non-decreasing in q (proven in ``core.ls_lnmax``, so no condition to check), the local
     sensitivity of ``ls_lnmax``. The rest of ``gaussian_release``'s arguments (``unused``:
     a baseline, the conditions, the threshold's rounding) have no part in it."""
-    _reference_bounds_are_gnmax(strict)
+    _reference_bounds_are_gnmax(local_sensitivity)
     counts = counts[: _num_seen(counts, answered)]
     if terms is None:
         terms = query_terms(counts, mechanism, num_seen=len(counts), chunk_size=walk.chunk_size)
@@ -516,7 +536,12 @@ def laplace_release(
         return tables.total(block, None if weights is None else weights[rows])
 
     ls = walk.local_sensitivity(rows, len(counts), block_bound)
-    fields.update(conditions=None, conditions_apply=False, strict_local_sensitivity=True)
+    fields.update(
+        conditions=None,
+        conditions_apply=False,
+        strict_local_sensitivity=True,
+        local_sensitivity_bound="tabulated",
+    )
     return _sampled(ls, fields, [], at, draw)
 
 

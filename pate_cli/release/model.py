@@ -8,11 +8,12 @@ re-exports these names.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
+from pate_cli.common.spelling import option
 from pate_cli.errors import UsageError
 from pate_cli.files.seeds import Noise
 
@@ -56,6 +57,8 @@ class GnssRelease:
     order_chosen_on_data: bool = True
     """The order is the best data-dependent one of several (not fixed in advance)."""
     strict_local_sensitivity: bool = False
+    local_sensitivity_bound: LocalSensitivityBound | None = None
+    """How the local sensitivity was bounded (None: nothing to release)."""
     conditions_apply: bool = True
     """False for LNMax: its bound is non-decreasing in q by proof, C5/C6 are GNMax's."""
     local_sensitivity: FloatArray | None = None
@@ -94,6 +97,7 @@ class GnssRelease:
             parameters_chosen_on_data=self.parameters_chosen_on_data,
             order_chosen_on_data=self.order_chosen_on_data,
             strict_local_sensitivity=self.strict_local_sensitivity,
+            local_sensitivity_bound=self.local_sensitivity_bound,
         )
         return out
 
@@ -122,6 +126,27 @@ def gated_epsilon(release: Release) -> float | None:
     if release.released:
         return release.epsilon_expected_release
     return release.epsilon_worst_case
+
+
+LocalSensitivityBound = Literal["tabulated", "walk", "reference"]
+"""How the GNMax family's local sensitivity is bounded: over cells of log q (the default,
+``core.ls_cells``), by the exact walk of every distinct histogram (``core.ls_gnmax``), or
+as the 2018 reference does (which can understate it)."""
+
+
+def bound_of(reference: bool, walk: bool) -> LocalSensitivityBound:
+    """The bound the two switches ask for (``reference_local_sensitivity``,
+    ``walk_local_sensitivity``).
+
+    Raises:
+        UsageError: both.
+    """
+    if reference and walk:
+        raise UsageError(
+            f"{option('reference-local-sensitivity')} and {option('walk-local-sensitivity')} "
+            "are two different bounds: give one"
+        )
+    return "reference" if reference else "walk" if walk else "tabulated"
 
 
 _RELEASE_MODES = {"expected": "expected", "sample": "sample", True: "sample", False: None}

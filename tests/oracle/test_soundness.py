@@ -252,8 +252,9 @@ def brute_force_ls(key: tuple, f: Cost, hist: np.ndarray) -> np.ndarray:
 @st.composite
 def gnmax_sensitivity_cases(draw: st.DrawFn) -> dict:
     """Histogram, sigma, order in [1.01, 50] (and the default grid's below 2), beta in
-    (0, 0.49/order), and whether C6 is trusted (the release trusts it where check_conditions
-    says so; not trusting it is always allowed)."""
+    (0, 0.49/order), whether C6 is trusted (the release trusts it where check_conditions
+    says so; not trusting it is always allowed), and which sound bound: the default tabulated
+    one (``ls_cells``) or the exact walk."""
     order = draw(renyi_orders(50.0))
     beta = draw(st.floats(0.0, 0.49 / order, exclude_min=True))
     return {
@@ -262,6 +263,7 @@ def gnmax_sensitivity_cases(draw: st.DrawFn) -> dict:
         "order": order,
         "beta": beta,
         "trust_conditions": draw(st.booleans()),
+        "walk": draw(st.booleans()),
     }
 
 
@@ -289,7 +291,8 @@ def test_gnmax_smooth_sensitivity_is_sound(case):
     f = gnmax_cost(sigma, order)
     ls = brute_force_ls(("gnmax", sigma, order), f, hist)
     truth = exact.smooth_sensitivity(hist, ls, int(hist.sum()), beta)
-    ours = pate_smooth_sensitivity(hist, order, beta, sigma=sigma, verified=verified)
+    flags = {"walk": case["walk"]}
+    ours = pate_smooth_sensitivity(hist, order, beta, sigma=sigma, verified=verified, flags=flags)
     assert at_least(ours, truth), f"pate {ours!r} < brute force {truth!r} (C6 trusted: {verified})"
 
 
@@ -301,6 +304,7 @@ def test_confident_gnmax_smooth_sensitivity_is_sound(case):
     params = {k: case[k] for k in ("threshold", "sigma1", "sigma")}
     verified = _verified(case)
     f, flags = confident_cost(int(hist.sum()), hist.size, order=order, **params)
+    flags = {**flags, "walk": case["walk"]}
     note(f"data-independent steps: {flags}")
     ls = brute_force_ls(("confident", *params.values(), order), f, hist)
     truth = exact.smooth_sensitivity(hist, ls, int(hist.sum()), beta)
@@ -322,6 +326,7 @@ def test_local_sensitivity_bounds_every_distance(case, confident):
     else:
         params, flags = {"sigma": sigma}, {}
         f, key = gnmax_cost(sigma, order), ("gnmax", sigma, order)
+    flags = {**flags, "walk": case["walk"]}
     truth = exact.ls_by_distance(hist, brute_force_ls(key, f, hist), int(hist.sum()))
     ours = pate_local_sensitivity(hist, order, flags=flags, verified=verified, **params)
     low = np.flatnonzero(~(ours >= truth * (1 - RTOL)))

@@ -39,6 +39,8 @@ def describe(p: Params) -> Invocation:
         "max_epsilon": p["max_epsilon"],
         "gate_on": on.value,
     }
+    if p["walk"]:  # only when asked: a call of a pate without the flag has no such key
+        options["walk_local_sensitivity"] = True
     baseline = File("--baseline", p["baseline_path"], "baseline")
     answered = File("--answered", p["answered_path"], "answered")
     mechanism = inferred_mechanism(p, baseline.path)

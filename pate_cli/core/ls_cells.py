@@ -1,0 +1,296 @@
+"""GNMax's local sensitivity at every distance d, tabulated over cells: the release's default.
+
+The exact walk (``ls_gnmax``, Algorithm 4 of Papernot et al. 2018, Appendix B) evaluates
+the union bound q (Prop. 7) and LS~ (Prop. 13) at every step of every distinct row's walk.
+This module bounds the same quantity from above with a fraction of that work. Write
+T(g) = Pr[N(0, 2 sigma^2) >= g] = Phi(-g / (sqrt(2) sigma)), z(q) = Phi^-1(q / (C - 1)) and
+delta = sqrt(2) / sigma (a neighbour moves z by at most delta, Prop. 13).
+
+1. LS~ is read from a table over cells of z of width delta / k. A cell's entry is the
+   sound LS~ (``ls_tilde``: arguments nudged against the user, the C6-free increment
+   bound when C6 is not verified) at its top edge, then the running maximum over the cells
+   below it. Under C6 LS~ is non-decreasing below q1 (Prop. 14), so an entry bounds LS~ at
+   every q of its cell and below it; without C6 the increment bound is already a running
+   maximum of the same kind. The published cost phi (C5: non-decreasing below q0) is read
+   the same way, at the top edge rounded up, for the largest cost of a ball.
+2. Right walk (q < q1). After d steps (leader v0 - d, runner-up v1 + d, the rest unchanged)
+   q_d = T(g1 - 2 d) + sum_{j >= 2} T(g_j - d), with g the gaps to the leader; Algorithm 4
+   takes it as the largest q within distance d. x -> Phi(Phi^-1(x) + s) is concave for
+   s >= 0 (the Gaussian trade-off curve), so by Jensen the rest is at most
+   (C - 2) Phi(z_r + d delta / 2), z_r = Phi^-1(r / (C - 2)) and r = sum_{j >= 2} T(g_j).
+   z_r is rounded up to a multiple of delta / (2 k_r), so the bound is a function of the
+   whole gap g1 and one grid index: rows sharing both share every step, and the bound at
+   step d is read from a table of log Phi at index i_r + d k_r. Both terms grow with d;
+   from the first step where the bound reaches q1 (or the runner-up would pass the leader)
+   the row is on the plateau, LS~'s largest value.
+3. Left walk (q > q0). The exact walk's states (their q decreases, its smallest q in the
+   ball) with LS = DI - phi(B_L(q)) read from a table whose entries sit at each cell's
+   bottom edge (the function decreases in q), made non-increasing by a running maximum
+   from above. From the first state at or below q0, the plateau.
+
+Each bound is at least the exact walk's at the same distance (rows share, never split, a
+cell), so the released epsilon is never below the exact walk's; the tests hold both to
+brute force over small histograms. The looseness is one cell of LS~ (1/k of a step) plus
+Jensen's on the rest of the right walk, which is small when the runner-up dominates.
+
+Shapes: Q queries, C classes, M teachers (distances d = 0 .. M-1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import log_ndtr, ndtri_exp
+
+from pate_cli.core._common import _ENTRY_CHUNK
+from pate_cli.core.gnmax import rdp_gnmax_data_independent
+from pate_cli.core.ls_gnmax import GroupPlan, WalkChunk, _Segments, _walk_lengths, _WalkEvaluator
+from pate_cli.core.ls_tilde import _GnmaxSensitivity, _nudge
+
+# Cells of LS~ per neighbour step of z: the bound exceeds the walk's by about 1/k of a step.
+_CELLS_PER_STEP = 32
+# At most this many cells per table: a wider range gets wider cells (looser, still sound).
+_MAX_CELLS = 1 << 15
+# Grid points of the right walk's rest per half step of z (its own step is delta / 2).
+_REST_PER_STEP = 16
+# The rest's z at most this low: below it Phi underflows far under any head term.
+_LOWEST_Z = -38.0
+
+
+@dataclass(frozen=True)
+class _ZTable:
+    """Values over cells of z: cell c >= 1 is (low + (c - 1) width, low + c width], cell 0
+    is everything at or below ``low``, the last cell everything above its bottom edge."""
+
+    low: float
+    width: float
+    values: NDArray[np.float64]
+
+    def cells(self, logq: NDArray[np.float64], log_c1: float) -> NDArray[np.intp]:
+        """The cell of each log q (q = (C - 1) Phi(z))."""
+        z = ndtri_exp(np.minimum(logq - log_c1, 0.0))
+        with np.errstate(invalid="ignore", over="ignore"):
+            position = np.floor((z - self.low) / self.width) + 1
+        # A NaN (none is expected) reads the largest entry, never a smaller one.
+        largest = float(np.argmax(self.values))
+        position = np.nan_to_num(position, nan=largest, neginf=0.0, posinf=self.values.size - 1)
+        return np.clip(position, 0, self.values.size - 1).astype(np.intp)
+
+
+def _z_edges(low: float, high: float, step: float) -> tuple[float, float, NDArray[np.float64]]:
+    """(low, width, edges low .. >= high) of cells of about step / _CELLS_PER_STEP."""
+    width = max(step / _CELLS_PER_STEP, (high - low) / _MAX_CELLS, 1e-300)
+    count = max(1, math.ceil((high - low) / width))
+    return low, width, low + width * np.arange(count + 1, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class _Tables:
+    """LS~ and the largest cost of the right walk, and LS of the left walk, over z-cells."""
+
+    right_ls: _ZTable
+    right_cost: NDArray[np.float64]
+    left_ls: _ZTable | None
+    log_c1: float
+
+    @classmethod
+    def build(cls, params: _GnmaxSensitivity, lowest_logq: float, left: bool) -> _Tables:
+        """Tables for right states of log q at least ``lowest_logq``; ``left``: also the
+        left walk's."""
+        log_c1 = math.log(params.num_classes - 1)
+        delta = math.sqrt(2) / params.sigma
+
+        def z_of(logq: float) -> float:
+            return float(ndtri_exp(np.array([min(logq - log_c1, 0.0)]))[0])
+
+        z1 = z_of(params.logq1)
+        low = min(max(z_of(lowest_logq), _LOWEST_Z - 2.0), z1) - delta
+        low, width, edges = _z_edges(low, z1 + delta, delta)
+        logq = np.minimum(log_c1 + log_ndtr(edges), params.log_cap)
+        ls, cost = params.ls_and_cost(logq, np.zeros(logq.size, dtype=bool))
+        right_ls = _ZTable(low, width, np.maximum.accumulate(ls))
+        right_cost = np.maximum.accumulate(cost)
+        left_ls = None
+        if left:
+            z0 = z_of(params.logq0)
+            top = z_of(params.log_cap) + delta
+            left_low, left_width, left_edges = _z_edges(z0 - delta, top, delta)
+            # Entry c sits at cell c's bottom edge: the left walk's LS decreases in q.
+            bottoms = np.concatenate(([left_edges[0]], left_edges[:-1]))
+            logq = np.minimum(log_c1 + log_ndtr(bottoms), params.log_cap)
+            values, _ = params.ls_and_cost(logq, np.ones(logq.size, dtype=bool))
+            values = np.maximum.accumulate(values[::-1])[::-1]
+            left_ls = _ZTable(left_low, left_width, values)
+        return cls(right_ls, right_cost, left_ls, log_c1)
+
+
+def plan_cells(
+    sorted_rows: NDArray[np.int64], num_teachers: int, params: _GnmaxSensitivity, extra: int = 0
+) -> GroupPlan:
+    """Group the rows and lay out their states (``GroupPlan``): rows (R, C - extra) sorted
+    non-increasing, ``extra`` zero-vote classes beyond them (``compact.narrow``)."""
+    num_rows = sorted_rows.shape[0]
+    leader = sorted_rows[:, 0]
+    head_gap = leader - sorted_rows[:, 1]
+    scale = math.sqrt(2) * params.sigma
+    # log T(g) for whole gaps g = 0 .. the largest leader, as Prop. 7 evaluates it.
+    largest = int(leader.max()) if num_rows else 0
+    log_tail = log_ndtr(-np.arange(largest + 2, dtype=np.float64) / scale)
+    log_rest = _log_rest(sorted_rows, extra, log_tail)
+    logq = np.minimum(np.logaddexp(log_tail[head_gap], log_rest), params.log_cap)
+    right = np.flatnonzero(logq < params.logq1)
+    left = np.flatnonzero(logq > params.logq0)
+    rest = _Rest.build(params, log_rest[right], num_teachers)
+    # Right groups: rows of one head gap and one rest index share every state.
+    span = int(rest.index.max()) - rest.lowest + 1 if right.size else 1
+    keys = head_gap[right] * span + (rest.index - rest.lowest)
+    group_key, right_group = np.unique(keys, return_inverse=True)
+    group_gap, group_rest = np.divmod(group_key, span)
+    num_right = group_key.size
+    # Groups: the right groups, then every left row, then one group of plateau rows.
+    group_of_row = np.full(num_rows, num_right + left.size, dtype=np.intp)
+    group_of_row[right] = right_group.reshape(-1)
+    group_of_row[left] = num_right + np.arange(left.size)
+    walker = _WalkEvaluator(sorted_rows[left], params, extra) if left.size else None
+    left_last = np.zeros(0, dtype=np.int64)
+    if walker is not None:
+        lengths = _walk_lengths(walker, np.arange(left.size), np.ones(left.size, dtype=bool))
+        left_last = np.minimum(lengths, num_teachers - 1)
+    lowest_logq = float(logq[right].min()) if right.size else params.logq1
+    tables = _Tables.build(params, lowest_logq, left.size > 0)
+    right_state = _RightState(group_gap, group_rest + rest.lowest, log_tail, rest, params)
+    right_done = right_state.plateau_from(num_teachers)
+    done_from = np.concatenate(
+        [right_done, (left_last + 1).astype(np.int64), np.zeros(1, dtype=np.int64)]
+    )
+
+    def chunks() -> Iterator[Callable[[], WalkChunk]]:
+        right_walks = _Segments(
+            np.arange(num_right),
+            np.zeros(num_right, dtype=np.int64),
+            right_done,
+            np.zeros(num_right, dtype=bool),
+        )
+        for group, step, _ in right_walks.chunks():
+            yield partial(right_state.chunk, tables, group, step)
+        left_walks = _Segments(
+            np.arange(left.size),
+            np.zeros(left.size, dtype=np.int64),
+            left_last + 1,
+            np.ones(left.size, dtype=bool),
+        )
+        for row, step, _ in left_walks.chunks():
+            assert walker is not None
+            yield partial(_left_chunk, walker, tables, num_right, row, step)
+
+    return GroupPlan(group_of_row, done_from, chunks)
+
+
+def _log_rest(
+    sorted_rows: NDArray[np.int64], extra: int, log_tail: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """log r = log sum_{j >= 2} T(v0 - v_j) per row, ``extra`` zero-vote classes included."""
+    num_rows, width = sorted_rows.shape
+    out = np.full(num_rows, -math.inf)
+    if width + extra <= 2:
+        return out
+    per_block = max(1, _ENTRY_CHUNK // width)
+    for start in range(0, num_rows, per_block):
+        block = sorted_rows[start : start + per_block]
+        terms = log_tail[block[:, :1] - block[:, 2:]]
+        if extra:
+            zeros = log_tail[block[:, 0]] + math.log(extra)
+            terms = np.concatenate([terms, zeros[:, None]], axis=1)
+        out[start : start + block.shape[0]] = np.logaddexp.reduce(terms, axis=1)
+    return out
+
+
+@dataclass(frozen=True)
+class _Rest:
+    """Jensen's bound of the right walk's rest: log((C - 2) Phi(z)) on the grid z = i width,
+    each row's z_r rounded up to ``index``; a step of the walk adds ``_REST_PER_STEP``."""
+
+    index: NDArray[np.int64]  # per right row
+    lowest: int
+    values: NDArray[np.float64]  # at i = lowest .. lowest + size - 1
+
+    @classmethod
+    def build(
+        cls, params: _GnmaxSensitivity, log_rest: NDArray[np.float64], num_teachers: int
+    ) -> _Rest:
+        num_rest = params.num_classes - 2
+        width = math.sqrt(2) / params.sigma / 2 / _REST_PER_STEP
+        floor = math.floor(_LOWEST_Z / width)
+        if num_rest == 0:  # two classes: no rest
+            index = np.full(log_rest.size, floor, dtype=np.int64)
+            return cls(index, floor, np.full(_REST_PER_STEP * num_teachers + 1, -math.inf))
+        log_classes = math.log(num_rest)
+        z = ndtri_exp(np.minimum(log_rest - log_classes, 0.0))  # -inf: no rest at all
+        index = np.maximum(np.ceil(z / width), floor).astype(np.int64)
+        lowest = int(index.min()) if index.size else floor
+        size = (int(index.max()) if index.size else lowest) - lowest
+        size += _REST_PER_STEP * num_teachers + 1
+        grid = width * (lowest + np.arange(size, dtype=np.float64))
+        return cls(index, lowest, log_classes + log_ndtr(grid))
+
+    def at(self, index: NDArray[np.int64], distance: NDArray[np.int64]) -> NDArray[np.float64]:
+        return self.values[index - self.lowest + _REST_PER_STEP * distance]
+
+
+@dataclass(frozen=True)
+class _RightState:
+    """The right groups (head gap, rest index) and the bound of log q at their steps."""
+
+    gap: NDArray[np.int64]
+    rest_index: NDArray[np.int64]
+    log_tail: NDArray[np.float64]
+    rest: _Rest
+    params: _GnmaxSensitivity
+
+    def logq(self, group: NDArray[np.intp], distance: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The bound of log q at step ``distance`` (broadcast with ``group``), capped."""
+        head = self.log_tail[np.maximum(self.gap[group] - 2 * distance, 0)]
+        bound = np.logaddexp(head, self.rest.at(self.rest_index[group], distance))
+        return np.minimum(bound, self.params.log_cap)
+
+    def plateau_from(self, num_teachers: int) -> NDArray[np.int64]:
+        """Each group's first distance on the plateau: the bound reaches q1 there, or the
+        runner-up would pass the leader (both terms grow with d), at most M."""
+        done = np.minimum(self.gap // 2 + 1, num_teachers).astype(np.int64)
+        active = np.arange(self.gap.size)
+        start, block = 0, 32
+        while active.size and start < num_teachers:
+            size = max(1, min(block, _ENTRY_CHUNK // active.size))
+            distance = np.arange(start, min(start + size, num_teachers))
+            reached = self.logq(active[:, None], distance[None, :]) >= self.params.logq1
+            hit = reached.any(axis=1)
+            first = start + np.argmax(reached, axis=1)
+            done[active[hit]] = np.minimum(done[active[hit]], first[hit])
+            active = active[~hit & (done[active] > distance[-1] + 1)]
+            start, block = start + size, block + block // 2
+        return done
+
+    def chunk(self, tables: _Tables, group: NDArray[np.intp], step: NDArray[np.int64]) -> WalkChunk:
+        cells = tables.right_ls.cells(_nudge(self.logq(group, step), 1), tables.log_c1)
+        return group, step, tables.right_ls.values[cells], tables.right_cost[cells]
+
+
+def _left_chunk(
+    walker: _WalkEvaluator,
+    tables: _Tables,
+    offset: int,
+    row: NDArray[np.intp],
+    step: NDArray[np.int64],
+) -> WalkChunk:
+    """The exact left walk's states, LS read at their cells' bottom edges."""
+    assert tables.left_ls is not None
+    state = walker.state(row, step, np.ones(row.size, dtype=bool))
+    # log q nudged down: rounding never lifts a state into a higher cell.
+    cells = tables.left_ls.cells(_nudge(state.logq, -1), tables.log_c1)
+    independent = rdp_gnmax_data_independent(walker.params.sigma, np.array([walker.params.order]))
+    return offset + row, step, tables.left_ls.values[cells], np.full(row.size, independent[0])
