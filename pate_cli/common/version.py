@@ -1,4 +1,4 @@
 """pate's version: what records and ``pate --version`` say made them (the package top
 re-exports it as ``pate_cli.__version__``)."""
 
-__version__ = "0.2.0.dev0"
+__version__ = "0.1.0"

@@ -328,27 +328,24 @@ def record_digest(record: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-# The first pate whose default bound of the GNMax family's local sensitivity is the tabulated
-# one (``core.ls_cells``); its records before were made with the exact walk.
-TABULATED_SINCE = (0, 2, 0)
-
-
 def walked_by_default(record: dict[str, Any]) -> str | None:
-    """The pate version that made ``record``, when its release used the exact walk by
-    default (made before ``TABULATED_SINCE`` and asked for no other bound); else None.
-    Its replay asks for the walk, so that its figures are reproduced as they were made."""
-    options = record.get("call", {}).get("options", {})
-    made = str(record.get("versions", {}).get("pate", ""))
-    if record.get("call", {}).get("function") not in ("analyze", "smooth_sensitivity"):
+    """The pate version that made ``record`` when its release bounded the local sensitivity
+    by the exact walk without being asked (made before releases named their bound: a
+    released GNSS release without ``local_sensitivity_bound``); else None. Its replay asks
+    for the walk, so that its figures are reproduced as they were made."""
+    call = record.get("call", {})
+    options = call.get("options", {})
+    if call.get("function") not in ("analyze", "smooth_sensitivity"):
         return None
     if options.get("reference_local_sensitivity") or "walk_local_sensitivity" in options:
         return None
-    parts = []
-    for part in made.split(".")[:3]:
-        if not part.isdigit():
-            break
-        parts.append(int(part))
-    return made if parts and tuple(parts) < TABULATED_SINCE else None
+    report = record.get("report", {})
+    release = report.get("release", report) if call["function"] == "analyze" else report
+    if not isinstance(release, dict) or release.get("released") is not True:
+        return None
+    if "local_sensitivity_bound" in release:
+        return None
+    return str(record.get("versions", {}).get("pate", "unknown"))
 
 
 def current_versions() -> dict[str, str]:

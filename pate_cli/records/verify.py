@@ -392,8 +392,8 @@ def verify(
                 "local-sensitivity bound",
                 True,
                 f"made by pate {made}, whose release bounded the local sensitivity by the "
-                "exact walk: replayed with --walk-local-sensitivity (the tabulated bound is "
-                "the default since 0.2.0)",
+                "exact walk (it names no bound): replayed with --walk-local-sensitivity (the "
+                "tabulated bound is the default since)",
             )
         )
     claim = privacy_claim(record)  # the first sentence, stated again from the record's kind
