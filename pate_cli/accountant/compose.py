@@ -15,7 +15,6 @@ chunk size and not on the number of queries.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -33,6 +32,7 @@ from pate_cli.accountant.terms import (
     query_terms,
 )
 from pate_cli.choices import Conversion
+from pate_cli.core._common import thread_count
 from pate_cli.mechanisms import Mechanism
 from pate_cli.mechanisms.steps import ThresholdStep
 
@@ -165,7 +165,7 @@ def weighted_costs(
 
     Shapes: values (Q,), each weight (Q,), cost (U,) -> (U, K); returns (R, K).
     """
-    threads = workers if workers is not None else min(4, os.cpu_count() or 1)
+    threads = workers if workers is not None else thread_count(4)
     unique, per_value = _distinct(values, weights, threads)
     used = np.any(per_value != 0, axis=0)
     unique, per_value = unique[used], per_value[:, used]

@@ -9,7 +9,6 @@ the ledger and the release read them from there.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from pate_cli.core._common import thread_count
 from pate_cli.core.compact import Counts, parts, read_rows
 from pate_cli.mechanisms import Mechanism
 
@@ -107,7 +107,7 @@ def query_terms(
         return stop - start
 
     starts = range(0, seen, chunk_size)
-    threads = workers if workers is not None else min(2, os.cpu_count() or 1)
+    threads = workers if workers is not None else thread_count()
     with ThreadPoolExecutor(threads) if threads > 1 and len(starts) > 1 else nullcontext() as pool:
         for done in map(chunk, starts) if pool is None else pool.map(chunk, starts):
             if progress is not None:

@@ -24,6 +24,8 @@ Parameters the entry points share (each function's docstring lists only its own)
 - ``beta``, ``sigma_ss``: fix the GNSS release's smoothness and noise multiplier (default:
   the reference's choice on the votes); ``reference_local_sensitivity``: the 2018
   reference's local sensitivity, which can be below the truth (to reproduce its numbers);
+  ``walk_local_sensitivity``: the exact walk of every histogram instead of the default
+  tabulated bound (never below it, a few hundredths of a percent above on real votes);
   ``half_even``: round the threshold statistic half to even, as the reference.
 - ``max_epsilon``: a budget; ``report.gate`` says whether the ``gate_on`` figure
   (``GateOn`` or its value; ``"publishable"`` by default: the smallest publishable figure
@@ -218,10 +220,9 @@ def analyze(
     Args (the others: the module docstring):
         mechanism: ``GNMax``, ``ConfidentGNMax``, ``InteractiveGNMax`` or ``LNMax``.
         data_independent: force data-independent bounds.
-        release: the GNSS release of the data-dependent epsilon. ``"expected"`` (the
-            default) computes its parameters, cost and expected epsilon and draws no noise
-            (``seed`` and ``seed_file`` are then refused); ``"sample"`` (or True, as ``pate
-            analyze`` does) also draws the one sampled released epsilon; False adds none.
+        release: the GNSS release. ``"expected"`` (the default) computes its parameters, cost
+            and expected epsilon, drawing no noise (``seed`` and ``seed_file`` refused);
+            ``"sample"`` (or True, as ``pate analyze``) also draws its sample; False: none.
         breakdown: add the summary of the per-query ledger by teacher agreement (JSON
             ``breakdown``, as ``--breakdown``). The ledger itself (``report.ledger``, what
             ``plot_analysis`` draws) is always there, its rows computed when read.

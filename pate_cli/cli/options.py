@@ -399,8 +399,8 @@ WalkOpt = Annotated[
         "--walk-local-sensitivity",
         help="The GNMax family's local sensitivity from the exact walk of every distinct "
         "vote histogram (Algorithm 4), instead of the default bound tabulated over cells of "
-        "log q, which is never below it, at most a fraction of a percent above it on "
-        "real votes, and far faster. Both are sound; this one is the slower, tighter.",
+        "log q, which is never below it and a few hundredths of a percent above it on real "
+        "votes, and faster on large files. Both are sound; the walk is the tighter.",
     ),
 ]
 

@@ -25,8 +25,22 @@ _PAIR_CHUNK = 1 << 18
 # stays bounded whatever the number of teachers M (see ``_blocks``).
 _ENTRY_CHUNK = 1 << 22
 _THRESHOLD_ROW_CHUNK = 256
-# Threads for independent chunks of work (numpy releases the GIL in its loops).
-_THREADS = min(2, os.cpu_count() or 1)
+
+
+def thread_count(most: int = 2) -> int:
+    """Threads for independent chunks of work (numpy releases the GIL in its loops): up to
+    ``most`` of the CPUs, and one under a limit on the address space (``ulimit -v``): there a
+    new thread's memory can fail to be allocated where glibc aborts the process, not raises."""
+    try:
+        import resource
+
+        limited = resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+    except (ImportError, OSError, ValueError):  # not POSIX: no such limit
+        limited = False
+    return 1 if limited else min(most, os.cpu_count() or 1)
+
+
+_THREADS = thread_count()
 
 _Item = TypeVar("_Item")
 _Result = TypeVar("_Result")

@@ -44,12 +44,29 @@ from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from scipy.special import log_ndtr, ndtri_exp
 
-from pate_cli.core._common import _ENTRY_CHUNK
+from pate_cli.core._common import (
+    _ENTRY_CHUNK,
+    _as_integer_votes,
+    _call,
+    _check_num_teachers,
+    _check_order,
+    _check_positive,
+    _ordered_map,
+)
+from pate_cli.core.compact import Compact, narrow
 from pate_cli.core.gnmax import rdp_gnmax_data_independent
-from pate_cli.core.ls_gnmax import GroupPlan, WalkChunk, _Segments, _walk_lengths, _WalkEvaluator
+from pate_cli.core.ls_gnmax import (
+    GroupPlan,
+    WalkChunk,
+    _canonical_rows,
+    _Segments,
+    _walk_lengths,
+    _WalkEvaluator,
+    walk_plan,
+)
 from pate_cli.core.ls_tilde import _GnmaxSensitivity, _nudge
 
 # Cells of LS~ per neighbour step of z: the bound exceeds the walk's by about 1/k of a step.
@@ -82,11 +99,11 @@ class _ZTable:
         return np.clip(position, 0, self.values.size - 1).astype(np.intp)
 
 
-def _z_edges(low: float, high: float, step: float) -> tuple[float, float, NDArray[np.float64]]:
-    """(low, width, edges low .. >= high) of cells of about step / _CELLS_PER_STEP."""
+def _z_edges(low: float, high: float, step: float) -> tuple[float, NDArray[np.float64]]:
+    """(width, edges low .. >= high) of cells of about step / _CELLS_PER_STEP."""
     width = max(step / _CELLS_PER_STEP, (high - low) / _MAX_CELLS, 1e-300)
     count = max(1, math.ceil((high - low) / width))
-    return low, width, low + width * np.arange(count + 1, dtype=np.float64)
+    return width, low + width * np.arange(count + 1, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -97,6 +114,7 @@ class _Tables:
     right_cost: NDArray[np.float64]
     left_ls: _ZTable | None
     log_c1: float
+    independent: float  # Prop. 8's cost: the largest cost of a left state's ball
 
     @classmethod
     def build(cls, params: _GnmaxSensitivity, lowest_logq: float, left: bool) -> _Tables:
@@ -110,7 +128,7 @@ class _Tables:
 
         z1 = z_of(params.logq1)
         low = min(max(z_of(lowest_logq), _LOWEST_Z - 2.0), z1) - delta
-        low, width, edges = _z_edges(low, z1 + delta, delta)
+        width, edges = _z_edges(low, z1 + delta, delta)
         logq = np.minimum(log_c1 + log_ndtr(edges), params.log_cap)
         ls, cost = params.ls_and_cost(logq, np.zeros(logq.size, dtype=bool))
         right_ls = _ZTable(low, width, np.maximum.accumulate(ls))
@@ -119,14 +137,15 @@ class _Tables:
         if left:
             z0 = z_of(params.logq0)
             top = z_of(params.log_cap) + delta
-            left_low, left_width, left_edges = _z_edges(z0 - delta, top, delta)
+            left_width, left_edges = _z_edges(z0 - delta, top, delta)
             # Entry c sits at cell c's bottom edge: the left walk's LS decreases in q.
             bottoms = np.concatenate(([left_edges[0]], left_edges[:-1]))
             logq = np.minimum(log_c1 + log_ndtr(bottoms), params.log_cap)
             values, _ = params.ls_and_cost(logq, np.ones(logq.size, dtype=bool))
             values = np.maximum.accumulate(values[::-1])[::-1]
-            left_ls = _ZTable(left_low, left_width, values)
-        return cls(right_ls, right_cost, left_ls, log_c1)
+            left_ls = _ZTable(z0 - delta, left_width, values)
+        independent = rdp_gnmax_data_independent(params.sigma, np.array([params.order]))[0]
+        return cls(right_ls, right_cost, left_ls, log_c1, float(independent))
 
 
 def plan_cells(
@@ -292,5 +311,67 @@ def _left_chunk(
     state = walker.state(row, step, np.ones(row.size, dtype=bool))
     # log q nudged down: rounding never lifts a state into a higher cell.
     cells = tables.left_ls.cells(_nudge(state.logq, -1), tables.log_c1)
-    independent = rdp_gnmax_data_independent(walker.params.sigma, np.array([walker.params.order]))
-    return offset + row, step, tables.left_ls.values[cells], np.full(row.size, independent[0])
+    return offset + row, step, tables.left_ls.values[cells], np.full(row.size, tables.independent)
+
+
+def local_sensitivity_gnmax(
+    counts: ArrayLike | Compact,
+    num_teachers: int,
+    sigma: float,
+    order: float,
+    *,
+    reference: bool = False,
+    walk: bool = False,
+    increments_verified: bool = False,
+) -> NDArray[np.float64]:
+    """Upper bounds on GNMax's local sensitivity at distance d, per query (dense counts, or
+    compact ones: ``compact.narrow``).
+
+    Algorithms 3-5 (Props. 13, 14, 19, Theorem 20), Papernot et al. 2018: entry d
+    bounds the local sensitivity of the published per-query bound (``rdp_gnmax``) over
+    every histogram within distance d, from the histogram reached after d steps of the
+    walk (towards q1 from below, towards q0 from above, each the extreme q at that
+    distance); after the walk, and for q in [q1, q0], it is the plateau. The argument is
+    in ``_GnmaxSensitivity``. With a single class the outcome is fixed: every entry is 0.
+
+    ``reference=True`` is the reference's ``compute_local_sensitivity_bounds_gnmax``
+    (LS~ of beta(q), the step that leaves (q0, 1] keeping its own LS~), which can be
+    below the true local sensitivity at small sigma.
+
+    Args:
+        counts: integer vote counts.
+        num_teachers: M, the number of distances (d = 0 .. M-1).
+        sigma: GNMax noise standard deviation.
+        order: Renyi order.
+        reference: the reference's bounds instead of the sound ones.
+        walk: the exact walk's sound bounds instead of the default tabulated ones
+            (``ls_cells``: never below them, far cheaper).
+        increments_verified: C6 holds at this order (``check_conditions``); without it
+            the sound bounds add a cell-wise bound that needs no C6.
+
+    Returns:
+        Local-sensitivity bounds per query and distance.
+
+    Raises:
+        ValueError: non-integer or negative counts, sigma <= 0, order <= 1, M < 1.
+
+    Shapes: counts (Q, C) -> (Q, M).
+    """
+    votes, extra = narrow(counts)
+    votes = _as_integer_votes(votes)
+    num_teachers = _check_num_teachers(num_teachers)
+    sigma = _check_positive("sigma", sigma)
+    order = _check_order(order)
+    num_queries, num_classes = votes.shape[0], votes.shape[1] + extra
+    if num_classes == 1 or num_queries == 0:
+        return np.zeros((num_queries, num_teachers))
+    params = _GnmaxSensitivity.build(
+        sigma, order, num_classes, reference=reference, increments_verified=increments_verified
+    )
+    unique, inverse = _canonical_rows(votes)
+    build = walk_plan if walk or reference else plan_cells
+    plan = build(unique, num_teachers, params, extra)
+    table = np.full((plan.done_from.size, num_teachers), params.plateau)
+    for group, step, ls, _ in _ordered_map(_call, plan.chunks()):
+        table[group, step] = ls
+    return table[plan.group_of_row[inverse]]

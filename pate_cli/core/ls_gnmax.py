@@ -28,19 +28,10 @@ from functools import partial
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 from scipy.special import log_ndtr
 
-from pate_cli.core._common import (
-    _PAIR_CHUNK,
-    _as_integer_votes,
-    _call,
-    _check_num_teachers,
-    _check_order,
-    _check_positive,
-    _ordered_map,
-)
-from pate_cli.core.compact import Compact, narrow
+from pate_cli.core._common import _PAIR_CHUNK, _ordered_map
 from pate_cli.core.ls_tilde import _GnmaxSensitivity
 
 # A non-leader class whose union-bound term is below exp(-45) * 1.5 of the head
@@ -514,70 +505,3 @@ def _canonical_rows(votes: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArra
     if not np.array_equal(unique[inverse], ordered):
         unique, inverse = np.unique(ordered, axis=0, return_inverse=True)
     return unique, inverse.reshape(-1)
-
-
-def local_sensitivity_gnmax(
-    counts: ArrayLike | Compact,
-    num_teachers: int,
-    sigma: float,
-    order: float,
-    *,
-    reference: bool = False,
-    walk: bool = False,
-    increments_verified: bool = False,
-) -> NDArray[np.float64]:
-    """Upper bounds on GNMax's local sensitivity at distance d, per query (dense counts, or
-    compact ones: ``compact.narrow``).
-
-    Algorithms 3-5 (Props. 13, 14, 19, Theorem 20), Papernot et al. 2018: entry d
-    bounds the local sensitivity of the published per-query bound (``rdp_gnmax``) over
-    every histogram within distance d, from the histogram reached after d steps of the
-    walk (towards q1 from below, towards q0 from above, each the extreme q at that
-    distance); after the walk, and for q in [q1, q0], it is the plateau. The argument is
-    in ``_GnmaxSensitivity``. With a single class the outcome is fixed: every entry is 0.
-
-    ``reference=True`` is the reference's ``compute_local_sensitivity_bounds_gnmax``
-    (LS~ of beta(q), the step that leaves (q0, 1] keeping its own LS~), which can be
-    below the true local sensitivity at small sigma.
-
-    Args:
-        counts: integer vote counts.
-        num_teachers: M, the number of distances (d = 0 .. M-1).
-        sigma: GNMax noise standard deviation.
-        order: Renyi order.
-        reference: the reference's bounds instead of the sound ones.
-        walk: the exact walk's sound bounds instead of the default tabulated ones
-            (``ls_cells``: never below them, far cheaper).
-        increments_verified: C6 holds at this order (``check_conditions``); without it
-            the sound bounds add a cell-wise bound that needs no C6.
-
-    Returns:
-        Local-sensitivity bounds per query and distance.
-
-    Raises:
-        ValueError: non-integer or negative counts, sigma <= 0, order <= 1, M < 1.
-
-    Shapes: counts (Q, C) -> (Q, M).
-    """
-    votes, extra = narrow(counts)
-    votes = _as_integer_votes(votes)
-    num_teachers = _check_num_teachers(num_teachers)
-    sigma = _check_positive("sigma", sigma)
-    order = _check_order(order)
-    num_queries, num_classes = votes.shape[0], votes.shape[1] + extra
-    if num_classes == 1 or num_queries == 0:
-        return np.zeros((num_queries, num_teachers))
-    params = _GnmaxSensitivity.build(
-        sigma, order, num_classes, reference=reference, increments_verified=increments_verified
-    )
-    unique, inverse = _canonical_rows(votes)
-    if walk or reference:
-        plan = walk_plan(unique, num_teachers, params, extra)
-    else:
-        from pate_cli.core.ls_cells import plan_cells  # it builds on this module
-
-        plan = plan_cells(unique, num_teachers, params, extra)
-    table = np.full((plan.done_from.size, num_teachers), params.plateau)
-    for group, step, ls, _ in _ordered_map(_call, plan.chunks()):
-        table[group, step] = ls
-    return table[plan.group_of_row[inverse]]

@@ -373,8 +373,7 @@ def local_sensitivity_total(
         num_teachers: M.
         order: Renyi order.
         sigma: GNMax (step 2) noise standard deviation.
-        threshold: T of Confident/Interactive GNMax; None for plain GNMax (no step 1, all
-            weights 1).
+        threshold: T of Confident/Interactive GNMax; None: plain GNMax (no step 1, weights 1).
         sigma1: threshold-step noise standard deviation (required with threshold).
         step1_votes: what step 1 thresholds; votes - baseline for Interactive GNMax. Defaults
             to ``votes``.
@@ -386,10 +385,8 @@ def local_sensitivity_total(
             ``_find_optimal_smooth_sensitivity_parameters``, its GNMax bounds, its threshold
             bounds (distances past max(h, M-h) left at 0, no running maximum), and each answer
             step weighted by Pr[answered] at the votes themselves.
-        walk: the answer step's bound from the exact walk of every distinct row
-            (``ls_gnmax``) instead of the default tabulated one (``ls_cells``), which is
-            at least as large and far cheaper.
-        increments_verified: C6 holds at this order (see ``local_sensitivity_gnmax``).
+        walk: the exact walk's answer-step bound (``ls_gnmax``), not the tabulated default.
+        increments_verified: C6 holds at this order (see ``ls_cells.local_sensitivity_gnmax``).
         half_even: round the threshold statistic half to even, as the reference.
         threshold_sensitivity: how far a neighbour moves the rounded statistic (1, or 2 under
             half to even at exact halves); None: from ``step1_votes`` and ``half_even``
@@ -419,15 +416,9 @@ def local_sensitivity_total(
     if step2_weights is not None:
         answer = _AnswerWeights(_fixed_weights(step2_weights, num_queries))
     if not data_independent_step2 and num_classes > 1 and num_queries > 0:
-        params = _GnmaxSensitivity.build(
-            sigma,
-            order,
-            num_classes,
-            reference=reference,
-            increments_verified=increments_verified,
-        )
-        whole = _as_integer_votes(counts)
-        total += _gnmax_total(whole, answer, num_teachers, params, extra, walk)
+        bounds = {"reference": reference, "increments_verified": increments_verified}
+        params = _GnmaxSensitivity.build(sigma, order, num_classes, **bounds)
+        total += _gnmax_total(_as_integer_votes(counts), answer, num_teachers, params, extra, walk)
     return total
 
 

@@ -329,10 +329,9 @@ def record_digest(record: dict[str, Any]) -> str:
 
 
 def walked_by_default(record: dict[str, Any]) -> str | None:
-    """The pate version that made ``record`` when its release bounded the local sensitivity
-    by the exact walk without being asked (made before releases named their bound: a
-    released GNSS release without ``local_sensitivity_bound``); else None. Its replay asks
-    for the walk, so that its figures are reproduced as they were made."""
+    """Why ``record`` is replayed with the exact walk, naming the pate that made it, when its
+    release bounded the local sensitivity so without being asked (made before releases named
+    their bound: a released GNSS release without ``local_sensitivity_bound``); else None."""
     call = record.get("call", {})
     options = call.get("options", {})
     if call.get("function") not in ("analyze", "smooth_sensitivity"):
@@ -345,7 +344,12 @@ def walked_by_default(record: dict[str, Any]) -> str | None:
         return None
     if "local_sensitivity_bound" in release:
         return None
-    return str(record.get("versions", {}).get("pate", "unknown"))
+    made = record.get("versions", {}).get("pate", "unknown")
+    return (
+        f"made by pate {made}, whose release bounded the local sensitivity by the exact walk "
+        "(it names no bound): replayed with --walk-local-sensitivity, not with today's "
+        "default tabulated bound"
+    )
 
 
 def current_versions() -> dict[str, str]:

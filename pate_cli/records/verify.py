@@ -384,18 +384,8 @@ def verify(
             f"{record['call']['function']!r}",
         ),
         *noise_checks,
+        *_walk_check(record),
     ]
-    made = walked_by_default(record)
-    if made is not None:
-        checks.append(
-            Check.made(
-                "local-sensitivity bound",
-                True,
-                f"made by pate {made}, whose release bounded the local sensitivity by the "
-                "exact walk (it names no bound): replayed with --walk-local-sensitivity (the "
-                "tabulated bound is the default since)",
-            )
-        )
     claim = privacy_claim(record)  # the first sentence, stated again from the record's kind
     if claim is not None:
         checks.append(Check.made("privacy", *claim))
@@ -425,6 +415,12 @@ def verify(
         shutil.rmtree(scratch, ignore_errors=True)
     checks.extend(_bound_checks(record["report"]))
     return checks
+
+
+def _walk_check(record: dict[str, Any]) -> list[Check]:
+    """Said when the replay asks for the exact walk (``walked_by_default``)."""
+    made = walked_by_default(record)
+    return [] if made is None else [Check.made("local-sensitivity bound", True, made)]
 
 
 def _compare(

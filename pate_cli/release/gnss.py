@@ -35,7 +35,7 @@ from pate_cli.accountant.compose import StepCosts, compose
 from pate_cli.accountant.figures import eps_curve
 from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE, QueryTerms, answer_weights, query_terms
 from pate_cli.choices import Conversion
-from pate_cli.common.spelling import given, on_command_line, option, options
+from pate_cli.common.spelling import given, option
 from pate_cli.core import conditions as cond_core
 from pate_cli.core import ls_lnmax
 from pate_cli.core import smooth as smooth_core
@@ -47,11 +47,15 @@ from pate_cli.mechanisms import Mechanism, UnsupportedError
 from pate_cli.mechanisms.steps import LocalSensitivity, step_names
 from pate_cli.release.conditions import ConditionError, checked_conditions
 from pate_cli.release.model import (
+    SAMPLE_DECIMALS,
     GnssRelease,
     LocalSensitivityBound,
     NotReleased,
     Release,
+    fixed_beta_sigma_ss,
     gated_epsilon,
+    not_private_note,
+    on_grid,
 )
 
 # The release's records live in ``pate_cli.release.model``; they are imported from here.
@@ -69,39 +73,6 @@ __all__ = [
 ]
 
 FloatArray = NDArray[np.float64]
-
-
-def fixed_beta_sigma_ss() -> str:
-    """What fixes beta and sigma_ss, in its caller's words: the flags to give (``--beta and
-    --sigma-ss``), or the keywords to pass (``beta=... and sigma_ss=...``)."""
-    names = ("beta", "sigma-ss")
-    if on_command_line():
-        return options(*names)
-    return " and ".join(f"{option(name)}=..." for name in names)
-
-
-def not_private_note() -> str:
-    """The note on beta and sigma_ss chosen on the votes (``pate_cli.common.spelling``)."""
-    return (
-        "beta and sigma_ss were chosen by looking at the private votes; that choice is "
-        f"not itself differentially private (fix them with {fixed_beta_sigma_ss()})"
-    )
-
-
-#: A sampled released epsilon is published rounded up to this many decimals.
-SAMPLE_DECIMALS = 4
-
-
-def on_grid(value: float, decimals: int = SAMPLE_DECIMALS) -> float:
-    """``value`` rounded up to a multiple of 10^-decimals, never below it: a sampled figure is
-    published on a grid so that its low bits do not carry the float structure of the draw
-    (Mironov, CCS 2012). A mitigation, not a proof: the snapping mechanism is the proven form."""
-    if not math.isfinite(value):
-        return value
-    scale = 10**decimals
-    steps = math.ceil(value * scale)
-    up = steps / scale
-    return up if up >= value else (steps + 1) / scale
 
 
 def _epsilon_at(kind: Conversion, order: float, rdp: float, delta: float) -> float:

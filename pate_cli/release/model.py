@@ -7,17 +7,51 @@ re-exports these names.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.common.spelling import option
+from pate_cli.common.spelling import on_command_line, option, options
 from pate_cli.errors import UsageError
 from pate_cli.files.seeds import Noise
 
 FloatArray = NDArray[np.float64]
+
+
+def fixed_beta_sigma_ss() -> str:
+    """What fixes beta and sigma_ss, in its caller's words: the flags to give (``--beta and
+    --sigma-ss``), or the keywords to pass (``beta=... and sigma_ss=...``)."""
+    names = ("beta", "sigma-ss")
+    if on_command_line():
+        return options(*names)
+    return " and ".join(f"{option(name)}=..." for name in names)
+
+
+def not_private_note() -> str:
+    """The note on beta and sigma_ss chosen on the votes (``pate_cli.common.spelling``)."""
+    return (
+        "beta and sigma_ss were chosen by looking at the private votes; that choice is "
+        f"not itself differentially private (fix them with {fixed_beta_sigma_ss()})"
+    )
+
+
+#: A sampled released epsilon is published rounded up to this many decimals.
+SAMPLE_DECIMALS = 4
+
+
+def on_grid(value: float, decimals: int = SAMPLE_DECIMALS) -> float:
+    """``value`` rounded up to a multiple of 10^-decimals, never below it: a sampled figure is
+    published on a grid so that its low bits do not carry the float structure of the draw
+    (Mironov, CCS 2012). A mitigation, not a proof: the snapping mechanism is the proven form."""
+    if not math.isfinite(value):
+        return value
+    scale = 10**decimals
+    steps = math.ceil(value * scale)
+    up = steps / scale
+    return up if up >= value else (steps + 1) / scale
 
 
 @dataclass(frozen=True)
