@@ -161,12 +161,18 @@ def test_paper_mnist_release_numbers():
     assert round(out["noise_std"], 3) == 0.385
     assert out["parameters_chosen_on_data"] is True
     assert any("not itself differentially private" in w for w in out["warnings"])
-    sound = run_cli(args).json
+    sound = run_cli([*args, "--walk-local-sensitivity"]).json
     assert sound["strict_local_sensitivity"] is True
     # The answer step's Pr[answered] weight moves with the votes: SS 0.0617 -> 0.0737.
     assert sound["smooth_sensitivity"] == pytest.approx(0.07372, rel=1e-4)
     assert round(sound["epsilon_expected_release"], 3) == 2.577
     assert sound["rdp_at_order"] == out["rdp_at_order"]
+    # The default tabulated bound: never below the walk, 0.14% above it in SS here.
+    tabulated = run_cli(args).json
+    assert tabulated["local_sensitivity_bound"] == "tabulated"
+    assert tabulated["smooth_sensitivity"] == pytest.approx(0.073825, rel=1e-4)
+    assert tabulated["smooth_sensitivity"] >= sound["smooth_sensitivity"]
+    assert round(tabulated["epsilon_expected_release"], 3) == 2.577
 
 
 def test_released_epsilon_is_reproducible_from_the_seed():
@@ -211,7 +217,7 @@ def test_gate_on_released_epsilon():
     # The expected release is computed from the votes: a gate on it says so.
     assert "warning: --gate-on released: the gate checks a figure that depends" in passed.stderr
     result = run_cli([*args, "--max-epsilon", 2.5], expect=ExitCode.BUDGET_EXCEEDED)
-    assert "released epsilon 2.5765" in result.stderr
+    assert "released epsilon 2.57693" in result.stderr
 
 
 def test_default_gate_is_publishable_as_analyze():

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import pate_cli
 from pate_cli.errors import ExitCode
 from pate_cli.records.record import record_digest
 from pate_cli.records.verify import DIFFERS, NOT_CHECKED, VERIFIED
@@ -368,3 +369,27 @@ def test_a_record_of_pate_0_1_0_verifies_on_its_own_orders(monkeypatch):
     assert shown["verdict"] == "verified", shown
     # It drew no release, so no bound of the local sensitivity is replayed for it.
     assert not [c for c in shown["checks"] if c["name"] == "local-sensitivity bound"]
+
+
+def test_a_release_that_names_no_bound_is_replayed_with_the_walk(tmp_path):
+    """A record made before releases named their local-sensitivity bound (made here as one:
+    the walk's record with the flag, its call's key and the report's field taken out, the
+    digest recomputed) verifies by replaying the walk, and says which pate made it; the same
+    edit of a tabulated record differs, since its figures are not the walk's."""
+    for walk, verdict in ((True, "verified"), (False, "differs")):
+        extra = ["--walk-local-sensitivity"] if walk else []
+        directory = tmp_path / ("walk" if walk else "tabulated")
+        directory.mkdir()
+        path = _record(
+            directory, "smooth-sensitivity", MNIST, "--order", "14", "--seed", "0", *extra
+        )
+        record = json.loads(Path(path).read_text())
+        record["call"]["options"].pop("walk_local_sensitivity", None)
+        record["argv"] = [a for a in record["argv"] if a != "--walk-local-sensitivity"]
+        assert record["report"].pop("local_sensitivity_bound") == ("walk" if walk else "tabulated")
+        _rewrite(path, record)
+        out = _verify(path, expect=ExitCode.OK if walk else ExitCode.BUDGET_EXCEEDED)
+        assert out["verdict"] == verdict, out
+        assert ("smooth_sensitivity" in _differing(out)) is not walk
+        (bound,) = [c for c in out["checks"] if c["name"] == "local-sensitivity bound"]
+        assert f"made by pate {pate_cli.__version__}" in bound["detail"]

@@ -49,6 +49,7 @@ from scipy.special import log_ndtr, ndtri_exp
 
 from pate_cli.core._common import (
     _ENTRY_CHUNK,
+    _PAIR_CHUNK,
     _as_integer_votes,
     _call,
     _check_num_teachers,
@@ -188,7 +189,7 @@ def plan_cells(
         [right_done, (left_last + 1).astype(np.int64), np.zeros(1, dtype=np.int64)]
     )
 
-    def chunks() -> Iterator[Callable[[], WalkChunk]]:
+    def thunks() -> Iterator[Callable[[], WalkChunk]]:
         right_walks = _Segments(
             np.arange(num_right),
             np.zeros(num_right, dtype=np.int64),
@@ -207,7 +208,24 @@ def plan_cells(
             assert walker is not None
             yield partial(_left_chunk, walker, tables, num_right, row, step)
 
+    def chunks() -> Iterator[Callable[[], WalkChunk]]:
+        # Little work (fewer states than a chunk) is one piece: no thread is started for it.
+        if int(right_done.sum() + (left_last + 1).sum()) > _PAIR_CHUNK:
+            yield from thunks()
+        else:
+            yield partial(_joined_chunks, list(thunks()))
+
     return GroupPlan(group_of_row, done_from, chunks)
+
+
+def _joined_chunks(pieces: list[Callable[[], WalkChunk]]) -> WalkChunk:
+    """The pieces' states as one chunk."""
+    done = [piece() for piece in pieces]
+    if not done:
+        empty = np.zeros(0)
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.int64), empty, empty
+    group, step, ls, cost = (np.concatenate(parts) for parts in zip(*done, strict=True))
+    return group, step, ls, cost
 
 
 def _log_rest(

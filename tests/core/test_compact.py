@@ -20,7 +20,7 @@ from pate_cli.core.agreement import gaussian_agreement, laplace_agreement
 from pate_cli.core.compact import Compact
 from pate_cli.core.gnmax import logq_gnmax
 from pate_cli.core.lnmax import logq_lnmax
-from pate_cli.core.ls_gnmax import local_sensitivity_gnmax
+from pate_cli.core.ls_cells import local_sensitivity_gnmax
 from pate_cli.core.smooth import local_sensitivity_total
 
 CLASSES = [1, 2, 3, 10, 500, 60000]

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import pate_cli as pate
 from pate_cli.core.compact import Compact
 from pate_cli.core.conditions import check_conditions
-from pate_cli.core.ls_gnmax import local_sensitivity_gnmax
+from pate_cli.core.ls_cells import local_sensitivity_gnmax
 from pate_cli.core.smooth import local_sensitivity_total
 from pate_cli.core.theorem6 import NumericalRangeError
 from tests.conftest import reference_json, reference_votes, run_cli

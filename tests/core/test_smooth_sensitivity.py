@@ -19,7 +19,7 @@ import scipy.stats
 from numpy.typing import NDArray
 
 from pate_cli.core import conditions as cond_core
-from pate_cli.core import ls_gnmax, ls_threshold, ls_tilde, theorem6
+from pate_cli.core import ls_cells, ls_threshold, ls_tilde, theorem6
 from pate_cli.core import smooth as smooth_core
 from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax
 from pate_cli.core.threshold import (
@@ -189,7 +189,7 @@ def test_data_independent_shortcut_compares_relatively() -> None:
 @pytest.mark.parametrize("row", suite("compute_local_sensitivity_bounds_gnmax"))
 def test_suite_local_sensitivity_gnmax(row: dict[str, Any]) -> None:
     # Source: smooth_sensitivity_test.py, compared with reference_now at the test's rtol.
-    got = ls_gnmax.local_sensitivity_gnmax(
+    got = ls_cells.local_sensitivity_gnmax(
         [row["counts"]], row["num_teachers"], row["sigma"], row["order"], reference=True
     )
     np.testing.assert_allclose(got[0], row["reference_now"], rtol=1e-8, atol=1e-300)
@@ -208,7 +208,7 @@ def test_suite_local_sensitivity_threshold(row: dict[str, Any]) -> None:
 @pytest.mark.parametrize("row", unit("local_sensitivity_small"))
 def test_unit_local_sensitivity_small(row: dict[str, Any]) -> None:
     counts, num_teachers, order = [row["counts"]], row["num_teachers"], row["order"]
-    got = ls_gnmax.local_sensitivity_gnmax(
+    got = ls_cells.local_sensitivity_gnmax(
         counts, num_teachers, row["sigma2"], order, reference=True
     )
     np.testing.assert_allclose(got[0], row["ls_gnmax"]["value"], **LS_TOL)
@@ -224,7 +224,7 @@ def test_per_query_local_sensitivity(query: dict[str, Any], entry: dict[str, Any
     votes = np.array([query["votes"]], dtype=np.float64)
     step1 = votes - np.array(query["baseline"]) if "baseline" in query else votes
     num_teachers = len(entry["ls_gnmax"])
-    gnmax = ls_gnmax.local_sensitivity_gnmax(
+    gnmax = ls_cells.local_sensitivity_gnmax(
         votes, num_teachers, entry["sigma2"], entry["order"], reference=True
     )
     np.testing.assert_allclose(gnmax[0], entry["ls_gnmax"], **LS_TOL)
@@ -434,7 +434,7 @@ def random_histograms(seed: int, count: int) -> list[tuple[list[int], int, float
 def test_gnmax_matches_per_query_loop(
     votes: list[int], num_teachers: int, sigma: float, order: float
 ) -> None:
-    got = ls_gnmax.local_sensitivity_gnmax([votes], num_teachers, sigma, order, reference=True)[0]
+    got = ls_cells.local_sensitivity_gnmax([votes], num_teachers, sigma, order, reference=True)[0]
     np.testing.assert_allclose(
         got, naive_ls_gnmax(votes, num_teachers, sigma, order), rtol=1e-9, atol=1e-300
     )
@@ -457,7 +457,7 @@ def test_gnmax_long_walks_match_per_query_loop(
     votes: list[int], sigma: float, order: float
 ) -> None:
     num_teachers = sum(votes)
-    got = ls_gnmax.local_sensitivity_gnmax([votes], num_teachers, sigma, order, reference=True)[0]
+    got = ls_cells.local_sensitivity_gnmax([votes], num_teachers, sigma, order, reference=True)[0]
     np.testing.assert_allclose(
         got, naive_ls_gnmax(votes, num_teachers, sigma, order), rtol=1e-9, atol=1e-300
     )
@@ -508,7 +508,7 @@ def test_total_is_the_weighted_sum_of_per_query_arrays() -> None:
         step1 = ls_threshold.local_sensitivity_threshold(
             votes, num_teachers, threshold, sigma1, order, strict=not reference
         )
-        step2 = ls_gnmax.local_sensitivity_gnmax(
+        step2 = ls_cells.local_sensitivity_gnmax(
             votes, num_teachers, sigma, order, reference=reference
         )
         np.testing.assert_allclose(
@@ -568,12 +568,12 @@ def test_optimal_parameters_with_zero_sensitivity_have_no_nan() -> None:
 
 
 def test_single_class_has_zero_gnmax_sensitivity() -> None:
-    np.testing.assert_array_equal(ls_gnmax.local_sensitivity_gnmax([[7], [3]], 7, 2.0, 5.0), 0.0)
+    np.testing.assert_array_equal(ls_cells.local_sensitivity_gnmax([[7], [3]], 7, 2.0, 5.0), 0.0)
 
 
 def test_local_sensitivity_gnmax_is_order_invariant_within_a_row() -> None:
     votes = np.array([[30, 5, 10, 5], [5, 10, 5, 30]])
-    got = ls_gnmax.local_sensitivity_gnmax(votes, 50, 3.0, 6.0)
+    got = ls_cells.local_sensitivity_gnmax(votes, 50, 3.0, 6.0)
     np.testing.assert_array_equal(got[0], got[1])
 
 
@@ -586,10 +586,10 @@ def test_local_sensitivity_gnmax_is_order_invariant_within_a_row() -> None:
         (lambda: theorem6.logq0_gnmax(0.0, [2.0]), "sigma"),
         (lambda: theorem6.logq0_gnmax(10.0, [1.0]), "order"),
         (lambda: theorem6.logq1_gnmax(10.0, [2.0], 1), "num_classes"),
-        (lambda: ls_gnmax.local_sensitivity_gnmax([[1.5, 2.5]], 4, 1.0, 2.0), "integer"),
-        (lambda: ls_gnmax.local_sensitivity_gnmax([[-1, 5]], 4, 1.0, 2.0), "integer"),
-        (lambda: ls_gnmax.local_sensitivity_gnmax([1, 2], 3, 1.0, 2.0), "shape"),
-        (lambda: ls_gnmax.local_sensitivity_gnmax([[1, 2]], 0, 1.0, 2.0), "num_teachers"),
+        (lambda: ls_cells.local_sensitivity_gnmax([[1.5, 2.5]], 4, 1.0, 2.0), "integer"),
+        (lambda: ls_cells.local_sensitivity_gnmax([[-1, 5]], 4, 1.0, 2.0), "integer"),
+        (lambda: ls_cells.local_sensitivity_gnmax([1, 2], 3, 1.0, 2.0), "shape"),
+        (lambda: ls_cells.local_sensitivity_gnmax([[1, 2]], 0, 1.0, 2.0), "num_teachers"),
         (
             lambda: ls_threshold.local_sensitivity_threshold([[9, 1]], 5, 3.0, 1.0, 2.0),
             r"round\(max",
@@ -688,8 +688,8 @@ def test_distinct_rows_survive_hash_collisions(monkeypatch):
     ordered = -np.sort(-votes, axis=1)
     assert np.array_equal(unique[inverse], ordered)
     assert len(unique) == len(np.unique(ordered, axis=0))
-    expected = ss.local_sensitivity_gnmax(votes, 30, 1.5, 8.0)
+    expected = ls_cells.local_sensitivity_gnmax(votes, 30, 1.5, 8.0)
     monkeypatch.setattr(ss, "_HASH_MULTIPLIERS", np.ones(4096, dtype=np.uint64))
     collided, back = ss._canonical_rows(votes)
     assert np.array_equal(collided[back], ordered) and len(collided) == len(unique)
-    assert np.array_equal(ss.local_sensitivity_gnmax(votes, 30, 1.5, 8.0), expected)
+    assert np.array_equal(ls_cells.local_sensitivity_gnmax(votes, 30, 1.5, 8.0), expected)
