@@ -62,6 +62,29 @@ def logq_gnmax(counts: NDArray[np.float64] | Compact, sigma: float) -> NDArray[n
     return np.minimum(logq, cap)
 
 
+def logq_gnmax_neighbour(
+    counts: NDArray[np.float64] | Compact, sigma: float
+) -> NDArray[np.float64]:
+    """Upper bound on log Pr[GNMax on any neighbour != this argmax], for each query.
+
+    Prop. 7 of 2018 for the neighbour's votes: moving one teacher's vote shrinks every gap
+    to the first argmax i* by at most 2, and the union bound holds for a fixed i* whether
+    or not it is the neighbour's argmax; capped at 1 (not 1 - 1/C: i* may not be the
+    neighbour's most likely class). Shapes: counts (Q, C) -> (Q,).
+    """
+    counts, zeros, _ = compact.parts(counts)
+    if not sigma > 0:
+        raise ValueError(f"sigma must be positive, got {sigma}")
+    rows = np.arange(counts.shape[0])
+    top = counts.argmax(axis=1) if counts.size else np.zeros(0, dtype=np.intp)
+    gaps = counts[rows, top][:, None] - counts - 2.0
+    logq = _logq_log_space(gaps, rows, top, sigma)
+    if zeros is not None:
+        with np.errstate(divide="ignore"):  # no other zero class: log 0 adds nothing
+            logq = np.logaddexp(logq, np.log(zeros) + _log_tails(counts[rows, top] - 2.0, sigma))
+    return np.minimum(logq, 0.0)
+
+
 def _logq_rows_log_space(counts: NDArray[np.float64], sigma: float) -> NDArray[np.float64]:
     """Prop. 7 in log space, row by row of ``counts``: valid for any votes."""
     rows = np.arange(counts.shape[0])
