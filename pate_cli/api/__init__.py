@@ -31,6 +31,8 @@ Parameters the entry points share (each function's docstring lists only its own)
   (``GateOn`` or its value; ``"publishable"`` by default: the smallest publishable figure
   not drawn at random) is within it.
 - ``budget``: a ``Budget`` or its path, charged the run's account as ``--budget`` does.
+- ``pld`` (analyze, compare): True (``--pld``) or ``"exact"`` (``--pld exact``): the
+  data-dependent epsilon from privacy-loss distributions, ``report.data_dependent_pld``.
 - ``progress``: for long passes, a callable ``progress(description, total)`` returning a
   context manager that yields ``advance(n)`` (or None); the command line gives a Rich bar,
   a notebook may give tqdm's.
@@ -58,8 +60,10 @@ from pate_cli.jobs.aggregation import AggregateResult, aggregate_votes
 from pate_cli.jobs.analysis import (
     Progress,
     analysis_report,
+    pld_choice,
     release_of,
     run_inputs,
+    with_pld,
     with_release,
 )
 from pate_cli.jobs.arguments import read_votes, reading, release_noise
@@ -161,10 +165,12 @@ def _analysis(
     half_even: bool,
     progress: Progress | None,
     guaranteed: bool = True,
+    pld: bool | str = False,
 ) -> tuple[Votes, AnalysisReport, FloatArray | None, NDArray[np.bool_] | None]:
     """The arguments checked and read, and the analysis: what analyze and smooth_sensitivity
     share (the votes, the report, the baseline and the answered mask)."""
     checks.delta(delta)
+    method = pld_choice(pld)
     votes = read_votes(votes)
     grid = as_orders(orders)
     kind = checks.conversion(conversion)
@@ -182,6 +188,7 @@ def _analysis(
         progress=progress,
         guaranteed=guaranteed,
     )
+    report = with_pld(report, votes, mechanism, method, progress)
     return votes, report, baseline_array, answered_mask
 
 
@@ -213,19 +220,18 @@ def analyze(
     gate_on: str | GateOn = GateOn.PUBLISHABLE,
     progress: Progress | None = None,
     budget: Budget | PathLike | None = None,
+    pld: bool | str = False,
 ) -> AnalysisReport:
     """What ``pate analyze`` computes: the cost per order, at the best order, and the release;
     ``to_dict()`` of the report is ``pate analyze --json``.
 
     Args (the others: the module docstring):
-        mechanism: ``GNMax``, ``ConfidentGNMax``, ``InteractiveGNMax`` or ``LNMax``.
         data_independent: force data-independent bounds.
-        release: the GNSS release. ``"expected"`` (the default) computes its parameters, cost
-            and expected epsilon, drawing no noise (``seed`` and ``seed_file`` refused);
-            ``"sample"`` (or True, as ``pate analyze``) also draws its sample; False: none.
-        breakdown: add the summary of the per-query ledger by teacher agreement (JSON
-            ``breakdown``, as ``--breakdown``). The ledger itself (``report.ledger``, what
-            ``plot_analysis`` draws) is always there, its rows computed when read.
+        release: the GNSS release: ``"expected"`` (the default) its parameters, cost and expected
+            epsilon, no noise drawn (``seed``, ``seed_file`` refused); ``"sample"`` (True, as
+            ``pate analyze``) also draws its sample; False: none.
+        breakdown: the JSON's ``breakdown`` (``--breakdown``), the ledger's summary by teacher
+            agreement; ``report.ledger`` (``plot_analysis``'s) is always there, read lazily.
     """
     checks.sigma_ss(sigma_ss)
     checks.max_epsilon(max_epsilon)
@@ -248,6 +254,7 @@ def analyze(
         data_independent=data_independent,
         half_even=half_even,
         progress=progress,
+        pld=pld,
     )
     if mode is not None:
         report = with_release(
@@ -414,12 +421,14 @@ def compare(
     half_even: bool = False,
     max_epsilon: float | None = None,
     gate_on: str | GateOn = GateOn.PUBLISHABLE,
+    pld: bool | str = False,
 ) -> CompareReport:
     """What ``pate compare`` computes: each setting's expected cost, best first.
 
     Each row has exactly the numbers ``analyze`` gives for that setting. With
     ``max_epsilon``, each row says whether its ``gate_on`` figure is within it and
-    ``report.gate`` whether the best row's is.
+    ``report.gate`` whether the best row's is. ``pld`` (as ``analyze``'s) adds each row's
+    privacy-loss-distribution figure where its mechanism has one.
     """
     checks.delta(delta)
     checks.max_epsilon(max_epsilon)
@@ -444,6 +453,7 @@ def compare(
             kind,
             baseline=baseline_array,
             half_even=half_even,
+            pld=pld_choice(pld),
         ),
         column,
     )

@@ -35,7 +35,14 @@ from pate_cli.cli.commands import (
     verify,
 )
 from pate_cli.cli.interrupts import hold_signals, signals_admitted
-from pate_cli.cli.options import ARGV, MIN_COLUMNS, StreamError, error_line, mechanism_choices
+from pate_cli.cli.options import (
+    ARGV,
+    MIN_COLUMNS,
+    StreamError,
+    error_line,
+    mechanism_choices,
+    with_optional_values,
+)
 from pate_cli.common.spelling import command_line
 from pate_cli.common.version import __version__
 from pate_cli.errors import ExitCode, PateError
@@ -50,6 +57,7 @@ _NAMED = {
     "teachers": "M",
     "records": "DIR",
     "heads": "DIGEST",
+    "pld": "[exact]",
 }
 
 
@@ -108,7 +116,7 @@ class PateGroup(TyperGroup):
             error_line(f"pate: warning: {failure}")
         _uniform_help(self)
         try:
-            return super().make_context(info_name, args, *more, **extra)
+            return super().make_context(info_name, with_optional_values(args), *more, **extra)
         except ClickUsageError as error:
             # A parse error before any command (an unknown option of pate itself).
             error_line(f"pate: error: {_our_words(error.format_message())} (see 'pate --help')")

@@ -55,7 +55,7 @@ def _parse_argv(root: Any, argv: list[str]) -> dict[str, Any]:
     import typer
     from typer._click.exceptions import ClickException
 
-    from pate_cli.cli.options import QUIET
+    from pate_cli.cli.options import QUIET, with_optional_values
 
     if not argv or argv[0] not in _DESCRIBE:
         raise _Mismatch(f"it runs {argv[:1] or 'nothing'}, not a command that writes a record")
@@ -65,7 +65,7 @@ def _parse_argv(root: Any, argv: list[str]) -> dict[str, Any]:
     command = root.commands[argv[0]]
     quiet = QUIET.set(QUIET.get())  # the -q of the recorded line is not verify's
     try:
-        context = command.make_context(argv[0], list(words))
+        context = command.make_context(argv[0], with_optional_values(list(words)))
     except ClickException as error:
         raise _Mismatch(f"it does not parse: {error.format_message()}") from None
     except (typer.Exit, typer.Abort, PateError, ValueError) as error:

@@ -480,3 +480,34 @@ def progress_bar(
     with RichProgress(*columns, console=target, transient=True) as bar:
         task = bar.add_task(description, total=total)
         yield lambda done: bar.advance(task, done)
+
+
+PldOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pld",
+        help="Add the data-dependent epsilon from privacy-loss distributions (GNMax, "
+        "Confident-GNMax): each query's pair from its q bounds, or with 'exact' its exact "
+        "worst-neighbour pair (at most 20 classes). Private, like every data-dependent figure.",
+    ),
+]
+
+
+# Options whose value may be left out: the value they take then, and the values they read.
+_OPTIONAL_VALUES = {"--pld": ("q-bound", ("exact", "q-bound"))}
+
+
+def with_optional_values(args: list[str]) -> list[str]:
+    """``args`` with each option of an optional value given its default where none follows
+    (``--pld --json`` reads as ``--pld=q-bound --json``): the parser would take the next
+    word as the value whatever it is."""
+    out: list[str] = []
+    for index, word in enumerate(args):
+        if word in _OPTIONAL_VALUES:
+            default, values = _OPTIONAL_VALUES[word]
+            following = args[index + 1] if index + 1 < len(args) else None
+            if following not in values:
+                out.append(f"{word}={default}")
+                continue
+        out.append(word)
+    return out

@@ -24,6 +24,7 @@ from pate_cli.accountant.figures import (
     exact_bound,
     guaranteed_rdp,
 )
+from pate_cli.accountant.pld import METHODS, pld_figure
 from pate_cli.accountant.terms import QueryTerms, query_terms
 from pate_cli.choices import Conversion
 from pate_cli.common.spelling import given, option
@@ -281,3 +282,38 @@ def with_release(
         except (ConditionError, UnsupportedError) as error:  # said in the report, not hidden
             outcome = NotReleased(error.message)
     return replace(report, release=outcome, warnings=report.warnings + notes)
+
+
+def pld_choice(pld: bool | str | None) -> str | None:
+    """``pld=`` as a method of the privacy-loss-distribution account: None (not asked),
+    "q-bound" (True) or "exact"."""
+    if pld is None or pld is False:
+        return None
+    if pld is True:
+        return "q-bound"
+    if isinstance(pld, str) and pld in METHODS:
+        return pld
+    raise UsageError(f"{given('pld', pld)}: expected True (the q-bound pairs) or 'exact'")
+
+
+def with_pld(
+    report: AnalysisReport,
+    votes: Votes,
+    mechanism: Mechanism,
+    method: str | None,
+    progress: Progress | None,
+) -> AnalysisReport:
+    """The analysis with its data-dependent epsilon from privacy-loss distributions
+    (``method``: see :func:`pld_choice`; None leaves the report as it is)."""
+    if method is None:
+        return report
+    if report.forced_data_independent or report.terms is None or report.terms.logq is None:
+        raise UsageError(
+            f"{option('pld')} is a data-dependent figure; {option('data-independent')} "
+            "forces data-independent bounds"
+        )
+    with (progress or _no_progress)("privacy-loss distributions", 1) as advance:
+        figure = pld_figure(votes.counts, mechanism, report.terms, report.delta, method)
+        if advance is not None:
+            advance(1)
+    return replace(report, data_dependent_pld=figure)

@@ -40,9 +40,10 @@ from numpy.typing import NDArray
 
 from pate_cli.accountant.compose import CostKey, answer_key, compose, data_independent_rdp
 from pate_cli.accountant.figures import EpsilonResult, ExactBound, epsilon_result, exact_bound
+from pate_cli.accountant.pld import PldFigure, pld_figure
 from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE, QueryTerms, answer_weights, query_terms
 from pate_cli.choices import Conversion, GateOn, SortColumn, ThresholdBound
-from pate_cli.errors import UsageError
+from pate_cli.errors import UnsupportedError, UsageError
 from pate_cli.mechanisms import Mechanism, grid
 from pate_cli.mechanisms.parameters import Parameter
 from pate_cli.reports.budget import Gate, apply_gate, figures, within_budget
@@ -229,6 +230,10 @@ class CompareRow:
     """Data-independent with every query answered: it does not depend on the votes."""
     exact: ExactBound | None = None
     """The exact data-independent epsilon with every query answered."""
+    data_dependent_pld: PldFigure | None = None
+    """The privacy-loss-distribution figure (``pld``), where the mechanism has one."""
+    pld_note: str | None = None
+    """Why a row asked for one has none (its mechanism stays on Renyi DP)."""
 
     def epsilons(self) -> dict[GateOn, float | None]:
         """What the row offers to the gate (publishable: its smallest publishable figure)."""
@@ -263,6 +268,11 @@ class CompareRow:
                 else {"data_independent_worst_case": block(self.worst_case)}
             ),
             **({} if self.exact is None else {"data_independent_exact": self.exact.to_json_dict()}),
+            **(
+                {}
+                if self.data_dependent_pld is None
+                else {"data_dependent_pld": self.data_dependent_pld.to_json_dict()}
+            ),
         }
 
 
@@ -271,6 +281,7 @@ def _row(
     mechanism: Mechanism,
     delta: float,
     conversion: Conversion,
+    pld: str | None = None,
 ) -> CompareRow:
     """One row: the setting's cost by ``compose``, as ``analyze`` composes it."""
     orders = shared.orders
@@ -298,7 +309,21 @@ def _row(
             conversion,
         ),
         exact=exact_bound(mechanism, num, num, delta, terms.threshold_sensitivity),
+        **_pld_of(shared, mechanism, terms, delta, pld),
     )
+
+
+def _pld_of(
+    shared: _SharedTerms, mechanism: Mechanism, terms: QueryTerms, delta: float, pld: str | None
+) -> dict[str, Any]:
+    """A row's privacy-loss-distribution figure (``pld``: None, "q-bound" or "exact"), or
+    the one line why its mechanism has none."""
+    if pld is None:
+        return {}
+    try:
+        return {"data_dependent_pld": pld_figure(shared.counts, mechanism, terms, delta, pld)}
+    except UnsupportedError as error:
+        return {"pld_note": error.message}
 
 
 def compare_rows(
@@ -311,6 +336,7 @@ def compare_rows(
     baseline: FloatArray | None = None,
     half_even: bool = False,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    pld: str | None = None,
 ) -> list[CompareRow]:
     """The expected cost of each setting, in the order given.
 
@@ -323,6 +349,7 @@ def compare_rows(
         baseline: Interactive-GNMax baseline (Q, C), on the votes' scale.
         half_even: Round the threshold statistic half to even (as the reference).
         chunk_size: Queries per chunk for the per-query terms.
+        pld: add each row's privacy-loss-distribution figure ("q-bound" or "exact").
 
     Returns:
         One row per mechanism, each equal to ``analysis_report`` for that setting.
@@ -338,7 +365,7 @@ def compare_rows(
         half_even,
         chunk_size,
     )
-    return [_row(shared, mechanism, delta, conversion) for mechanism in mechanisms]
+    return [_row(shared, mechanism, delta, conversion, pld) for mechanism in mechanisms]
 
 
 def _publishable(row: CompareRow) -> float:

@@ -67,6 +67,9 @@ class Mechanism:
     needs_baseline: ClassVar[bool] = False
     answers_every_query: ClassVar[bool] = True
     """False for a mechanism with a threshold step (it may leave a query unanswered)."""
+    adaptive_queries: ClassVar[bool] = False
+    """True where a query depends on earlier answers (its account stays on Renyi DP: the
+    privacy-loss-distribution account composes a fixed list of queries)."""
     defaults_in_json: ClassVar[dict[str, Any]] = {}
     """Parameters left out of the JSON at these values (a block stays as it was)."""
 

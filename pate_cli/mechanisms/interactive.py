@@ -24,6 +24,7 @@ class InteractiveGNMax(ConfidentGNMax):
     name: ClassVar[str] = "interactive-gnmax"
     short: ClassVar[str] = "interactive"
     needs_baseline: ClassVar[bool] = True
+    adaptive_queries: ClassVar[bool] = True
     source: ClassVar[str] = "Algorithm 2, 2018"
 
     def run(self, counts: np.ndarray, noise: Noise, run: Run) -> AggregationResult:

@@ -43,7 +43,7 @@ RESERVED = frozenset(
         "epsilon", "fmt", "force", "format", "gate_on", "half_even", "indices",
         "ledger_path", "max_answered", "max_epsilon", "max_queries", "mechanism",
         "mechanisms", "member", "name", "no_release", "num_classes", "opening_path",
-        "order", "orders", "orders_text", "output", "plot_path", "progress", "public",
+        "order", "orders", "orders_text", "output", "pld", "plot_path", "progress", "public",
         "queries", "quiet", "record_path", "reference_local_sensitivity", "release", "seed",
         "seed_file", "sigma_ss", "skip_conditions", "sort", "strict", "student_confidence",
         "student_probs", "student_probs_path", "teachers", "threshold_bound",

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
+from pate_cli.errors import UnsupportedError
+
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
@@ -29,6 +31,12 @@ if TYPE_CHECKING:
     FloatArray = NDArray[np.float64]
 
 CostKey = tuple[object, ...]
+OutcomeBounds = Callable[["FloatArray"], tuple["FloatArray", "FloatArray"]]
+"""histograms (K, C) -> lower and upper bounds on the log-probabilities of the outcomes."""
+_NO_PLD = (
+    "lnmax: the privacy-loss-distribution account (--pld) covers Gaussian noise "
+    "(GNMax, Confident-GNMax); LNMax stays on Renyi DP"
+)
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
@@ -153,6 +161,14 @@ class AnswerStep(Protocol):
     def logq(self, counts: Counts) -> FloatArray:
         """log q per query: the probability of not releasing the plurality label, bounded."""
 
+    def logq_neighbour(self, counts: Counts) -> FloatArray:
+        """log of a bound on that probability for every neighbour of the votes (the same
+        plurality label), for the privacy-loss-distribution account."""
+
+    def outcome_bounds(self, threshold: ThresholdStep | None) -> OutcomeBounds:
+        """Bounds on the log-probabilities of one query's outcomes (after ``threshold``'s
+        abstention, when given) as a function of its histograms, for the exact pairs."""
+
     def cost(self, orders: FloatArray) -> Callable[[FloatArray], FloatArray]:
         """RDP of one answer as a function of log q, at ``orders``."""
 
@@ -228,6 +244,23 @@ class GaussianAnswer:
 
         return gnmax.logq_gnmax(counts, self.sigma)  # Prop. 7 of 2018
 
+    def logq_neighbour(self, counts: Counts) -> FloatArray:
+        from pate_cli.core import gnmax
+
+        return gnmax.logq_gnmax_neighbour(counts, self.sigma)  # Prop. 7, gaps less 2
+
+    def outcome_bounds(self, threshold: ThresholdStep | None) -> OutcomeBounds:
+        from pate_cli.core import pld_exact
+
+        if threshold is None:
+            return partial(pld_exact.gnmax_log_prob_bounds, sigma=self.sigma)
+        return partial(
+            pld_exact.confident_log_prob_bounds,
+            threshold=threshold.threshold,
+            sigma1=threshold.sigma1,
+            sigma=self.sigma,
+        )
+
     def cost(self, orders: FloatArray) -> Callable[[FloatArray], FloatArray]:
         from pate_cli.core import gnmax
 
@@ -268,6 +301,12 @@ class LaplaceAnswer:
         from pate_cli.core import lnmax
 
         return lnmax.logq_lnmax(counts, self.gamma)  # Lemma 4 of 2017
+
+    def logq_neighbour(self, counts: Counts) -> FloatArray:
+        raise UnsupportedError(_NO_PLD)
+
+    def outcome_bounds(self, threshold: ThresholdStep | None) -> OutcomeBounds:
+        raise UnsupportedError(_NO_PLD)
 
     def cost(self, orders: FloatArray) -> Callable[[FloatArray], FloatArray]:
         from pate_cli.core import lnmax

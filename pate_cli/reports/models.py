@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from pate_cli.accountant.compose import RdpAccount
 from pate_cli.accountant.figures import EpsilonResult, ExactBound
+from pate_cli.accountant.pld import PldFigure
 from pate_cli.accountant.terms import QueryTerms
 from pate_cli.choices import GateOn
 from pate_cli.files.outputs import SPENT_AGAIN
@@ -186,6 +187,9 @@ class AnalysisReport:
     chain rule); ``data_dependent`` for mechanisms without a threshold step."""
     release: Release | None = None
     """The GNSS release of the data-dependent epsilon, or why there is none (None: not asked)."""
+    data_dependent_pld: PldFigure | None = None
+    """The data-dependent epsilon from privacy-loss distributions, both directions (``pld``);
+    private like ``data_dependent``. None: not asked."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
     account: RdpAccount | None = field(default=None, repr=False, compare=False)
     """The totals behind the numbers, step by step (not part of the JSON)."""
@@ -275,6 +279,8 @@ class AnalysisReport:
                 for key, value in epsilon_json(self.guaranteed).items()
                 if key in ("epsilon", "order", "rdp")
             }
+        if self.data_dependent_pld is not None:
+            out["data_dependent_pld"] = self.data_dependent_pld.to_json_dict()
         if self.release is not None:
             out["release"] = self.release.to_json_dict()
         out["publishable"] = [figure.to_json_dict() for figure in self.publishable]

@@ -9,7 +9,14 @@ import typer
 
 from pate_cli.choices import GateOn
 from pate_cli.cli.blocks import command, gate, mechanism_block, runs
-from pate_cli.cli.options import AnsweredOpt, DataIndependentOpt, DeltaOpt, GateOnOpt, VotesArg
+from pate_cli.cli.options import (
+    AnsweredOpt,
+    DataIndependentOpt,
+    DeltaOpt,
+    GateOnOpt,
+    PldOpt,
+    VotesArg,
+)
 from pate_cli.cli.run import Call, File, Invocation, Output, Params, inferred_mechanism, run
 
 if TYPE_CHECKING:
@@ -90,6 +97,8 @@ def describe(p: Params) -> Invocation:
     }
     if p["walk"]:  # only when asked: a call of a pate without the flag has no such key
         options["walk_local_sensitivity"] = True
+    if p["pld"] is not None:  # the same: a call without it is a call of an older pate
+        options["pld"] = True if p["pld"] == "q-bound" else p["pld"]
     baseline = File("--baseline", p["baseline_path"], "baseline")
     answered = File("--answered", p["answered_path"], "answered")
     mechanism = inferred_mechanism(p, baseline.path)
@@ -122,6 +131,7 @@ def analyze(
     ledger_path: LedgerOpt = None,
     breakdown: BreakdownOpt = False,
     plot_path: PlotOpt = None,
+    pld: PldOpt = None,
 ) -> None:
     """Data-dependent and data-independent privacy cost of answering the queries.
 

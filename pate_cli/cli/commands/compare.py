@@ -17,7 +17,7 @@ from pate_cli.cli.blocks import (
     gate,
     mechanism_block,
 )
-from pate_cli.cli.options import DeltaOpt, TableGateOnOpt, VotesArg
+from pate_cli.cli.options import DeltaOpt, PldOpt, TableGateOnOpt, VotesArg
 from pate_cli.cli.run import Call, File, Invocation, Output, Params
 
 if TYPE_CHECKING:
@@ -84,6 +84,8 @@ def describe(p: Params) -> Invocation:
         "max_epsilon": p["max_epsilon"],
         "gate_on": p["gate_on"].value,
     }
+    if p["pld"] is not None:
+        options["pld"] = True if p["pld"] == "q-bound" else p["pld"]
     baseline = File("--baseline", p["baseline_path"], "baseline")
     call = Call.of(api.compare, p, settings, options, baseline)
     return Invocation.of("compare", call, p, outputs=(csv, plot))
@@ -104,6 +106,7 @@ def compare(
     sort: SortOpt = SortColumn.PUBLISHABLE,
     csv_path: CsvOpt = None,
     plot_path: PlotOpt = None,
+    pld: PldOpt = None,
 ) -> None:
     """Compare mechanisms and parameter settings side by side on the same votes.
 

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from pate_cli.accountant.pld import PldFigure
 from pate_cli.cli.render.common import (
     PRIVATE,
     PUBLISHABLE,
@@ -74,6 +75,8 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
         _legend(all_orders),
         _closing(report, every_query),
     ]
+    if report.data_dependent_pld is not None:
+        parts.append(pld_line(report.data_dependent_pld))
     if report.release is not None:
         parts.append(release_line(report.release))
     parts.append(publishable_line(report.publishable))
@@ -192,6 +195,18 @@ def _closing(report: AnalysisReport, every_query: bool) -> Text:
             f"expected answered {report.expected_answered:.1f} of {report.num_queries_seen}"
         )
     return closing
+
+
+def pld_line(figure: PldFigure) -> Text:
+    """One line on the privacy-loss-distribution figure, beside the RDP one."""
+    line = Text()
+    line.append(f"data-dependent epsilon (PLD) {fmt_bound(figure.epsilon)}", style=PRIVATE)
+    pairs = "q-bound pairs" if figure.method == "q-bound" else "exact worst-neighbour pairs"
+    line.append(
+        f" (private; both directions, {pairs}, {figure.queries} queries in "
+        f"{figure.groups} groups, loss grid {figure.grid:g})"
+    )
+    return line
 
 
 def release_line(release: Release) -> Text:

@@ -203,5 +203,30 @@ def _notes(report: CompareReport) -> list[RenderableType]:
                 f"({report.gate_on.value})"
             )
         )
+    parts.extend(_pld_lines(rows))
     parts.append(Text(f"note: {NOTE}", style="italic"))
     return parts
+
+
+def _pld_lines(rows: Sequence[CompareRow]) -> list[Text]:
+    """With --pld, each row's privacy-loss-distribution figure, by rank (or why none)."""
+    asked = [
+        (rank, row)
+        for rank, row in enumerate(rows, start=1)
+        if row.pld_note is not None or row.data_dependent_pld is not None
+    ]
+    if not asked:
+        return []
+    cells = []
+    for rank, row in asked:
+        figure = row.data_dependent_pld
+        cells.append(f"#{rank} " + ("-" if figure is None else fmt_bound(figure.epsilon)))
+    lines = [
+        Text(
+            "data-dependent epsilon (PLD, private; both directions): " + ", ".join(cells),
+            style=PRIVATE,
+        )
+    ]
+    notes = sorted({row.pld_note for _, row in asked if row.pld_note is not None})
+    lines.extend(Text(f"-: {note}", style="dim") for note in notes)
+    return lines

@@ -1,0 +1,192 @@
+"""The data-dependent epsilon from privacy-loss distributions (``analyze --pld``).
+
+Each query of a fixed list is one Gaussian noisy max (with its threshold step, for
+Confident-GNMax), a pair dominated by its q-bound pair or, with ``exact``, by the
+maximum of its exact worst-neighbour profiles (``pate_cli.core.pld``,
+``pate_cli.core.pld_exact``); the run's pairs are composed exactly and both directions
+read. Like every data-dependent figure it is a function of the votes: private, never
+released. Interactive-GNMax chooses its queries from earlier answers and LNMax's noise is
+Laplace: both stay on Renyi DP.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pate_cli.accountant.terms import QueryTerms
+from pate_cli.core import pld
+from pate_cli.core.compact import Compact, read_rows
+from pate_cli.core.pld_exact import TooManyClassesError
+from pate_cli.errors import UnsupportedError, UsageError
+from pate_cli.mechanisms import Mechanism
+from pate_cli.mechanisms.steps import GaussianPart, PurePart
+
+FloatArray = NDArray[np.float64]
+
+METHODS = {"q-bound": "q-bound", "exact": "exact-pairs"}
+"""The accepted choices (``--pld [exact]``, ``pld=True | "exact"``) and their JSON names."""
+_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class PldFigure:
+    """A run's data-dependent epsilon from privacy-loss distributions, both directions."""
+
+    epsilon: float
+    delta: float
+    method: str
+    """"q-bound" (each query's pair from its q and its neighbours') or "exact-pairs"."""
+    grid: float
+    """The losses' grid step (1e-3, or finer for less noisy pairs)."""
+    queries: int
+    groups: int
+    """Kinds of query composed (cells of the q-bounds, or distinct histograms)."""
+    remove: float
+    add: float
+
+    def to_json_dict(self) -> dict[str, object]:
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "method": self.method,
+            "grid": self.grid,
+            "queries": self.queries,
+            "groups": self.groups,
+            "epsilon_remove": self.remove,
+            "epsilon_add": self.add,
+        }
+
+
+class _MuSquared:
+    """Reads a step's share of an exact account as its mu^2 (Gaussian steps only)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def gaussian(self, part: GaussianPart) -> float:
+        return part.mu_squared
+
+    def pure(self, part: PurePart) -> float:
+        raise UnsupportedError(
+            f"{self.name}: the privacy-loss-distribution account (--pld) covers Gaussian "
+            "noise (GNMax, Confident-GNMax); its noise is not, and it stays on Renyi DP"
+        )
+
+
+def pld_figure(
+    votes: object,
+    mechanism: Mechanism,
+    terms: QueryTerms,
+    delta: float,
+    method: str = "q-bound",
+    *,
+    grid: float | None = None,
+) -> PldFigure:
+    """The data-dependent epsilon of the queries seen (``terms``) from privacy-loss
+    distributions, by ``method`` ("q-bound" or "exact"), on a loss grid of step ``grid``
+    (None: :func:`~pate_cli.core.pld.auto_grid` of the answer's noise). ``votes``: the
+    run's counts."""
+    if method not in METHODS:
+        raise UsageError(f"pld={method!r}: expected one of {', '.join(METHODS)}")
+    if mechanism.adaptive_queries:
+        raise UnsupportedError(
+            f"{mechanism.name} chooses its queries from earlier answers: its data-dependent "
+            "account stays on Renyi DP (--pld composes a fixed list of queries)"
+        )
+    step = mechanism.threshold_step
+    reader = _MuSquared(mechanism.name)
+    answer_squared = mechanism.answer_step.part(1.0).read(reader)
+    mu_squared = answer_squared
+    if step is not None:
+        mu_squared += step.part(1.0, terms.threshold_sensitivity).read(reader)
+    mu = math.sqrt(mu_squared)
+    seen = terms.num_seen
+    if grid is None:  # fine enough for the answer's own spread of losses
+        grid = pld.auto_grid(math.sqrt(answer_squared))
+    if method == "exact":
+        found = _exact(votes, mechanism, seen, mu, delta, grid)
+    else:
+        found = _qbound(votes, mechanism, terms, answer_squared, mu_squared, delta, grid)
+    return PldFigure(
+        found.epsilon,
+        delta,
+        METHODS[method],
+        found.grid,
+        seen,
+        found.groups,
+        found.remove,
+        found.add,
+    )
+
+
+def _qbound(
+    votes: object,
+    mechanism: Mechanism,
+    terms: QueryTerms,
+    answer_squared: float,
+    mu_squared: float,
+    delta: float,
+    grid: float,
+) -> pld.PldEpsilon:
+    """The q-bound pairs: per query, log a >= log P(o != i*) (Prop. 7) and log b the same
+    for every neighbour (every gap less 2) of the answer step; with a threshold step, its
+    margin z = (h - T) / sigma1 and the most a neighbour moves it, moves / sigma1."""
+    seen = terms.num_seen
+    answer = mechanism.answer_step
+    assert terms.logq is not None
+    bound = getattr(answer, "logq_neighbour", None)
+    if bound is None:  # a plugin's answer step made before the account asked for it
+        raise UnsupportedError(f"{mechanism.name}: its answer step bounds no neighbour's q")
+    neighbour = np.empty(seen)
+    for start in range(0, seen, _CHUNK):
+        stop = min(start + _CHUNK, seen)
+        neighbour[start:stop] = bound(read_rows(votes, start, stop))
+    step = mechanism.threshold_step
+    mu_answer = math.sqrt(answer_squared)
+    if step is None:
+        return pld.qbound_epsilon(terms.logq, neighbour, mu_answer, delta, grid=grid)
+    assert terms.margins is not None
+    shift = terms.threshold_sensitivity / step.sigma1
+    return pld.confident_epsilon(
+        terms.margins,
+        shift,
+        terms.logq,
+        neighbour,
+        mu_answer,
+        math.sqrt(mu_squared),
+        delta,
+        grid=grid,
+    )
+
+
+def _exact(
+    votes: object, mechanism: Mechanism, seen: int, mu: float, delta: float, grid: float
+) -> pld.PldEpsilon:
+    """The exact pairs: each distinct histogram's worst-neighbour profiles, composed."""
+    from pate_cli.core.pld_exact import worst_neighbour_profiles_many
+
+    outcome_bounds = getattr(mechanism.answer_step, "outcome_bounds", None)
+    if outcome_bounds is None:  # a plugin's answer step made before the account asked for it
+        raise UnsupportedError(f"{mechanism.name}: its answer step has no exact outcome bounds")
+    bounds = outcome_bounds(mechanism.threshold_step)
+    rows = []
+    for start in range(0, seen, _CHUNK):
+        block = read_rows(votes, start, min(start + _CHUNK, seen))
+        if isinstance(block, Compact):
+            raise UsageError("--pld exact reads dense votes of at most 20 classes")
+        rows.append(-np.sort(-np.asarray(block, dtype=np.float64), axis=1))
+    # GNMax and its threshold step treat the classes alike: sorted rows stand for their kind.
+    hists = np.concatenate(rows) if rows else np.zeros((0, 1))
+    kinds, counts = np.unique(hists, axis=0, return_counts=True)
+    eps = pld.loss_grid(mu, grid, delta, seen)
+    try:
+        remove, add = worst_neighbour_profiles_many(kinds, eps, log_prob_bounds=bounds)
+    except TooManyClassesError as error:
+        raise UsageError(f"--pld exact: {error}") from None
+    first = -(eps.size // 2)
+    found = pld.epsilon_from_profiles(first, remove, add, counts.astype(np.int64), grid, delta)
+    return pld.PldEpsilon(max(found), found[0], found[1], grid, seen, int(kinds.shape[0]))
