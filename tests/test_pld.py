@@ -189,3 +189,24 @@ def test_compare_shows_each_rows_figure_when_asked(write_npy):
         run_cli(["compare", path, "--sigma", "40", "--delta", DELTA, "--json"]).stdout
     )
     assert all("data_dependent_pld" not in row for row in plain["rows"])
+
+
+def test_votes_held_by_query_give_the_dense_figure():
+    """A vocabulary's votes held by their voted classes (a sparse matrix) give the figure of
+    the same dense histograms: the unlisted zero-vote classes enter q and q' in closed form."""
+    import scipy.sparse
+
+    rng = np.random.default_rng(7)
+    dense = np.zeros((25, 64))
+    for row in dense:
+        classes = rng.choice(64, size=4, replace=False)
+        row[classes] = rng.multinomial(50, [0.7, 0.2, 0.06, 0.04])
+    mechanism = pate.GNMax(sigma=5)
+    sparse = pate.analyze(
+        scipy.sparse.csr_matrix(dense), mechanism, delta=DELTA, release=False, pld=True
+    )
+    plain = pate.analyze(dense, mechanism, delta=DELTA, release=False, pld=True)
+    assert sparse.data_dependent_pld is not None and plain.data_dependent_pld is not None
+    assert sparse.data_dependent_pld.epsilon == pytest.approx(
+        plain.data_dependent_pld.epsilon, rel=1e-9
+    )
