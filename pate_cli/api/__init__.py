@@ -170,7 +170,7 @@ def _analysis(
     """The arguments checked and read, and the analysis: what analyze and smooth_sensitivity
     share (the votes, the report, the baseline and the answered mask)."""
     checks.delta(delta)
-    method = pld_choice(pld)
+    method = pld_choice(pld, data_independent=data_independent)
     votes = read_votes(votes)
     grid = as_orders(orders)
     kind = checks.conversion(conversion)

@@ -284,16 +284,20 @@ def with_release(
     return replace(report, release=outcome, warnings=report.warnings + notes)
 
 
-def pld_choice(pld: bool | str | None) -> str | None:
+def pld_choice(pld: bool | str | None, *, data_independent: bool = False) -> str | None:
     """``pld=`` as a method of the privacy-loss-distribution account: None (not asked),
-    "q-bound" (True) or "exact"."""
+    "q-bound" (True) or "exact"; refused with ``data_independent`` (the figure is a
+    data-dependent one), before any work."""
     if pld is None or pld is False:
         return None
-    if pld is True:
-        return "q-bound"
-    if isinstance(pld, str) and pld in METHODS:
-        return pld
-    raise UsageError(f"{given('pld', pld)}: expected True (the q-bound pairs) or 'exact'")
+    if pld is not True and not (isinstance(pld, str) and pld in METHODS):
+        raise UsageError(f"{given('pld', pld)}: expected True (the q-bound pairs) or 'exact'")
+    if data_independent:
+        raise UsageError(
+            f"{option('pld')} is a data-dependent figure; {option('data-independent')} "
+            "forces data-independent bounds"
+        )
+    return "q-bound" if pld is True else str(pld)
 
 
 def with_pld(
@@ -307,11 +311,7 @@ def with_pld(
     (``method``: see :func:`pld_choice`; None leaves the report as it is)."""
     if method is None:
         return report
-    if report.forced_data_independent or report.terms is None or report.terms.logq is None:
-        raise UsageError(
-            f"{option('pld')} is a data-dependent figure; {option('data-independent')} "
-            "forces data-independent bounds"
-        )
+    assert report.terms is not None and report.terms.logq is not None  # pld_choice's rule
     with (progress or _no_progress)("privacy-loss distributions", 1) as advance:
         figure = pld_figure(votes.counts, mechanism, report.terms, report.delta, method)
         if advance is not None:
