@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import log_ndtr
 
-from pate_cli.core._common import _ordered_map
+from pate_cli.core._common import _check_positive, _ordered_map
 from pate_cli.core.logmath import log1mexp
 from pate_cli.core.threshold import threshold_margins
 
@@ -78,13 +78,6 @@ def _check_hists(hists: ArrayLike) -> FloatArray:
     if not np.all(np.isfinite(arr)):
         raise ValueError("histograms must be finite")
     return arr
-
-
-def _check_scale(name: str, value: float) -> float:
-    value = float(value)
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name} must be positive and finite, got {value}")
-    return value
 
 
 # ----------------------------------------------------------------------------- log space
@@ -494,7 +487,7 @@ def gnmax_log_prob_bounds(hists: ArrayLike, sigma: float) -> tuple[FloatArray, F
         TooManyClassesError: for more than 20 classes.
     """
     hists = _check_hists(hists)
-    sigma = _check_scale("sigma", sigma)
+    sigma = _check_positive("sigma", sigma)
     num_hists, num_classes = hists.shape
     lower = np.empty((num_hists, num_classes))
     upper = np.empty((num_hists, num_classes))
@@ -534,7 +527,7 @@ def confident_log_prob_bounds(
         TooManyClassesError: for more than 20 classes.
     """
     hists = _check_hists(hists)
-    sigma1 = _check_scale("sigma1", sigma1)
+    sigma1 = _check_positive("sigma1", sigma1)
     threshold = float(threshold)
     if not math.isfinite(threshold):
         raise ValueError(f"threshold must be finite, got {threshold}")

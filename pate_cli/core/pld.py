@@ -382,22 +382,23 @@ def loss_grid(mu: float, grid: float, delta: float, queries: int) -> FloatArray:
 
 
 def cells(
-    log_a: FloatArray, log_b: FloatArray, width: float, floor: float
-) -> tuple[FloatArray, FloatArray, IntArray]:
+    log_a: FloatArray,
+    log_b: FloatArray,
+    width: float,
+    floor: float,
+    exact: FloatArray | None = None,
+) -> tuple[FloatArray, FloatArray, IntArray, FloatArray]:
     """Queries grouped by their cells of (log a, log b), each rounded up to a multiple of
-    ``width`` (the q-bound grows with both) and raised to ``floor`` at least. Returns the
-    cells' (log a, log b) and each cell's number of queries. Shapes: (Q,) -> (G,) x 3."""
-    nudge = 1e-12 * (1 + np.abs(log_a)), 1e-12 * (1 + np.abs(log_b))
-    keys = np.stack(
-        [
-            np.ceil((np.maximum(v + n, floor)) / width).astype(np.int64)
-            for v, n in zip((log_a, log_b), nudge, strict=True)
-        ],
-        axis=1,
-    )
-    unique, counts = np.unique(keys, axis=0, return_counts=True)
-    ups = np.minimum(unique * width, 0.0)
-    return ups[:, 0], ups[:, 1], counts.astype(np.int64)
+    ``width`` (the q-bound grows with both) and raised to ``floor`` at least, and by their
+    value of ``exact`` (a threshold's margin) when given. Returns the cells' (log a, log b),
+    each cell's number of queries and its ``exact`` value (0 without). Shapes: (Q,) -> (G,)."""
+    columns = [np.zeros(log_a.size) if exact is None else np.asarray(exact, dtype=np.float64)]
+    for values in (log_a, log_b):
+        nudged = np.maximum(values + 1e-12 * (1 + np.abs(values)), floor)  # rounded up
+        columns.append(np.ceil(nudged / width))
+    unique, counts = np.unique(np.stack(columns, axis=1), axis=0, return_counts=True)
+    ups = np.minimum(unique[:, 1:] * width, 0.0)
+    return ups[:, 0], ups[:, 1], counts.astype(np.int64), unique[:, 0]
 
 
 # ----------------------------------------------------------------------------- runs
@@ -438,7 +439,7 @@ def qbound_epsilon(
     if queries == 0:
         return PldEpsilon(0.0, 0.0, 0.0, grid, 0, 0)
     tolerance = delta * TAIL_SHARE / queries
-    cell_a, cell_b, counts = cells(log_a, log_b, cell, math.log(tolerance))
+    cell_a, cell_b, counts, _ = cells(log_a, log_b, cell, math.log(tolerance))
     eps = loss_grid(mu, grid, delta, queries)
     remove, add = qbound_profiles(cell_a, cell_b, mu, eps)
     first = -(eps.size // 2)
@@ -469,20 +470,7 @@ def confident_epsilon(
     if queries == 0:
         return PldEpsilon(0.0, 0.0, 0.0, grid, 0, 0)
     tolerance = delta * TAIL_SHARE / queries
-    floor = math.log(tolerance)
-    keys = np.stack(
-        [
-            margins,
-            *(
-                np.ceil(np.maximum(v + 1e-12 * (1 + np.abs(v)), floor) / cell)
-                for v in (log_a, log_b)
-            ),
-        ],
-        axis=1,
-    )
-    unique, counts = np.unique(keys, axis=0, return_counts=True)
-    z = unique[:, 0]
-    cell_a, cell_b = (np.minimum(unique[:, i] * cell, 0.0) for i in (1, 2))
+    cell_a, cell_b, counts, z = cells(log_a, log_b, cell, math.log(tolerance), margins)
     eps = loss_grid(mu_joint, grid, delta, queries)
     remove, add = confident_profiles(
         log_ndtr(z), log_ndtr(z - shift), log_ndtr(z + shift), cell_a, cell_b, mu, mu_joint, eps
