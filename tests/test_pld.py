@@ -210,3 +210,38 @@ def test_votes_held_by_query_give_the_dense_figure():
     assert sparse.data_dependent_pld.epsilon == pytest.approx(
         plain.data_dependent_pld.epsilon, rel=1e-9
     )
+
+
+def test_the_neighbours_q_is_read_in_the_accounting_pass(monkeypatch):
+    """One pass over the votes: the analysis's terms carry q' (one call per chunk), and the
+    figure is the one computed from terms made without it."""
+    from pate_cli.accountant.pld import pld_figure
+    from pate_cli.accountant.terms import query_terms
+    from pate_cli.mechanisms.steps import GaussianAnswer
+
+    calls = []
+    original = GaussianAnswer.logq_neighbour
+
+    def counted(self, counts):
+        calls.append(len(counts))
+        return original(self, counts)
+
+    monkeypatch.setattr(GaussianAnswer, "logq_neighbour", counted)
+    votes = realistic_votes()[:50]
+    mechanism = pate.GNMax(sigma=40)
+    report = pate.analyze(votes, mechanism, delta=DELTA, release=False, pld=True)
+    assert report.terms is not None and report.terms.logq_neighbour is not None
+    assert calls == [50]  # once, in the accounting pass: not walked again
+    calls.clear()
+    apart = pld_figure(votes, mechanism, query_terms(votes, mechanism), DELTA)
+    assert calls == [50]  # terms without it: the figure reads the votes itself
+    assert report.data_dependent_pld == apart
+
+
+def test_a_value_pld_does_not_take_is_one_line_and_exit_2(write_npy):
+    path = write_npy(realistic_votes()[:5])
+    result = run_cli(
+        ["analyze", path, "--sigma", "40", "--delta", DELTA, "--pld", "fast"], expect=2
+    )
+    assert len(result.stderr.strip().splitlines()) == 1 and "fast" in result.stderr
+    assert result.stdout == ""

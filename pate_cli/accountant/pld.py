@@ -77,6 +77,23 @@ class _MuSquared:
         )
 
 
+def check_pld(mechanism: Mechanism, method: str) -> None:
+    """Refuse, before any work, a method or a mechanism the account does not cover: queries
+    chosen from earlier answers, noise that is not Gaussian, an answer step without the
+    members ``method`` reads (a plugin's, made before the account asked for them)."""
+    if method not in METHODS:
+        raise UsageError(f"pld={method!r}: expected one of {', '.join(METHODS)}")
+    if mechanism.adaptive_queries:
+        raise UnsupportedError(
+            f"{mechanism.name} chooses its queries from earlier answers: its data-dependent "
+            "account stays on Renyi DP (--pld composes a fixed list of queries)"
+        )
+    mechanism.answer_step.part(1.0).read(_MuSquared(mechanism.name))
+    member = "outcome_bounds" if method == "exact" else "logq_neighbour"
+    if not hasattr(mechanism.answer_step, member):
+        raise UnsupportedError(f"{mechanism.name}: its answer step has no {member} (--pld)")
+
+
 def pld_figure(
     votes: object,
     mechanism: Mechanism,
@@ -90,13 +107,7 @@ def pld_figure(
     distributions, by ``method`` ("q-bound" or "exact"), on a loss grid of step ``grid``
     (None: :func:`~pate_cli.core.pld.auto_grid` of the answer's noise). ``votes``: the
     run's counts."""
-    if method not in METHODS:
-        raise UsageError(f"pld={method!r}: expected one of {', '.join(METHODS)}")
-    if mechanism.adaptive_queries:
-        raise UnsupportedError(
-            f"{mechanism.name} chooses its queries from earlier answers: its data-dependent "
-            "account stays on Renyi DP (--pld composes a fixed list of queries)"
-        )
+    check_pld(mechanism, method)
     step = mechanism.threshold_step
     reader = _MuSquared(mechanism.name)
     answer_squared = mechanism.answer_step.part(1.0).read(reader)
@@ -138,13 +149,12 @@ def _qbound(
     seen = terms.num_seen
     answer = mechanism.answer_step
     assert terms.logq is not None
-    bound = getattr(answer, "logq_neighbour", None)
-    if bound is None:  # a plugin's answer step made before the account asked for it
-        raise UnsupportedError(f"{mechanism.name}: its answer step bounds no neighbour's q")
-    neighbour = np.empty(seen)
-    for start in range(0, seen, _CHUNK):
-        stop = min(start + _CHUNK, seen)
-        neighbour[start:stop] = bound(read_rows(votes, start, stop))
+    neighbour = terms.logq_neighbour
+    if neighbour is None:  # terms made without it (compare's, a library caller's)
+        neighbour = np.empty(seen)
+        for start in range(0, seen, _CHUNK):
+            stop = min(start + _CHUNK, seen)
+            neighbour[start:stop] = answer.logq_neighbour(read_rows(votes, start, stop))
     step = mechanism.threshold_step
     mu_answer = math.sqrt(answer_squared)
     if step is None:
@@ -169,10 +179,7 @@ def _exact(
     """The exact pairs: each distinct histogram's worst-neighbour profiles, composed."""
     from pate_cli.core.pld_exact import worst_neighbour_profiles_many
 
-    outcome_bounds = getattr(mechanism.answer_step, "outcome_bounds", None)
-    if outcome_bounds is None:  # a plugin's answer step made before the account asked for it
-        raise UnsupportedError(f"{mechanism.name}: its answer step has no exact outcome bounds")
-    bounds = outcome_bounds(mechanism.threshold_step)
+    bounds = mechanism.answer_step.outcome_bounds(mechanism.threshold_step)
     rows = []
     for start in range(0, seen, _CHUNK):
         block = read_rows(votes, start, min(start + _CHUNK, seen))

@@ -44,6 +44,9 @@ class QueryTerms:
     """How far a neighbour moves the rounded statistic h: 1, or 2 under half to even where a
     value of votes - baseline is an exact half (the threshold step's ``moves``). Every
     privacy bound of the threshold step reads it; its probabilities do not."""
+    logq_neighbour: FloatArray | None = None
+    """log of the answer step's q bound for every neighbour of the votes (Q,), for the
+    privacy-loss-distribution account; None unless asked for (``need_neighbour``)."""
 
     def rows(self, start: int, stop: int) -> QueryTerms:
         """The terms of queries [start, stop); the threshold sensitivity is the run's."""
@@ -58,6 +61,7 @@ class QueryTerms:
             logq=part(self.logq),
             num_seen=stop - start,
             margins=part(self.margins),
+            logq_neighbour=part(self.logq_neighbour),
         )
 
 
@@ -70,13 +74,15 @@ def query_terms(
     half_even: bool = False,
     need_logq: bool = True,
     answer_only: bool = False,
+    need_neighbour: bool = False,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: Callable[[int], None] | None = None,
     workers: int | None = None,
 ) -> QueryTerms:
     """One pass over the votes, chunk by chunk: log Pr[answered] and log q per query.
 
-    ``answer_only`` leaves the threshold step out (the answer step's terms alone).
+    ``answer_only`` leaves the threshold step out (the answer step's terms alone);
+    ``need_neighbour`` adds the answer step's q bound for every neighbour (``--pld``).
     Chunks run on up to ``workers`` threads (reading a chunk and numpy's loops release
     the GIL); each writes its own slice, so the result does not depend on the count.
 
@@ -89,6 +95,7 @@ def query_terms(
     logq_step1 = np.empty(seen) if is_threshold else None
     step1_margins = np.empty(seen) if is_threshold else None
     logq = np.empty(seen) if need_logq else None
+    neighbour = np.empty(seen) if need_neighbour else None
     sensitivities = [1]
 
     def chunk(start: int) -> int:
@@ -104,6 +111,8 @@ def query_terms(
             sensitivities.append(found.moves)
         if logq is not None:
             logq[start:stop] = mechanism.answer_step.logq(counts)
+        if neighbour is not None:
+            neighbour[start:stop] = mechanism.answer_step.logq_neighbour(counts)
         return stop - start
 
     starts = range(0, seen, chunk_size)
@@ -119,7 +128,7 @@ def query_terms(
             if baseline is not None:
                 rest = rest - baseline[start : start + chunk_size]
             sensitivities.append(step.moves(rest, half_even=True))
-    return QueryTerms(log_pr, logq_step1, logq, seen, step1_margins, max(sensitivities))
+    return QueryTerms(log_pr, logq_step1, logq, seen, step1_margins, max(sensitivities), neighbour)
 
 
 def answer_weights(

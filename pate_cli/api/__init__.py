@@ -31,8 +31,7 @@ Parameters the entry points share (each function's docstring lists only its own)
   (``GateOn`` or its value; ``"publishable"`` by default: the smallest publishable figure
   not drawn at random) is within it.
 - ``budget``: a ``Budget`` or its path, charged the run's account as ``--budget`` does.
-- ``pld`` (analyze, compare): True (``--pld``) or ``"exact"`` (``--pld exact``): the
-  data-dependent epsilon from privacy-loss distributions, ``report.data_dependent_pld``.
+- ``pld`` (analyze, compare): True or ``"exact"``, as ``--pld [exact]`` (docs/cli.md).
 - ``progress``: for long passes, a callable ``progress(description, total)`` returning a
   context manager that yields ``advance(n)`` (or None); the command line gives a Rich bar,
   a notebook may give tqdm's.
@@ -170,7 +169,7 @@ def _analysis(
     """The arguments checked and read, and the analysis: what analyze and smooth_sensitivity
     share (the votes, the report, the baseline and the answered mask)."""
     checks.delta(delta)
-    method = pld_choice(pld, data_independent=data_independent)
+    method = pld_choice(pld, mechanism, data_independent=data_independent)
     votes = read_votes(votes)
     grid = as_orders(orders)
     kind = checks.conversion(conversion)
@@ -187,6 +186,7 @@ def _analysis(
         half_even=half_even,
         progress=progress,
         guaranteed=guaranteed,
+        need_neighbour=method == "q-bound",
     )
     report = with_pld(report, votes, mechanism, method, progress)
     return votes, report, baseline_array, answered_mask

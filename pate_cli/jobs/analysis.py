@@ -24,7 +24,7 @@ from pate_cli.accountant.figures import (
     exact_bound,
     guaranteed_rdp,
 )
-from pate_cli.accountant.pld import METHODS, pld_figure
+from pate_cli.accountant.pld import METHODS, check_pld, pld_figure
 from pate_cli.accountant.terms import QueryTerms, query_terms
 from pate_cli.choices import Conversion
 from pate_cli.common.spelling import given, option
@@ -76,14 +76,18 @@ def analysis_report(
     progress: Progress | None = None,
     guaranteed: bool = True,
     terms: QueryTerms | None = None,
+    need_neighbour: bool = False,
 ) -> AnalysisReport:
     """Account a run and convert it, without a release: the core of ``analyze``.
 
     ``guaranteed`` False leaves out the joint bound (``report.guaranteed`` None), for callers
     that show none of it. ``terms``: the queries' terms when the caller has them (those of
-    the queries seen), so that the votes are not walked again."""
+    the queries seen), so that the votes are not walked again; ``need_neighbour``: with the
+    answer step's q for every neighbour, in the same pass (``--pld``)."""
     if terms is None:
-        terms = _query_terms(votes, mechanism, baseline, answered, half_even, progress)
+        terms = _query_terms(
+            votes, mechanism, baseline, answered, half_even, progress, need_neighbour
+        )
     result = account_terms(
         mechanism,
         terms,
@@ -135,6 +139,7 @@ def _query_terms(
     answered: NDArray[np.bool_] | None,
     half_even: bool,
     progress: Progress | None,
+    need_neighbour: bool = False,
 ) -> QueryTerms:
     """One pass over the votes (shown as "accounting"): the per-query terms of the queries
     seen, every one or those of the answered mask."""
@@ -145,6 +150,7 @@ def _query_terms(
             num_seen=None if answered is None else len(answered),
             baseline=baseline,
             half_even=half_even,
+            need_neighbour=need_neighbour,
             progress=advance,
         )
 
@@ -284,10 +290,12 @@ def with_release(
     return replace(report, release=outcome, warnings=report.warnings + notes)
 
 
-def pld_choice(pld: bool | str | None, *, data_independent: bool = False) -> str | None:
+def pld_choice(
+    pld: bool | str | None, mechanism: Mechanism | None = None, *, data_independent: bool = False
+) -> str | None:
     """``pld=`` as a method of the privacy-loss-distribution account: None (not asked),
-    "q-bound" (True) or "exact"; refused with ``data_independent`` (the figure is a
-    data-dependent one), before any work."""
+    "q-bound" (True) or "exact"; refused before any work with ``data_independent`` (the
+    figure is a data-dependent one) or for a ``mechanism`` it does not cover."""
     if pld is None or pld is False:
         return None
     if pld is not True and not (isinstance(pld, str) and pld in METHODS):
@@ -297,7 +305,10 @@ def pld_choice(pld: bool | str | None, *, data_independent: bool = False) -> str
             f"{option('pld')} is a data-dependent figure; {option('data-independent')} "
             "forces data-independent bounds"
         )
-    return "q-bound" if pld is True else str(pld)
+    method = "q-bound" if pld is True else str(pld)
+    if mechanism is not None:
+        check_pld(mechanism, method)
+    return method
 
 
 def with_pld(
