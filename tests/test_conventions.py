@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pate_cli.cli.app import app
+from pate_cli.cli.suggestions import close_spellings, edits
 from pate_cli.errors import ExitCode
 from tests.conftest import MNIST, TABLE2, run_cli
 
@@ -49,6 +50,62 @@ def test_every_error_is_one_line_in_one_style(args, words):
     (line,) = result.stderr.splitlines()
     assert line.startswith("pate: error: ") and words in line
     assert "Input should be" not in line and "Value error" not in line
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        # Click's own rule (difflib, the dashes counted) suggested --delta and --no-release.
+        (["analyze", MNIST, "--release"], "No such option: --release (see 'pate analyze --help')"),
+        (["analyze", MNIST, "--sigam", 4], "No such option: --sigam (Possible options: --sigma)"),
+        (["analyze", MNIST, "--queires", 9], "--queires (Possible options: --queries)"),
+        (["analyze", MNIST, "--budjet", "b"], "--budjet (Possible options: --budget)"),
+        (["analyze", MNIST, "--no-relase"], "--no-relase (Possible options: --no-release)"),
+        (["analyze", MNIST, "--sigma3", 4], "(Possible options: --sigma, --sigma1, --sigma2)"),
+        (["analyze", MNIST, "--max-eps", 4], "--max-eps (Possible options: --max-epsilon)"),
+        (["plan", "--delt", 1e-5], "--delt (Possible options: --delta) (see 'pate plan --help')"),
+        (["--versoin"], "--versoin (Possible options: --version) (see 'pate --help')"),
+        (["budgte"], "No such command 'budgte'. Did you mean 'budget'? (see 'pate --help')"),
+        (["smooth"], "No such command 'smooth'. Did you mean 'smooth-sensitivity'?"),
+        # Typer's own rule suggested verify and compare.
+        (["version"], "No such command 'version' (see 'pate --help')"),
+        (["compute"], "No such command 'compute' (see 'pate --help')"),
+        (["budget", "shwo"], "No such command 'shwo'. Did you mean 'show'? (see 'pate budget"),
+        (["budget", "delete"], "No such command 'delete' (see 'pate budget --help')"),
+    ],
+)
+def test_an_unknown_name_suggests_only_close_spellings(args, line):
+    result = run_cli(args, expect=ExitCode.BAD_INPUT)
+    (said,) = result.stderr.splitlines()
+    assert said.startswith("pate: error: ") and line in said, said
+    assert said.count("Possible options") + said.count("Did you mean") <= 1
+
+
+@pytest.mark.parametrize(
+    ("typed", "names", "close"),
+    [
+        ("--release", ["--delta", "--no-release", "--seed"], []),
+        ("--sigam", ["--sigma", "--sigma1", "--sigma2", "--sigma-ss"], ["--sigma"]),
+        ("--SIGMA", ["--sigma"], ["--sigma"]),
+        ("--sig", ["--sigma", "--sigma1", "--seed"], ["--sigma", "--sigma1"]),
+        ("--no", ["--no-release"], []),  # two letters abbreviate nothing
+        ("--threshhold", ["--threshold", "--threshold-bound"], ["--threshold"]),
+        ("--max-epsion", ["--max-epsilon", "--max-queries"], ["--max-epsilon"]),
+        ("shot", ["init", "show"], ["show"]),
+        ("sohw", ["init", "show"], ["show"]),  # a swap is one edit
+        ("compute", ["compare", "inspect"], []),
+    ],
+)
+def test_the_rule_of_close_spellings(typed, names, close):
+    assert close_spellings(typed, names) == close
+
+
+def test_edits_count_a_swap_as_one():
+    assert edits("sigam", "sigma") == 1
+    assert edits("queires", "queries") == 1
+    assert edits("release", "no-release") == 3
+    assert edits("", "abc") == edits("abc", "") == 3
+    assert edits("kitten", "sitting") == 3
 
 
 def test_quiet_prints_nothing_but_errors():
@@ -125,3 +182,15 @@ def test_an_existing_ledger_or_plot_is_not_replaced_without_force(tmp_path):
     assert ledger.read_text() == "kept\n"
     run_cli(["analyze", MNIST, *TABLE2, "--ledger", ledger, "--force"])
     assert ledger.read_text().startswith("index,")
+
+
+def test_a_run_after_would_charge_suggests_as_the_run_does(tmp_path):
+    budget = tmp_path / "team.budget.jsonl"
+    run_cli(["budget", "init", budget, "--delta", 1e-5, "--max-epsilon", 8])
+    charge = ["budget", "show", budget, "--would-charge", "--", "aggregate", MNIST]
+    result = run_cli([*charge, "--sigam", 40], expect=ExitCode.BAD_INPUT)
+    (said,) = result.stderr.splitlines()
+    assert "No such option: --sigam (Possible options: --sigma)" in said, said
+    result = run_cli([*charge, "--release"], expect=ExitCode.BAD_INPUT)
+    assert "No such option: --release" in result.stderr
+    assert "Possible options" not in result.stderr

@@ -43,6 +43,7 @@ from pate_cli.cli.options import (
     mechanism_choices,
     with_optional_values,
 )
+from pate_cli.cli.suggestions import CloseSpellingGroup, with_close_options
 from pate_cli.common.spelling import command_line
 from pate_cli.common.version import __version__
 from pate_cli.errors import ExitCode, PateError
@@ -94,8 +95,9 @@ def _uniform_help(group: TyperGroup) -> None:
                 param.metavar = _metavar(param)
 
 
-class PateGroup(TyperGroup):
-    """The single error boundary: typed errors -> one line and their exit code."""
+class PateGroup(CloseSpellingGroup):
+    """The single error boundary: typed errors -> one line and their exit code; an unknown
+    option or command suggests only close spellings (``pate_cli.cli.suggestions``)."""
 
     def format_epilog(self, ctx: Any, formatter: Any) -> None:
         # The mechanisms installed, built in or from plugins: what --mechanism takes.
@@ -119,7 +121,7 @@ class PateGroup(TyperGroup):
             return super().make_context(info_name, with_optional_values(args), *more, **extra)
         except ClickUsageError as error:
             # A parse error before any command (an unknown option of pate itself).
-            error_line(f"pate: error: {_our_words(error.format_message())} (see 'pate --help')")
+            error_line(f"pate: error: {_parse_error(error)} (see 'pate --help')")
             raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
 
     def invoke(self, ctx: Any) -> Any:
@@ -142,7 +144,7 @@ class PateGroup(TyperGroup):
             command = (
                 f"pate {ctx.invoked_subcommand} --help" if ctx.invoked_subcommand else "pate --help"
             )
-            error_line(f"pate: error: {_our_words(error.format_message())} (see '{command}')")
+            error_line(f"pate: error: {_parse_error(error)} (see '{command}')")
             raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
         except KeyboardInterrupt as interrupt:
             # SIGINT, SIGTERM or SIGHUP (pate_cli.cli.interrupts raises them as an interrupt):
@@ -214,6 +216,11 @@ _WORDING = (
     ("Value error, ", ""),
 )
 _INVALID = re.compile(r"Invalid value for '([^']+)'(?: / '[^']+')*: ")
+
+
+def _parse_error(error: ClickUsageError) -> str:
+    """A parse error's one line: an unknown option suggests only close spellings."""
+    return _our_words(with_close_options(error).format_message())
 
 
 def _our_words(message: str) -> str:

@@ -54,8 +54,10 @@ def _parse_argv(root: Any, argv: list[str]) -> dict[str, Any]:
     the running ``pate``): the command's parameters."""
     import typer
     from typer._click.exceptions import ClickException
+    from typer._click.exceptions import UsageError as ClickUsageError
 
     from pate_cli.cli.options import QUIET, with_optional_values
+    from pate_cli.cli.suggestions import with_close_options
 
     if not argv or argv[0] not in _DESCRIBE:
         raise _Mismatch(f"it runs {argv[:1] or 'nothing'}, not a command that writes a record")
@@ -67,6 +69,8 @@ def _parse_argv(root: Any, argv: list[str]) -> dict[str, Any]:
     try:
         context = command.make_context(argv[0], with_optional_values(list(words)))
     except ClickException as error:
+        if isinstance(error, ClickUsageError):
+            error = with_close_options(error)
         raise _Mismatch(f"it does not parse: {error.format_message()}") from None
     except (typer.Exit, typer.Abort, PateError, ValueError) as error:
         raise _Mismatch(f"it does not parse: {error}") from None

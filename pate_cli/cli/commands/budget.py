@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from pate_cli.cli.options import DeltaOpt, JsonOpt, QuietOpt, emit, error_line
+from pate_cli.cli.suggestions import CloseSpellingGroup
 from pate_cli.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from pate_cli.budget import Budget, Preview
 
 app = typer.Typer(
+    cls=CloseSpellingGroup,
     help="One privacy budget across releases: create it, and show what it spent.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
