@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
+import typer
 
 import pate_cli.cli.app as cli
 import pate_cli.jobs.analysis as analysis
 from pate_cli import __version__
 from pate_cli.errors import ExitCode
 from pate_cli.orders import DEFAULT_ORDERS
-from tests.conftest import MNIST, run_cli
+from tests.conftest import MNIST, ROOT, run_cli
 
 MNIST_640 = [MNIST, "--queries", 640, "--delta", 1e-5]
 CONFIDENT = ["--threshold", 200, "--sigma1", 150, "--sigma", 40]
-COMMANDS = [command.name or command.callback.__name__ for command in cli.app.registered_commands]
 
 
 def test_version():
@@ -31,23 +35,58 @@ def test_no_arguments_shows_help():
     assert "Usage" in result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_has_help_with_a_runnable_example(command):
-    text = " ".join(run_cli([command, "--help"]).stdout.split())
-    # plan reads no votes: its example is the parameters alone.
-    runs_on = "pate plan --delta" if command == "plan" else f"pate {command} sample_data/"
-    assert "Example" in text and runs_on in text
+def _every_command(group: Any, words: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The words after ``pate`` of every command and subcommand (``budget init``)."""
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):
+            yield from _every_command(command, (*words, name))
+        else:
+            yield (*words, name)
 
 
-def test_help_examples_run(tmp_path):
-    """The Example line of each command's help runs and exits 0."""
-    for command in COMMANDS:
-        text = " ".join(run_cli([command, "--help"]).stdout.split())
-        example = text.split(f"Example: pate {command} ", 1)[1]
-        example = example.split(" Arguments:")[0].split(" Options:")[0]
-        args = [command, *example.split()]
-        args = [str(tmp_path / a.split("/")[-1]) if a.endswith(".out.npy") else a for a in args]
-        run_cli(args)
+EVERY_COMMAND = list(_every_command(typer.main.get_command(cli.app)))
+
+
+def help_examples(words: tuple[str, ...]) -> list[str]:
+    """The example lines of ``pate WORDS --help`` (off a terminal, 80 columns): the lines
+    of its last section, "Example:" or "Examples:", which comes after its options."""
+    lines = run_cli([*words, "--help"]).stdout.splitlines()
+    headings = [i for i, line in enumerate(lines) if re.fullmatch(r"\S.*:", line)]
+    (at,) = [i for i in headings if lines[i] in ("Example:", "Examples:")]
+    assert at == headings[-1] and "Options:" in (lines[i] for i in headings[:-1])
+    examples = lines[at + 1 :]
+    assert examples and all(line.startswith("  ") for line in examples), examples
+    return [line.strip() for line in examples]
+
+
+def test_every_command_and_subcommand_is_found():
+    assert {"analyze", "plan", "budget init", "budget show"} <= {" ".join(w) for w in EVERY_COMMAND}
+
+
+@pytest.mark.parametrize("words", EVERY_COMMAND, ids=" ".join)
+def test_help_ends_with_examples_each_one_whole_command_on_its_line(words):
+    """Each example line is one whole command: it names the command once, at its start, and
+    none is broken across lines or runs into the next."""
+    examples = help_examples(words)
+    for line in examples:
+        args = shlex.split(line)
+        assert args[: len(words) + 1] == ["pate", *words], line
+        assert args.count("pate") == 1, line
+    # The commands that read votes run on the sample data (plan reads none).
+    if words not in {("plan",), ("budget", "init")}:
+        assert any("sample_data/" in line for line in examples), examples
+
+
+def test_help_examples_run(tmp_path, monkeypatch):
+    """Every example of every command's help runs as written, in order, and exits 0 (from a
+    scratch folder: the sample data is the project's; budget show reads what budget init
+    wrote)."""
+    monkeypatch.chdir(tmp_path)
+    for words in EVERY_COMMAND:
+        for line in help_examples(words):
+            args = [str(ROOT / a) if a.startswith("sample_data/") else a for a in shlex.split(line)]
+            run_cli(args[1:])
+    assert (tmp_path / "labels.out.npy").exists() and (tmp_path / "team.budget.jsonl").exists()
 
 
 def test_json_stdout_is_one_object_and_nothing_else():

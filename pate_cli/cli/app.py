@@ -34,6 +34,7 @@ from pate_cli.cli.commands import (
     smooth_sensitivity,
     verify,
 )
+from pate_cli.cli.examples import examples
 from pate_cli.cli.interrupts import hold_signals, signals_admitted
 from pate_cli.cli.options import (
     ARGV,
@@ -266,13 +267,15 @@ def _root(
     """Privacy analysis for PATE (Private Aggregation of Teacher Ensembles)."""
 
 
-app.command("analyze")(analyze.analyze)
-app.command("smooth-sensitivity")(smooth_sensitivity.smooth_sensitivity)
-app.command("aggregate")(aggregate.aggregate)
-app.command("compare")(compare.compare)
-app.command("inspect")(inspect.inspect)
-app.command("verify")(verify.verify)
-app.command("plan")(plan.plan)
+app.command("analyze", **examples(*analyze.EXAMPLES))(analyze.analyze)
+app.command("smooth-sensitivity", **examples(*smooth_sensitivity.EXAMPLES))(
+    smooth_sensitivity.smooth_sensitivity
+)
+app.command("aggregate", **examples(*aggregate.EXAMPLES))(aggregate.aggregate)
+app.command("compare", **examples(*compare.EXAMPLES))(compare.compare)
+app.command("inspect", **examples(*inspect.EXAMPLES))(inspect.inspect)
+app.command("verify", **examples(*verify.EXAMPLES))(verify.verify)
+app.command("plan", **examples(*plan.EXAMPLES))(plan.plan)
 app.add_typer(budget.app, name="budget")
 
 

@@ -122,6 +122,12 @@ def describe(p: Params) -> Invocation:
     )
 
 
+# The end of the help: each line one whole command (pate_cli.cli.examples).
+EXAMPLES = (
+    "pate aggregate sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5 --output labels.out.npy",
+)
+
+
 @command(*runs(mechanism_block(baseline=False), gate(TableGateOnOpt, TableGateOn.PUBLISHABLE)))
 def aggregate(
     ctx: typer.Context,
@@ -145,10 +151,6 @@ def aggregate(
     spends the privacy budget again). The report gives the realised privacy
     cost (the threshold step on every query seen, the answer step on the
     answered ones) next to the expected cost.
-
-    Example:
-
-        pate aggregate sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5 --output labels.out.npy
     """
     from pate_cli.cli import render
 

@@ -119,6 +119,12 @@ def describe(p: Params) -> Invocation:
     )
 
 
+# The end of the help: each line one whole command (pate_cli.cli.examples).
+EXAMPLES = (
+    "pate analyze sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5",
+)
+
+
 @command(*runs(mechanism_block(), gate(GateOnOpt, GateOn.PUBLISHABLE), release=True))
 def analyze(
     ctx: typer.Context,
@@ -140,10 +146,6 @@ def analyze(
     queries answered, and the epsilon released through its smooth
     sensitivity (GNSS), for LNMax as for the GNMax family. With --answered,
     the realised run of 'pate aggregate'.
-
-    Example:
-
-        pate analyze sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5
     """
     run(describe(ctx.params), partial(_view, all_orders=all_orders, breakdown=breakdown))
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from pate_cli.cli.examples import examples
 from pate_cli.cli.options import DeltaOpt, JsonOpt, QuietOpt, emit, error_line
 from pate_cli.cli.suggestions import CloseSpellingGroup
 from pate_cli.errors import ExitCode, UsageError
@@ -31,7 +32,12 @@ BudgetArg = Annotated[
 ]
 
 
-@app.command("init")
+@app.command(
+    "init",
+    **examples(
+        'pate budget init team.budget.jsonl --delta 1e-5 --max-epsilon 8 --name "MNIST teachers"'
+    ),
+)
 def init(
     budget_path: BudgetArg,
     delta: DeltaOpt,
@@ -68,10 +74,6 @@ def init(
     --delta. Publish the head that 'pate budget show' prints after each
     charge: 'pate verify FILE --head DIGEST' then shows whether the history
     before it was rewritten.
-
-    Example:
-
-        pate budget init team.budget.jsonl --delta 1e-5 --max-epsilon 8 --name "MNIST teachers"
     """
     from pate_cli.budget import Budget
     from pate_cli.cli import render
@@ -88,7 +90,14 @@ def init(
     emit(payload, render.render_budget(payload), (), as_json)
 
 
-@app.command("show", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(
+    "show",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    **examples(
+        "pate budget show team.budget.jsonl --max-epsilon 8",
+        "pate budget show team.budget.jsonl --would-charge -- aggregate sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5 --output labels.out.npy --budget team.budget.jsonl",
+    ),
+)
 def show(
     ctx: typer.Context,
     budget_path: BudgetArg,
@@ -113,11 +122,6 @@ def show(
 ) -> None:
     """Every charge of a budget, their total composed the tightest sound way, and the head
     to publish.
-
-    Example:
-
-        pate budget show team.budget.jsonl --max-epsilon 8
-        pate budget show team.budget.jsonl --would-charge -- aggregate votes.npy --sigma 40 --delta 1e-5 --output labels.npy
     """
     from pate_cli.budget import Budget
     from pate_cli.cli import render

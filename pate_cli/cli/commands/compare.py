@@ -91,6 +91,12 @@ def describe(p: Params) -> Invocation:
     return Invocation.of("compare", call, p, outputs=(csv, plot))
 
 
+# The end of the help: each line one whole command (pate_cli.cli.examples).
+EXAMPLES = (
+    "pate compare sample_data/mnist_250_teachers.npy --threshold 150,200 --sigma1 100,150 --sigma 40 --queries 640 --delta 1e-5",
+)
+
+
 @command(
     mechanism_block(lists=True),
     OWN,
@@ -119,10 +125,6 @@ def compare(
     worst-case epsilon (every query answered) is safe to tune on.
     --max-epsilon exits 1 after printing when no setting is within budget (the
     best row's publishable epsilon, unless --gate-on says otherwise).
-
-    Example:
-
-        pate compare sample_data/mnist_250_teachers.npy --threshold 150,200 --sigma1 100,150 --sigma 40 --queries 640 --delta 1e-5
     """
     from pate_cli.cli import render
     from pate_cli.cli.run import check_files, finish

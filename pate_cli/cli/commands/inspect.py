@@ -13,6 +13,9 @@ from pate_cli.cli.blocks import OUTPUT, SELECTION, command
 from pate_cli.cli.options import VotesArg, emit
 from pate_cli.cli.run import Selection
 
+# The end of the help: each line one whole command (pate_cli.cli.examples).
+EXAMPLES = ("pate inspect sample_data/mnist_250_teachers.npy",)
+
 
 @command(SELECTION, OUTPUT)
 def inspect(ctx: typer.Context, votes_path: VotesArg) -> None:
@@ -24,10 +27,6 @@ def inspect(ctx: typer.Context, votes_path: VotesArg) -> None:
     the top two counts (quantiles and histograms), and how many queries are
     unanimous or tied at the top. Strong agreement is what makes the
     data-dependent analysis cheap.
-
-    Example:
-
-        pate inspect sample_data/mnist_250_teachers.npy
     """
     votes = Selection.of(ctx.params).load()
     from pate_cli.cli import render

@@ -39,6 +39,10 @@ PilotVotesOpt = Annotated[
 ]
 
 
+# The end of the help: each line one whole command (pate_cli.cli.examples).
+EXAMPLES = ("pate plan --delta 1e-5 --epsilon 2 --queries 640",)
+
+
 @command(OWN, mechanism_block(baseline=False), OUTPUT)
 def plan(
     ctx: typer.Context,
@@ -59,10 +63,6 @@ def plan(
     within the target: never above it, and within 1e-7 relative of it
     (a count: the largest that fits). No votes are read unless
     --votes gives pilot votes.
-
-    Example:
-
-        pate plan --delta 1e-5 --epsilon 2 --queries 640
     """
     from pate_cli.jobs.planning import plan as solve
     from pate_cli.mechanisms.registry import declarations

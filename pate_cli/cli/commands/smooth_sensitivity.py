@@ -51,6 +51,12 @@ def describe(p: Params) -> Invocation:
     return Invocation.of("smooth-sensitivity", call, p, progress=True)
 
 
+# The end of the help: each line one whole command (pate_cli.cli.examples).
+EXAMPLES = (
+    "pate smooth-sensitivity sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5",
+)
+
+
 @command(*runs(mechanism_block(), gate(ReleaseGateOnOpt, None), release=True))
 def smooth_sensitivity(
     ctx: typer.Context,
@@ -78,10 +84,6 @@ def smooth_sensitivity(
     votes, with a warning). The sample is publishable
     when its order, beta and sigma_ss were fixed in advance (--order, --beta,
     --sigma-ss) and its noise is private.
-
-    Example:
-
-        pate smooth-sensitivity sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5
     """
     from pate_cli.cli import render
 

@@ -103,6 +103,10 @@ def _overrides(votes: str | None, inputs: list[str]) -> dict[str, str]:
     return found
 
 
+# The end of the help: each line one whole command (pate_cli.cli.examples).
+EXAMPLES = ("pate verify sample_data/mnist_table2.record.json",)
+
+
 def verify(
     ctx: typer.Context,
     record_path: RecordArg,
@@ -140,10 +144,6 @@ def verify(
     naming the budget must have its line, the chain must pass through every
     --head published earlier, and the total must be within the limit;
     without --records it is never fully verified.
-
-    Example:
-
-        pate verify sample_data/mnist_table2.record.json
     """
     from pate_cli.api.replay import replay
     from pate_cli.cli import command_line, render
