@@ -454,3 +454,100 @@ def test_inspect_names_the_vocabulary_and_the_candidate_sets(uniform):
     vocabulary = report.to_dict()["vocabulary"]
     assert vocabulary["classes"] == VOCABULARY
     assert vocabulary["candidates"] == {"min": WIDTH, "max": WIDTH}
+
+
+# Marks as scipy reads the matrix: a place marks a candidate when its value (the entries
+# stored there summed) is not zero, whatever its sign; an entry stored as 0 marks nothing.
+MARKED_VOTES = np.array([[3.0, 2.0, 0.0, 0.0], [0.0, 4.0, 1.0, 0.0], [1.0, 1.0, 1.0, 2.0]])
+MARK_ENTRIES = (
+    # query 0: -1.0 marks token 1 as 1.0 marks token 0; token 3 is stored as 0.0.
+    ([0, 0, 0], [0, 1, 3], [1.0, -1.0, 0.0]),
+    # query 1: -0.5 marks token 0; token 2 is stored twice, 1.0 and -1.0: it sums to 0.
+    ([1, 1, 1, 1], [0, 1, 2, 2], [-0.5, 2.0, 1.0, -1.0]),
+    # query 2: -3 marks token 3; token 0 is stored as 0.0.
+    ([2, 2], [3, 0], [-3.0, 0.0]),
+)
+MARKED_IDS = [[0, 1], [0, 1], [3]]
+
+
+def _mark_matrix(entries=MARK_ENTRIES) -> scipy.sparse.coo_matrix:
+    rows, columns, values = (np.concatenate([np.array(e[i]) for e in entries]) for i in range(3))
+    return scipy.sparse.coo_matrix((values, (rows, columns)), shape=MARKED_VOTES.shape)
+
+
+def _coo_archive(path, matrix: scipy.sparse.coo_matrix):
+    """A save_npz archive written field by field: its entries as stored, duplicates kept
+    (save_npz itself sums them)."""
+    np.savez(
+        path,
+        format=np.array("coo"),
+        shape=np.array(matrix.shape),
+        row=matrix.row,
+        col=matrix.col,
+        data=matrix.data,
+    )
+    return path
+
+
+def test_a_mark_is_a_non_zero_value_whatever_its_sign(tmp_path):
+    """Every form of a sparse candidates matrix reads the marks scipy counts with
+    ``count_nonzero``, not the entries it stores: -1.0 marks, a stored 0.0 does not, and
+    entries stored twice at one place are summed first."""
+    counted = _mark_matrix()
+    assert counted.nnz == 9 and counted.count_nonzero() == 5  # stored, and non-zero
+    assert counted.nnz == 8  # count_nonzero summed the duplicates in place
+    dense = _mark_matrix().toarray()
+    assert [list(np.flatnonzero(row)) for row in dense] == MARKED_IDS  # scipy's reading
+    scipy.sparse.save_npz(tmp_path / "summed.npz", _mark_matrix().tocsr(), compressed=False)
+    forms = {
+        "coo in memory, duplicates kept": _mark_matrix,
+        "csr in memory": lambda: _mark_matrix().tocsr(),
+        "coo archive, duplicates kept": lambda: _coo_archive(tmp_path / "kept.npz", _mark_matrix()),
+        "save_npz file": lambda: tmp_path / "summed.npz",
+    }
+    for name, marks in forms.items():
+        for votes in (MARKED_VOTES, scipy.sparse.csr_matrix(MARKED_VOTES)):
+            read = pate.load_votes(votes, format="counts", teachers=5, candidates=marks())
+            ids = read.candidate_ids
+            assert ids.sizes.tolist() == [2, 2, 1], name
+            assert ids.ids.tolist() == [i for row in MARKED_IDS for i in row], name
+
+
+def test_the_command_line_reads_a_negative_mark_and_not_a_stored_zero(tmp_path):
+    np.save(tmp_path / "votes.npy", MARKED_VOTES)
+    marks = _coo_archive(tmp_path / "marks.npz", _mark_matrix())
+    result = run_cli(["inspect", tmp_path / "votes.npy", "--candidates", marks, "--json"])
+    warnings = " ".join(result.json["warnings"])
+    assert "each query's classes are its candidate token ids, 1 to 2 per query" in warnings
+    # Query 1's vote for token 2 (stored 1.0 and -1.0 in the marks) lies outside, as do
+    # query 2's for tokens 0 to 2 (its token 0 stored as 0.0).
+    assert "4 votes of 2 queries lie outside their query's candidate token ids" in warnings
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        (
+            (([0, 1], [0, 1], [1.0, 1.0]), ([2, 2], [3, 0], [0.0, 0.0])),
+            "query 2 has no candidates (no non-zero in its row of the candidates matrix)",
+        ),
+        (
+            (([0, 1, 2], [0, 1, 1], [1.0, 1.0, 2.0]), ([2], [1], [-2.0])),
+            "query 2 has no candidates (no non-zero in its row of the candidates matrix)",
+        ),
+        (
+            (([0, 1, 2], [0, 1, 3], [1.0, np.nan, 1.0]),),
+            "a candidates matrix entry is nan; expected numbers, a non-zero marking a candidate",
+        ),
+    ],
+    ids=["stored zeros", "a sum of 0", "nan"],
+)
+def test_a_row_without_a_non_zero_value_or_a_nan_is_one_line_and_exit_2(tmp_path, entries, message):
+    np.save(tmp_path / "votes.npy", MARKED_VOTES)
+    marks = _coo_archive(tmp_path / "marks.npz", _mark_matrix(entries))
+    args = ["inspect", tmp_path / "votes.npy", "--candidates", marks]
+    result = run_cli(args, expect=ExitCode.BAD_INPUT)
+    assert result.stderr.startswith(f"pate: error: {marks}: {message}")
+    assert result.stderr.count("\n") == 1
+    with pytest.raises(InputError, match="^<candidates array>: "):
+        pate.load_votes(MARKED_VOTES, format="counts", candidates=_mark_matrix(entries))

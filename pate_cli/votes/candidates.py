@@ -8,21 +8,24 @@ array alone, never by its values:
   are 0 .. n - 1, its votes numbered so; a vote outside them is an error.
 - **token ids**: a 2-D array (file queries x k, -1 padding a shorter row wherever it
   stands), or a sparse file queries x vocabulary matrix (a ``scipy.sparse.save_npz`` file or
-  a ``scipy.sparse`` matrix) whose non-zeros mark each query's candidates. A query's classes
-  are then its candidates in increasing token id order: the same classes in every form,
-  and ties broken toward the smaller id, as without candidates. Its votes for other tokens
-  are dropped and counted once in a note (:func:`dropped_note`); the teachers stay the
-  file's; the labels ``aggregate`` releases are mapped back to token ids
+  a ``scipy.sparse`` matrix) whose non-zeros mark each query's candidates: a value other
+  than 0, negative too, as ``count_nonzero`` counts them (an entry stored as 0 marks
+  nothing; entries stored twice at one place are summed first). A query's classes are then
+  its candidates in increasing token id order: the same classes in every form, and ties
+  broken toward the smaller id, as without candidates. Its votes for other tokens are
+  dropped and counted once in a note (:func:`dropped_note`); the teachers stay the file's;
+  the labels ``aggregate`` releases are mapped back to token ids
   (:meth:`CandidateIds.token_ids`). The figures are those of the same votes renumbered by
   hand and read with counts: the renumbered histogram is as wide as the largest set.
 
 Every input is read one way or refused in one line, an :class:`~pate_cli.errors.InputError`
 naming the candidates' file (or ``<candidates array>``): token ids outside [0, V) (or
 below -1), not whole or in a bool array; a token id twice in a row; a row of only -1 (a
-sparse row without a non-zero); a row count, or a sparse shape, other than the votes file's
-queries (x its vocabulary); an array of 0 or 3 dimensions; and a 2-D array of one column,
-which could be counts saved as a column as well as one candidate per query (save counts as
-a 1-D array; a single candidate fixes the query's answer anyway).
+sparse row without a non-zero); a sparse entry that is NaN or not a number; a row count,
+or a sparse shape, other than the votes file's queries (x its vocabulary); an array of 0 or
+3 dimensions; and a 2-D array of one column, which could be counts saved as a column as
+well as one candidate per query (save counts as a 1-D array; a single candidate fixes the
+query's answer anyway).
 
 Memory is the candidates' and the votes' entries: the ids are held query by query (CSR:
 ``starts`` and ``ids``) and each vote is found among its query's candidates by a binary
@@ -200,19 +203,33 @@ def ids_of_marks(
     """Token ids from a sparse matrix's entries (row, column, value), of the votes' shape
     (checked by the caller): the non-zeros of row q are query q's candidates.
 
+    A non-zero is an entry of the matrix whose value is not zero, whatever its sign (-1.0
+    marks as 1.0 does): what ``count_nonzero`` counts, not what is stored. An entry stored
+    as 0 marks nothing; the entries a COO matrix stores more than once at one place are
+    summed first, as scipy reads them (1.0 and -1.0 there mark nothing).
+
     Raises:
-        InputError: an entry outside the shape, or a row without a non-zero.
+        InputError: an entry outside the shape, a value that is not a number or is NaN, or
+            a row without a non-zero.
     """
-    row, column, value = entries
+    row, column, value = (np.asarray(part) for part in entries)
     num_queries, vocabulary = shape
-    marked = np.asarray(value) != 0
-    row = np.asarray(row, dtype=np.int64)[marked]
-    column = np.asarray(column, dtype=np.int64)[marked]
+    if value.dtype.kind not in "biufc":
+        raise InputError(
+            f"{where}: a candidates matrix of dtype {value.dtype}; expected numbers, a "
+            "non-zero marking a candidate"
+        )
+    if value.dtype.kind in "fc" and np.isnan(value).any():
+        raise InputError(
+            f"{where}: a candidates matrix entry is nan; expected numbers, a non-zero "
+            "marking a candidate and 0 none"
+        )
+    row, column = row.astype(np.int64, copy=False), column.astype(np.int64, copy=False)
     if row.size and (
         row.min() < 0 or row.max() >= num_queries or column.min() < 0 or column.max() >= vocabulary
     ):
         raise InputError(f"{where}: a candidates matrix entry lies outside its shape {shape}")
-    keys = np.unique(row * vocabulary + column)  # duplicates (COO) mark once
+    keys = _marked(row * vocabulary + column, value)
     sizes = np.bincount(keys // vocabulary, minlength=num_queries).astype(np.int64)
     if np.any(sizes == 0):
         q = int(np.argmax(sizes == 0))
@@ -221,6 +238,19 @@ def ids_of_marks(
             "matrix); expected at least one per query"
         )
     return CandidateIds.from_sizes(sizes, keys % vocabulary, vocabulary)
+
+
+def _marked(keys: IntArray, value: np.ndarray) -> IntArray:
+    """The sorted distinct keys whose value, the sum of the entries stored at the key, is
+    not zero."""
+    order = np.argsort(keys, kind="stable")
+    keys, value = keys[order], value[order]
+    if not keys.size:
+        return keys
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    totals = np.add.reduceat(value, starts)
+    marked: IntArray = keys[starts][totals != 0]
+    return marked
 
 
 def compact_entries(counts: Compact) -> Entries:
