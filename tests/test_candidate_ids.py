@@ -551,3 +551,13 @@ def test_a_row_without_a_non_zero_value_or_a_nan_is_one_line_and_exit_2(tmp_path
     assert result.stderr.count("\n") == 1
     with pytest.raises(InputError, match="^<candidates array>: "):
         pate.load_votes(MARKED_VOTES, format="counts", candidates=_mark_matrix(entries))
+
+
+def test_marks_that_are_not_numbers_are_refused():
+    """Marks of a dtype other than numbers are refused, never compared with 0 (a file's
+    strings are refused by the array reader before)."""
+    from pate_cli.votes.candidates import ids_of_marks
+
+    entries = (np.array([0, 1]), np.array([0, 1]), np.array(["1", "0"], dtype=object))
+    with pytest.raises(InputError, match=r"^<x>: a candidates matrix of dtype object; expected"):
+        ids_of_marks(entries, "<x>", (2, 3))
