@@ -4,12 +4,14 @@ style, and one error style at every level."""
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from pate_cli.cli.app import app
-from pate_cli.cli.suggestions import close_spellings, edits
+from pate_cli.cli.suggestions import close_spellings, edits, long_options
 from pate_cli.errors import ExitCode
 from tests.conftest import MNIST, TABLE2, run_cli
 
@@ -98,6 +100,21 @@ def test_an_unknown_name_suggests_only_close_spellings(args, line):
 )
 def test_the_rule_of_close_spellings(typed, names, close):
     assert close_spellings(typed, names) == close
+
+
+def test_a_hidden_option_is_never_suggested():
+    demo = typer.Typer()
+
+    @demo.command()
+    def run(
+        sigma: Annotated[int, typer.Option("--sigma")] = 0,
+        sigmas: Annotated[int, typer.Option("--sigmas", hidden=True)] = 0,
+    ) -> None:
+        pass
+
+    names = long_options(typer.main.get_command(demo))
+    assert "--sigma" in names and "--sigmas" not in names
+    assert close_spellings("--sigmaz", names) == ["--sigma"]
 
 
 def test_edits_count_a_swap_as_one():

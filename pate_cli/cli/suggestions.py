@@ -66,10 +66,12 @@ def close_spellings(typed: str, names: Iterable[str]) -> list[str]:
 
 
 def long_options(command: Any) -> list[str]:
-    """Every ``--name`` that ``command`` takes (both spellings of a switch)."""
+    """Every ``--name`` that ``command`` takes and its help shows (both spellings of a
+    switch)."""
     return [
         name
         for param in getattr(command, "params", ())
+        if not getattr(param, "hidden", False)
         for name in (*param.opts, *getattr(param, "secondary_opts", ()))
         if name.startswith("--")
     ]
