@@ -48,6 +48,7 @@ BUDGET_BLOCK = {
     "delta",
     "conversion",
     "entries",
+    "lines",
 }
 SHOW_KEYS = {
     "command",
@@ -62,8 +63,12 @@ SHOW_KEYS = {
     "lines",
     "head",
     "total",
+    "spent",
+    "method",
     "remaining",
 }
+# One budget vocabulary: what a run's block and ``budget show --json`` both say, by one name.
+SHARED = {"path", "id", "head", "spent", "remaining", "limit", "delta", "method", "conversion"}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -285,9 +290,18 @@ def test_charges_of_every_command_compose_in_show_and_verify(tmp_path):
         assert block["entries"] == number
         spent = epsilon_of([e["account"] for e in entries[:number]])
         assert block["spent"] == pytest.approx(spent, rel=1e-12)
-    # the library reads the same budget
+    # every charge carries its number, the one its run's block gave it
+    assert [e["charge_index"] for e in entries] == [1, 2, 3, 4, 5]
+    assert [r["budget"]["charge_index"] for r in reports] == [1, 2, 3, 4, 5]
+    # one vocabulary: the last run's block says what show says, by the same names
+    last = reports[-1]["budget"]
+    assert {key: last[key] for key in SHARED} == {key: payload[key] for key in SHARED}
+    assert payload["spent"] == total["epsilon"] and payload["method"] == total["method"]
+    assert last["lines"] == payload["lines"] == 6 and last["entries"] == len(entries)
+    # the library reads the same budget (its entries are the lines: no number added)
     opened = pate.Budget.open(budget)
-    assert len(opened.entries) == 5 and opened.entries == entries
+    numbered = [{k: v for k, v in e.items() if k != "charge_index"} for e in entries]
+    assert len(opened.entries) == 5 and opened.entries == numbered
     assert opened.total().epsilon == total["epsilon"] and opened.total().method == "rdp"
     assert opened.remaining == pytest.approx(payload["remaining"])
     # verify: the records are named, so without --records something is not checked
@@ -343,8 +357,9 @@ def full_budget(tmp_path):
 def test_a_run_over_the_limit_writes_and_appends_nothing(
     tmp_path, full_budget, command, monkeypatch
 ):
-    """Exit 1 before any noise is drawn (the aggregator never runs), with no file written,
-    none left behind, and the budget's bytes as they were."""
+    """Exit 4 (a refused charge, not a failed gate) before any noise is drawn (the aggregator
+    never runs), with no file written, none left behind, and the budget's bytes as they
+    were."""
 
     def never(*args, **kwargs):
         raise AssertionError("the aggregator ran")
@@ -358,7 +373,7 @@ def test_a_run_over_the_limit_writes_and_appends_nothing(
     refused = run_cli(
         [name, MNIST, *options, "--queries", 3, "--delta", DELTA, "--budget", full_budget]
         + ["--record", out / "record.json"],
-        expect=ExitCode.BUDGET_EXCEEDED,
+        expect=ExitCode.CHARGE_REFUSED,
     )
     assert "over the limit" in refused.stderr and "nothing was written" in refused.stderr
     assert refused.stdout == ""
@@ -394,7 +409,7 @@ def test_the_library_refuses_before_drawing_any_noise(tmp_path, full_budget, vot
         )
     assert full_budget.read_bytes() == content
     assert issubclass(pate.BudgetExceeded, UsageError)
-    assert pate.BudgetExceeded(".").exit_code == ExitCode.BUDGET_EXCEEDED
+    assert pate.BudgetExceeded(".").exit_code == ExitCode.CHARGE_REFUSED == 4
 
 
 def _spend_the_rest_meanwhile(budget: Path, monkeypatch) -> None:
@@ -418,10 +433,14 @@ def test_the_limit_is_checked_again_when_the_run_commits(tmp_path, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
     refused = aggregate(
-        out, "labels", budget, "--record", out / "r.json", expect=ExitCode.BUDGET_EXCEEDED
+        out, "labels", budget, "--record", out / "r.json", expect=ExitCode.CHARGE_REFUSED
     )
     assert "over the limit" in refused.stderr
     assert list(out.iterdir()) == []
+    # refused after the call: its JSON shows nothing it computed, as a refusal before it
+    assert refused.json["answered"] is None and refused.json["privacy"] is None
+    assert refused.json["budget"]["charge_index"] is None
+    assert refused.json["budget"]["head"] == lines_of(budget)[-1]["digest"]
     assert_chain(budget, 1)
     assert lines_of(budget)[1]["num_queries"] == 200
 
@@ -545,7 +564,7 @@ def test_a_seed_file_is_charged_once_per_noise_purpose(tmp_path):
     content = budget.read_bytes()
     # the same seed file would draw the same answer noise: refused, naming the charge
     again = aggregate(tmp_path, "second", budget, "--seed-file", seed, expect=ExitCode.BAD_INPUT)
-    assert "line 2" in again.stderr and "aggregate-answer" in again.stderr
+    assert "for charge 1 " in again.stderr and "aggregate-answer" in again.stderr
     assert not (tmp_path / "second.npy").exists()
     assert budget.read_bytes() == content
     # ... whatever the mechanism that would draw it (Confident-GNMax: threshold and answer)
@@ -562,7 +581,7 @@ def test_a_seed_file_is_charged_once_per_noise_purpose(tmp_path):
     smooth(budget, "--order", 20, *RELEASE, "--seed-file", seed)
     assert lines_of(budget)[2]["purposes"] == ["gnss-sample"]
     refused = smooth(budget, "--order", 20, *RELEASE, "--seed-file", seed, expect=2)
-    assert "line 3" in refused.stderr and "gnss-sample" in refused.stderr
+    assert "for charge 2 " in refused.stderr and "gnss-sample" in refused.stderr
     # a Confident-GNMax run's seed file drew both streams of the aggregator
     other = tmp_path / "other.seed"
     aggregate(tmp_path, "fourth", budget, "--seed-file", other, mechanism=CONFIDENT)
@@ -578,7 +597,7 @@ def test_the_library_refuses_a_seed_file_already_charged(tmp_path, votes):
     result = pate.aggregate(votes, pate.GNMax(sigma=40), delta=DELTA, seed_file=seed, budget=budget)
     assert result.budget["entries"] == 1
     content = budget.read_bytes()
-    with pytest.raises(UsageError, match="line 2") as refused:
+    with pytest.raises(UsageError, match="for charge 1 ") as refused:
         pate.aggregate(votes, pate.LNMax(gamma=0.05), delta=DELTA, seed_file=seed, budget=budget)
     assert not isinstance(refused.value, pate.BudgetExceeded)
     assert budget.read_bytes() == content
@@ -620,7 +639,7 @@ def test_the_library_round_trip(tmp_path, votes):
     assert checked.verdict == "incomplete"
     assert checked.not_checked == ("charges without a record",)
     unrecorded = next(c for c in checked.checks if c.name == "charges without a record")
-    assert unrecorded.detail.startswith("lines 2, 3, 4: no record was written")
+    assert unrecorded.detail.startswith("charges 1, 2, 3: no record was written")
     with pytest.raises(PateError):
         pate.Budget.open(tmp_path / "missing.jsonl")
     (tmp_path / "not.jsonl").write_text('{"schema": "something else"}\n')
@@ -671,7 +690,7 @@ def test_a_charged_run_says_what_it_charged(tmp_path):
 
 def test_would_charge_previews_a_run_and_draws_nothing(tmp_path, monkeypatch):
     """``budget show --would-charge -- <run>`` and ``Budget.preview``: the total the run would
-    leave, nothing drawn or written; exit 1 when it would be refused."""
+    leave, nothing drawn or written; exit 4 when it would be refused, as the run would be."""
 
     def never(*args, **kwargs):
         raise AssertionError("the aggregator ran")
@@ -686,7 +705,7 @@ def test_would_charge_previews_a_run_and_draws_nothing(tmp_path, monkeypatch):
     assert preview["account"] == pytest.approx(gaussian(100, 40))
     assert preview["would_spend"] == pytest.approx(epsilon_of([gaussian(100, 40)]), rel=1e-12)
     assert preview["within_limit"] is True and preview["total"]["method"] == "gaussian-dp"
-    over = show(budget, "--would-charge", "--", *run, "--queries", 200, expect=1)
+    over = show(budget, "--would-charge", "--", *run, "--queries", 200, expect=4)
     assert over["would_charge"]["within_limit"] is False
     assert budget.read_bytes() == content and not (tmp_path / "l.npy").exists()
     # the library: the same numbers
@@ -977,7 +996,7 @@ def test_eight_processes_at_once_on_a_limit_that_fits_five(tmp_path):
     init(budget, (five + six) / 2)
     done = _eight_at_once(tmp_path, budget)
     codes = [p.returncode for p in done]
-    assert sorted(codes) == [0] * 5 + [1] * 3, [p.stderr for p in done]
+    assert sorted(codes) == [0] * 5 + [ExitCode.CHARGE_REFUSED] * 3, [p.stderr for p in done]
     for i, process in enumerate(done):
         labels = tmp_path / f"labels{i}.npy"
         if process.returncode == 0:

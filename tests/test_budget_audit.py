@@ -180,7 +180,8 @@ def test_the_honest_budget_verifies_with_its_records(charged):
         record = json.loads((releases / name / "record.json").read_text())
         block = record["report"]["budget"]
         assert block["id"] == lines[0]["digest"]
-        assert block["charge_index"] == number - 1
+        assert block["charge_index"] == number - 1  # no note: charge n on line n + 1
+        assert block["lines"] == number
         assert block["head"] == lines[number - 1]["digest"]
         assert lines[number - 1]["record_digest"] == record["digest"] == record_digest(record)
         assert (block["delta"], block["limit"], block["conversion"]) == (DELTA, LIMIT, "classic")
@@ -210,7 +211,7 @@ def _line_fields() -> list[tuple[int, str]]:
 @pytest.mark.parametrize(("number", "key"), _line_fields(), ids=lambda v: str(v))
 def test_every_field_of_every_charge_edited_and_rechained_differs(charged, number, key):
     """The forger's move on one field of one line: ``verify BUDGET --records`` exits 1
-    naming the line, and the budget check of that line's record differs."""
+    naming the charge by its number, and the budget check of that line's record differs."""
     budget, releases = charged
 
     def edit(lines):
@@ -226,7 +227,7 @@ def test_every_field_of_every_charge_edited_and_rechained_differs(charged, numbe
     else:
         assert status(report, "charges and their records") == "differs"
         named = detail(report, "charges and their records")
-        assert named.startswith(f"line {number} "), named
+        assert named.startswith(f"charge {number - 1} "), named
         what = "the head after it" if key == "created" else key
         assert what in named.split(";")[0], named
     (check,) = charge_of_record(record)
@@ -299,7 +300,7 @@ def test_a_confident_charge_cut_from_200_to_20_queries_differs(charged):
     assert _spent(budget) < before  # the forgery would hide spending
     report = verify(budget, "--records", releases, expect=ExitCode.BUDGET_EXCEEDED)
     assert status(report, "chain") == "verified"  # its own account matches its own fields
-    assert "line 3 " in detail(report, "charges and their records")
+    assert "charge 2 " in detail(report, "charges and their records")
     assert "num_queries is 20, its record gives 200" in detail(report, "charges and their records")
 
 
@@ -313,7 +314,7 @@ def test_an_lnmax_gamma_divided_by_ten_differs(charged):
     forge(budget, edit)
     report = verify(budget, "--records", releases, expect=ExitCode.BUDGET_EXCEEDED)
     assert status(report, "chain") == "verified"
-    assert "line 4 " in detail(report, "charges and their records")
+    assert "charge 3 " in detail(report, "charges and their records")
     assert "mechanism" in detail(report, "charges and their records")
 
 
@@ -331,7 +332,7 @@ def test_sigma_and_sigma1_doubled_differ(charged):
     forge(budget, edit)
     report = verify(budget, "--records", releases, expect=ExitCode.BUDGET_EXCEEDED)
     assert status(report, "chain") == "verified"
-    assert "line 3 " in detail(report, "charges and their records")
+    assert "charge 2 " in detail(report, "charges and their records")
 
 
 @pytest.mark.parametrize(
@@ -382,7 +383,7 @@ def test_an_own_account_edited_on_the_last_line_differs(charged):
 
     forge(budget, edit)
     alone = verify(budget, expect=ExitCode.BUDGET_EXCEEDED)
-    assert "line 6: its account is not its own parameters'" in detail(alone, "chain")
+    assert "charge 5 (line 6): its account is not its own parameters'" in detail(alone, "chain")
     report = verify(budget, "--records", releases, expect=ExitCode.BUDGET_EXCEEDED)
     assert report["verdict"] == "differs"
 
@@ -403,7 +404,7 @@ def test_the_last_charge_rewritten_consistently_differs_only_against_its_record(
     alone = verify(budget, expect=ExitCode.NOT_CHECKED)
     assert alone["differs"] == []
     report = verify(budget, "--records", releases, expect=ExitCode.BUDGET_EXCEEDED)
-    assert "line 6 " in detail(report, "charges and their records")
+    assert "charge 5 " in detail(report, "charges and their records")
     assert "account" in detail(report, "charges and their records")
 
 
@@ -456,7 +457,7 @@ def test_several_records_folders(charged):
     args = [item for folder in folders for item in ("--records", folder)]
     assert verify(budget, *args, expect=ExitCode.OK)["verdict"] == "verified"
     report = verify(budget, *args[:-2], expect=ExitCode.NOT_CHECKED)
-    assert "line 6" in detail(report, "charges whose record is not given")
+    assert detail(report, "charges whose record is not given").startswith("charge 5: ")
 
 
 def test_a_record_whose_line_is_noted_released_nothing_but_is_there_differs(charged):
@@ -481,7 +482,7 @@ def test_a_published_head_pins_the_history_before_it(charged):
     early = lines_of(budget)[2]["digest"]
     report = verify(budget, "--records", releases, "--head", head, "--head", early, expect=0)
     assert status(report, f"head {head[:12]}") == "verified"
-    assert "line 3" in detail(report, f"head {early[:12]}")
+    assert "(the head after charge 2)" in detail(report, f"head {early[:12]}")
     # a later charge keeps every earlier head
     run_cli(
         ["analyze", MNIST, *GNMAX, "--queries", 5, "--delta", DELTA, "--no-release"]

@@ -1,7 +1,7 @@
 """Faults while a run charges a budget: never a release whose charge is lost.
 
 Every fault ends one of two ways. Either the run is refused before any noise is drawn (one
-``pate: error:`` line, exit 2, or 1 over the limit), with no file written and the budget's
+``pate: error:`` line, exit 2, or 4 over the limit), with no file written and the budget's
 bytes as they were; or it is released with a whole charge that ``pate verify BUDGET
 --records DIR`` accepts. A run that fails after its append releases nothing, and a run cut
 short there is settled by the next charge (a line cut short removed, a charge whose files
@@ -36,7 +36,7 @@ from tests.conftest import CliResult, run_cli
 
 DELTA = 1e-5
 GNMAX = ["--sigma", 40, "--delta", DELTA]
-DIFFERS = 1  # pate verify: a check differs (the code a budget refusal shares)
+DIFFERS = 1  # pate verify: a check differs (the code a failed gate shares, never a refusal)
 TIMEOUT = 60  # seconds a killed run may take before the test fails
 
 # ``python -m pate_cli ARGS`` killed with SIGKILL at argv[1]: "pwrite" (part of the charge's
@@ -526,16 +526,19 @@ def test_budget_given_twice_is_refused(votes, out, budget, tmp_path, no_noise):
 
 
 def test_a_refusal_over_the_limit_with_json_is_one_object(votes, out, tmp_path, no_noise):
-    """Over the limit: exit 1, the refusal as one JSON object on stdout, one error line."""
+    """Over the limit: exit 4, the run's object as one JSON object on stdout (what the run
+    would have computed null, its budget block the refusal), one error line."""
     budget = tmp_path / "small.jsonl"
     run_cli(["budget", "init", budget, "--max-epsilon", 0.1, "--delta", DELTA, "--json"])
     before = budget.read_bytes()
-    result = run_cli(aggregate(votes, out, budget), expect=ExitCode.BUDGET_EXCEEDED)
+    result = run_cli(aggregate(votes, out, budget), expect=ExitCode.CHARGE_REFUSED)
     assert_refused(result, out, budget, before, "over the limit")
     assert result.stdout.endswith("}\n")
     refusal = json.loads(result.stdout)
-    assert refusal["command"] == "aggregate" and set(refusal) == {"command", "budget"}
+    assert refusal["command"] == "aggregate" and refusal["delta"] == DELTA
+    assert refusal["answered"] is None and refusal["privacy"] is None
     block = refusal["budget"]
     assert block["refused"] is True and block["limit"] == 0.1 and block["delta"] == DELTA
-    assert set(block) == {"refused", "path", "would_spend", "limit", "delta", "method"}
+    assert {"refused", "path", "would_spend", "limit", "delta", "method"} <= set(block)
     assert block["would_spend"] > 0.1 and block["path"] == str(budget)
+    assert block["spent"] == 0.0 and block["charge_index"] is None

@@ -232,7 +232,20 @@ def test_a_crash_exits_70_with_a_traceback(monkeypatch):
 
 
 def test_exit_code_values_are_the_documented_ones():
-    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 70, 74, 130]
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 70, 74, 130]
+
+
+@pytest.mark.parametrize("document", ["README.md", "docs/cli.md", "pate --help"])
+def test_every_exit_code_is_documented(document):
+    """Each code in the README's and docs/cli.md's table of exit codes, and in pate --help."""
+    if document == "pate --help":
+        text = " ".join(run_cli(["--help"]).stdout.split()).split("Exit codes:", 1)[1]
+        named = {int(code) for code in re.findall(r"\b(\d+)(?=[ /])", text.split(".", 1)[0])}
+    else:
+        section = (ROOT / document).read_text().split("Exit codes\n", 1)[1].split("\n#", 1)[0]
+        cells = re.findall(r"^\| ([\d, ]+) \|", section, flags=re.M)
+        named = {int(code) for cell in cells for code in cell.split(",")}
+    assert {int(code) for code in ExitCode} <= named, (document, named)
 
 
 def test_conversion_improved_is_recorded_and_never_above_classic():

@@ -140,6 +140,8 @@ def _aggregate_accounting(
     return {
         "command": "aggregate",
         **shared,
+        "delta": block["delta"],
+        "conversion": block["conversion"],
         "num_queries": votes.num_queries,
         "expected_privacy": block,
     }

@@ -4,8 +4,9 @@ under a lock by appends that survive faults (``book``), and each charge checked 
 record it names (``audit``)."""
 
 from pate_cli.budget.accounts import Account, Group, Release, Total, account_of, compose
-from pate_cli.budget.book import Budget, BudgetExceeded, Preview, as_budget, is_budget
+from pate_cli.budget.book import Budget, BudgetExceeded, Preview, as_budget
 from pate_cli.budget.charges import Charge
+from pate_cli.budget.storage import is_budget
 
 __all__ = [
     "Account",

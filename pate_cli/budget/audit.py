@@ -11,9 +11,9 @@ What each check proves (docs/cli.md, "Auditing a budget"):
 - ``charges and their records``: every line naming a record is that record's charge,
   recomputed from the record (its call's mechanism and parameters, its queries, its release,
   its seed commitment), and names the record by its recomputed digest; the record names this
-  budget's id, the line's place and the head after it, and this budget's delta, limit and
-  conversion. A line without a record (a library call, a run without ``--record``), or whose
-  record was not given, is not checked, by name.
+  budget's id, the charge's number (``claimed_index``) and the head after it, and this
+  budget's delta, limit and conversion. A line without a record (a library call, a run
+  without ``--record``), or whose record was not given, is not checked, by name.
 - ``records of this budget``: every record given that names this budget has its line: a
   charge removed (the last one included) or rewritten is seen.
 - ``total within the limit``: the charges composed again.
@@ -31,18 +31,20 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pate_cli.budget.accounts import compose
-from pate_cli.budget.book import Budget, is_budget
+from pate_cli.budget.book import Budget
 from pate_cli.budget.charges import Charge, charge_of, recomputed_account
 from pate_cli.budget.lines import (
     MAX_BYTES,
     LineError,
     chain_problem,
+    charge_numbers,
     entry_problem,
     header_problem,
     is_note,
     parse_line,
     split_lines,
 )
+from pate_cli.budget.storage import is_budget
 from pate_cli.choices import Conversion
 from pate_cli.common.spelling import given, option
 from pate_cli.errors import InputError, PateError
@@ -179,31 +181,43 @@ def _links(budget: _File) -> bool:
 
 def _own_accounts(lines: list[dict[str, Any]]) -> str | None:
     """The first charge whose account is not its own parameters' (a line edited into
-    inconsistency)."""
+    inconsistency), named by its number and its line."""
+    numbers = charge_numbers(lines)
     for number, line in enumerate(lines, start=2):
         if is_note(line):
             continue
+        charge = f"charge {numbers[number - 2]} (line {number})"
         try:
             recomputed = recomputed_account(line)
         except (KeyError, TypeError, ValueError, PateError) as error:
-            return f"line {number}: its parameters give no account ({error})"
+            return f"{charge}: its parameters give no account ({error})"
         if not same(recomputed, line["account"]):
-            return f"line {number}: its account is not its own parameters' ({recomputed})"
+            return f"{charge}: its account is not its own parameters' ({recomputed})"
     return None
 
 
 def _head_check(budget: _File, head: str) -> Check:
     name = f"head {head[:12]}"
-    digests = [budget.id] + [line.get("digest") for line in budget.lines if isinstance(line, dict)]
+    lines = [line for line in budget.lines if isinstance(line, dict)]
+    digests = [budget.id] + [line.get("digest") for line in lines]
     if head in digests:
-        number = digests.index(head) + 1
-        return Check.made(name, True, f"the chain passes through it (line {number})")
+        where = _head_place(lines, digests.index(head))
+        return Check.made(name, True, f"the chain passes through it ({where})")
     return Check.made(
         name,
         False,
         "the chain does not pass through this published head: the history before it was "
         "rewritten, or it is another budget's",
     )
+
+
+def _head_place(lines: list[dict[str, Any]], at: int) -> str:
+    """Where a head stands in the chain: the budget's id (``at`` 0) or the digest of line
+    ``at`` after the header, a charge's (by its number) or a note's."""
+    if at == 0:
+        return "the budget's id: before any charge"
+    number = charge_numbers(lines)[at - 1]
+    return f"the note on line {at + 1}" if number is None else f"the head after charge {number}"
 
 
 def _no_total() -> Check:
@@ -282,10 +296,11 @@ def charge_differences(
     index: int,
     earlier: list[dict[str, Any]],
 ) -> list[str]:
-    """Where the charge at place ``index`` of the chain (``line``, after the lines
-    ``earlier``) is not its record's: each field of the charge recomputed from the record,
-    the budget's id, the place and the head the record names, the header's delta, limit and
-    conversion, and the total the record says the budget had spent with it."""
+    """Where the charge at place ``index`` of the chain (``line``, the ``index``-th line after
+    the header, after the lines ``earlier``) is not its record's: each field of the charge
+    recomputed from the record, the budget's id, the charge's number (``claimed_index``) and
+    the head the record names, the header's delta, limit and conversion, and the total the
+    record says the budget had spent with it."""
     try:
         expected = charge_from_record(record).fields()
     except ValueError as error:
@@ -296,14 +311,17 @@ def charge_differences(
         if not same(value, line.get(key))
     ]
     block = _block(record) or {}
+    number = 1 + sum(1 for entry in earlier if not is_note(entry))
     claims = {
         "the budget's id": (block.get("id"), header.get("digest")),
-        "its place in the chain": (block.get("charge_index"), index),
+        _place_name(block): (block.get("charge_index"), claimed_index(block, number, index)),
         "the head after it": (block.get("head"), line.get("digest")),
         "delta": (block.get("delta"), header.get("delta")),
         "limit": (block.get("limit"), header.get("max_epsilon")),
         "conversion": (block.get("conversion"), header.get("conversion", "classic")),
     }
+    if "lines" in block:
+        claims["the budget's lines with it"] = (block["lines"], index + 1)
     older = "charge_index" not in block  # a record made before pate recorded its place
     for what, (claimed, actual) in claims.items():
         if older and claimed is None and what not in ("the budget's id", "limit"):
@@ -318,6 +336,18 @@ def charge_differences(
     return found
 
 
+def claimed_index(block: dict[str, Any], number: int, index: int) -> int:
+    """The ``charge_index`` a record's budget block gives the charge numbered ``number``, on
+    the ``index``-th line after the header: its number. A record made before charges were
+    numbered apart from notes (a block without ``lines``) counted every line after the
+    header, notes too: its place, the same number unless a note stands before it."""
+    return number if "lines" in block else index
+
+
+def _place_name(block: dict[str, Any]) -> str:
+    return "its charge number" if "lines" in block else "its place after the header"
+
+
 def _spent(header: dict[str, Any], lines: list[dict[str, Any]]) -> float:
     accounts = [line["account"] for line in lines if not is_note(line)]
     conversion = Conversion(header.get("conversion", "classic"))
@@ -328,12 +358,13 @@ def _charge_checks(budget: _File, found: dict[str, tuple[str, dict[str, Any]]]) 
     """Each line naming a record, against the record; lines without one, by name."""
     differing, matched, unrecorded, absent, unreleased = [], 0, [], [], []
     noted = {line["charge"]: n for n, line in enumerate(budget.lines, 2) if is_note(line)}
-    for index, line in enumerate(budget.lines, start=1):
-        number = index + 1
-        if is_note(line):
+    numbers = charge_numbers(budget.lines)
+    for index, (line, number) in enumerate(zip(budget.lines, numbers, strict=True), start=1):
+        if number is None:
             continue
+        charge = f"charge {number}"
         if line["digest"] in noted:
-            unreleased.append(f"line {number} (noted on line {noted[line['digest']]})")
+            unreleased.append(f"{charge} (noted on line {noted[line['digest']]})")
         digest = line.get("record_digest")
         if digest is None:
             unrecorded.append(number)
@@ -345,13 +376,13 @@ def _charge_checks(budget: _File, found: dict[str, tuple[str, dict[str, Any]]]) 
         where, record = found[digest]
         if line["digest"] in noted:
             differing.append(
-                f"line {number} is noted as released nothing, but its record {where} is there"
+                f"{charge} is noted as released nothing, but its record {where} is there"
             )
             continue
         earlier = budget.lines[: index - 1]
         problems = charge_differences(record, line, budget.header, index, earlier)
         if problems:
-            differing.append(f"line {number} ({where}): {_first(problems)}")
+            differing.append(f"{charge} ({where}): {_first(problems)}")
         else:
             matched += 1
     checks = [
@@ -367,7 +398,7 @@ def _charge_checks(budget: _File, found: dict[str, tuple[str, dict[str, Any]]]) 
         checks.append(
             Check.skipped(
                 "charges without a record",
-                f"{_lines(unrecorded)}: no record was written (a library call, or a run "
+                f"{_charges(unrecorded)}: no record was written (a library call, or a run "
                 f"without {option('record')}): nothing to recompute them from",
             )
         )
@@ -375,7 +406,7 @@ def _charge_checks(budget: _File, found: dict[str, tuple[str, dict[str, Any]]]) 
         checks.append(
             Check.skipped(
                 "charges whose record is not given",
-                f"{_lines(absent)}: their records are not in the folders given",
+                f"{_charges(absent)}: their records are not in the folders given",
             )
         )
     if unreleased:
@@ -393,6 +424,7 @@ def _claim_checks(budget: _File, found: dict[str, tuple[str, dict[str, Any]]]) -
     """Every record naming this budget has its line; records naming this budget's path with
     another id are another budget's (or this one's header was rewritten)."""
     lines = budget.lines
+    numbers = charge_numbers(lines)
     mine, others, missing = 0, [], []
     for digest, (where, record) in found.items():
         block = _block(record)
@@ -401,11 +433,18 @@ def _claim_checks(budget: _File, found: dict[str, tuple[str, dict[str, Any]]]) -
         if block.get("id") == budget.id:
             mine += 1
             index = block.get("charge_index")
-            named = [n for n, line in enumerate(lines, 1) if line.get("record_digest") == digest]
+            named = [
+                (number, n)
+                for n, (line, number) in enumerate(zip(lines, numbers, strict=True), 1)
+                if number is not None and line.get("record_digest") == digest
+            ]
+            places = [claimed_index(block, number, n) for number, n in named]
             if not named:
                 missing.append(f"{where} says it charged this budget, which has no line naming it")
-            elif isinstance(index, int) and index not in named:
-                missing.append(f"{where} says it is line {index + 1}, its line is {named[0] + 1}")
+            elif isinstance(index, int) and index not in places:
+                missing.append(
+                    f"{where}: {_place_name(block)} is {places[0]} here, its record says {index}"
+                )
         elif _same_path(block.get("path"), budget.path) and not any(
             line.get("record_digest") == digest for line in lines
         ):
@@ -480,6 +519,7 @@ def record_charge_checks(
     except (ValueError, TypeError):
         return [Check.made("budget charge", False, "the record cannot be encoded again")]
     named = [n for n, line in enumerate(budget.lines, 1) if line.get("record_digest") == digest]
+    numbers = charge_numbers(budget.lines)
     if not named:
         return [
             Check.made(
@@ -495,9 +535,9 @@ def record_charge_checks(
         Check.made(
             "budget charge",
             not problems,
-            f"{where}: line {index + 1} is this record's charge, recomputed from it"
+            f"{where}: charge {numbers[index - 1]} is this record's charge, recomputed from it"
             if not problems
-            else f"{where}: line {index + 1}: {_first(problems)}",
+            else f"{where}: charge {numbers[index - 1]}: {_first(problems)}",
         )
     ]
 
@@ -530,10 +570,10 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _lines(numbers: list[int]) -> str:
+def _charges(numbers: list[int]) -> str:
     shown = ", ".join(map(str, numbers[:10]))
     more = f" and {len(numbers) - 10} more" if len(numbers) > 10 else ""
-    return f"line{'s' if len(numbers) > 1 else ''} {shown}{more}"
+    return f"charge{'s' if len(numbers) > 1 else ''} {shown}{more}"
 
 
 def _first(problems: list[str]) -> str:

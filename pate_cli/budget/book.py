@@ -56,10 +56,13 @@ from pate_cli.reports.rounding import bound_significant
 class BudgetExceeded(UsageError):
     """The charge would take the budget's total over its limit: nothing was written.
 
-    ``refusal`` is what ``--json`` prints of it: the budget's path, the total the run would
-    leave (``would_spend``), the limit, the delta and how the total was composed."""
+    ``refusal`` is the ``budget`` block of what ``--json`` prints of the refused run: the
+    budget as it stands, in a charged run's words (``path``, ``id``, ``head``, ``spent``,
+    ``limit``, ``remaining``, ``delta``, ``conversion``, ``entries``, ``lines``; no charge
+    made, so ``charge_index`` is None), the total the run would leave (``would_spend``) and
+    how that total was composed (``method``)."""
 
-    exit_code = ExitCode.BUDGET_EXCEEDED
+    exit_code = ExitCode.CHARGE_REFUSED
 
     def __init__(self, message: str, refusal: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -218,21 +221,33 @@ class Budget:
         self._check_seed(charge)
         total = self.total([charge.account])
         if not total.epsilon <= self.limit:
-            refusal = {
-                "path": self.path,
-                "would_spend": total.epsilon,
-                "limit": self.limit,
-                "delta": self.delta,
-                "method": total.method,
-            }
             spend = bound_significant(total.epsilon)
             raise BudgetExceeded(
                 f"{self.path}: this run would spend epsilon {spend} in all "
                 f"(delta {self.delta:g}, {total.method}), over the limit {self.limit:g}; "
                 "nothing was written",
-                refusal,
+                self._refusal(total),
             )
         return total
+
+    def _refusal(self, total: Total) -> dict[str, Any]:
+        """``BudgetExceeded.refusal`` of a run that would leave ``total``."""
+        spent = self.total().epsilon
+        return {
+            "path": self.path,
+            "id": self.id,
+            "charge_index": None,
+            "head": self.head,
+            "spent": spent,
+            "would_spend": total.epsilon,
+            "limit": self.limit,
+            "remaining": max(self.limit - spent, 0.0),
+            "method": total.method,
+            "delta": self.delta,
+            "conversion": self.conversion.value,
+            "entries": len(self.entries),
+            "lines": len(self.lines) + 1,
+        }
 
     def preview(
         self,
@@ -269,15 +284,13 @@ class Budget:
         """Refuse a charge whose seed file already drew noise of one of its purposes here."""
         if charge.seed_commitment is None:
             return
-        for number, entry in enumerate(self.lines, start=2):
-            if is_note(entry):
-                continue
+        for number, entry in enumerate(self.entries, start=1):
             same = entry.get("seed_commitment") == charge.seed_commitment
             shared = set(entry.get("purposes", ())) & set(charge.purposes)
             if same and shared:
                 raise UsageError(
                     f"{self.path}: the seed file already drew the noise of {sorted(shared)[0]} "
-                    f"for the charge on line {number} ({entry['command']}, "
+                    f"for charge {number} ({entry['command']}, "
                     f"{entry['created']}): a second release from it would draw the same "
                     "noise; use a new seed file"
                 )
@@ -314,8 +327,10 @@ class Budget:
             return pending.total
 
     def to_dict(self) -> dict[str, Any]:
-        """``pate budget show --json``."""
+        """``pate budget show --json``: each charge with its number (``charge_index``, 1 for
+        the first), and the total in a charged run's words too (``spent``, ``method``)."""
         total = self.total()
+        entries = [{"charge_index": n, **entry} for n, entry in enumerate(self.entries, 1)]
         return {
             "command": "budget",
             "path": self.path,
@@ -324,11 +339,13 @@ class Budget:
             "delta": self.delta,
             "limit": self.limit,
             "conversion": self.conversion.value,
-            "entries": self.entries,
+            "entries": entries,
             "notes": self.notes,
             "lines": len(self.lines) + 1,
             "head": self.head,
             "total": total.to_dict(),
+            "spent": total.epsilon,
+            "method": total.method,
             "remaining": max(self.limit - total.epsilon, 0.0),
         }
 
@@ -359,16 +376,17 @@ class Pending:
 
     @property
     def charge_index(self) -> int:
-        """The charge's place in the chain: 1 for the first line after the header."""
-        return len(self.budget.lines) + (0 if self.appended else 1)
+        """The charge's number: 1 for the budget's first charge (notes are not charges)."""
+        return len(self.budget.entries) + (0 if self.appended else 1)
 
     @property
     def block(self) -> dict[str, Any]:
         """What a report says of the charge (``"budget"``): the budget's path and ``id`` (its
-        header's digest, which names it wherever it is), the charge's place in the chain and
-        the head after it, the total with this run, the limit, what is left, the budget's
-        delta and conversion, and the number of charges."""
+        header's digest, which names it wherever it is), the charge's number and the head
+        after it, the total with this run, the limit, what is left, the budget's delta and
+        conversion, the number of charges and of the file's lines with it."""
         budget = self.budget
+        pending = 0 if self.appended else 1
         return {
             "path": budget.path,
             "id": budget.id,
@@ -380,7 +398,8 @@ class Pending:
             "method": self.total.method,
             "delta": budget.delta,
             "conversion": budget.conversion.value,
-            "entries": len(budget.entries) + (0 if self.appended else 1),
+            "entries": len(budget.entries) + pending,
+            "lines": len(budget.lines) + 1 + pending,
         }
 
     def prepare(self, record_digest: str | None = None) -> str:
@@ -489,22 +508,6 @@ class Pending:
 def as_budget(budget: Budget | str | os.PathLike[str]) -> Budget:
     """A budget given as an object or a path."""
     return budget if isinstance(budget, Budget) else Budget.open(budget)
-
-
-def is_budget(path: str) -> bool:
-    """Whether ``path`` starts like a budget file (its first line's schema, or a charge where
-    the header was removed). Only a regular file is opened: a FIFO or a device never is."""
-    if not os.path.isfile(path):
-        return False
-    try:
-        with open(path, "rb") as stream:
-            first = stream.readline(1 << 16)
-        # Bytes that are not UTF-8 still make a budget (a damaged one, for verify to name).
-        line = json.loads(first.decode("utf-8", errors="replace"))
-        charge = isinstance(line, dict) and {"prev", "digest"} <= set(line)
-        return bool(line.get("schema") == SCHEMA or charge)
-    except (OSError, ValueError, AttributeError, RecursionError):
-        return False
 
 
 def writable_problem(path: str) -> str | None:

@@ -146,6 +146,22 @@ def is_note(line: Any) -> bool:
     return isinstance(line, dict) and "note" in line
 
 
+def charge_numbers(lines: list[Any]) -> list[int | None]:
+    """The number of each line after the header as a charge: 1 for the budget's first charge,
+    2 for the next, whatever notes stand between them; None for a note (not a charge). The
+    same numbers in a run's ``budget`` block (``charge_index``), ``budget show`` and
+    ``verify``."""
+    numbers: list[int | None] = []
+    count = 0
+    for line in lines:
+        if is_note(line):
+            numbers.append(None)
+        else:
+            count += 1
+            numbers.append(count)
+    return numbers
+
+
 def entry_problem(entry: Any) -> str | None:
     """What makes a line after the header unusable as a charge or a note, its own content
     only (None when it is one)."""

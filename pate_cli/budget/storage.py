@@ -20,7 +20,7 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from pate_cli.budget.lines import MAX_BYTES, NO_RELEASE, LineError, line_bytes, parse
+from pate_cli.budget.lines import MAX_BYTES, NO_RELEASE, SCHEMA, LineError, line_bytes, parse
 from pate_cli.common.spelling import option
 from pate_cli.errors import InputError, UsageError
 from pate_cli.files.outputs import write_atomic
@@ -222,3 +222,19 @@ def _append_note(path: str, fd: int, data: bytes, charge: str) -> None:
     note, _ = line_bytes(content)
     write_whole(fd, note, len(data))
     os.fsync(fd)
+
+
+def is_budget(path: str) -> bool:
+    """Whether ``path`` starts like a budget file (its first line's schema, or a charge where
+    the header was removed). Only a regular file is opened: a FIFO or a device never is."""
+    if not os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as stream:
+            first = stream.readline(1 << 16)
+        # Bytes that are not UTF-8 still make a budget (a damaged one, for verify to name).
+        line = json.loads(first.decode("utf-8", errors="replace"))
+        charge = isinstance(line, dict) and {"prev", "digest"} <= set(line)
+        return bool(line.get("schema") == SCHEMA or charge)
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False

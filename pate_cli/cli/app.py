@@ -239,8 +239,8 @@ app = typer.Typer(
     "Reads saved teacher votes (.npy/.npz) and reports Renyi-DP and (epsilon, delta) "
     "costs, smooth-sensitivity releases, noisy labels and comparisons. "
     "Exit codes: 0 ok, 1 budget exceeded (--max-epsilon) or a record that differs, 2 bad "
-    "input or usage, 3 a record verified only in part, 70 a bug, 74 stdout cannot be "
-    "written, 130/143/129 interrupted.",
+    "input or usage, 3 a record verified only in part, 4 a charge refused over its budget's "
+    "limit (--budget), 70 a bug, 74 stdout cannot be written, 130/143/129 interrupted.",
     no_args_is_help=True,
     add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},

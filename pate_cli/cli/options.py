@@ -422,7 +422,7 @@ BudgetOpt = Annotated[
         metavar="FILE",
         help="Charge this run to a budget file ('pate budget init'): its account, which "
         "depends on no vote and no noise, is composed with the earlier charges before any "
-        "noise is drawn and again before any file is written; over the limit, exit 1 and "
+        "noise is drawn and again before any file is written; over the limit, exit 4 and "
         "nothing written or charged.",
     ),
 ]

@@ -296,20 +296,8 @@ class Invocation:
 
 
 def run(invocation: Invocation, view: View) -> None:
-    """Carry out a command's run: see the module docstring for the order. A charge refused
-    over the budget's limit prints, with ``--json``, its refusal as the JSON on stdout."""
-    from pate_cli.budget import BudgetExceeded
-
-    try:
-        _run(invocation, view)
-    except BudgetExceeded as refused:
-        if invocation.as_json:
-            emit({"command": invocation.command, "budget": refused.refusal}, None, (), True)
-        raise
-
-
-def _run(invocation: Invocation, view: View) -> None:
-    """``run``'s steps, in order."""
+    """Carry out a command's run, its steps in order (the module docstring). A charge refused
+    over the budget's limit prints, with ``--json``, the run's object (``_refusal_shown``)."""
     from pate_cli.common import checks
     from pate_cli.files.outputs import check_not_replaced, identities, spent_again
     from pate_cli.reports.budget import check_public_gate
@@ -343,10 +331,29 @@ def _run(invocation: Invocation, view: View) -> None:
         check_public_gate(gate_on, mechanism.to_json_dict(), limit)
     for check in invocation.later_checks:
         check()
-    charge = _charge(invocation, votes, mechanism)
-    extra = {"progress": cli_progress(votes, invocation.as_json)} if invocation.progress else {}
-    spent = (spent_again(replaced),) if replaced and invocation.spends_budget else ()
-    finish(invocation, mechanism, call(votes, mechanism, **extra), view, spent, read, charge)
+    with _refusal_shown(invocation, votes, mechanism):
+        charge = _charge(invocation, votes, mechanism)
+        extra = {"progress": cli_progress(votes, invocation.as_json)} if invocation.progress else {}
+        spent = (spent_again(replaced),) if replaced and invocation.spends_budget else ()
+        finish(invocation, mechanism, call(votes, mechanism, **extra), view, spent, read, charge)
+
+
+@contextmanager
+def _refusal_shown(invocation: Invocation, votes: Votes, mechanism: Mechanism) -> Iterator[None]:
+    """A charge refused over the budget's limit, before the call or at the commit, prints
+    with ``--json`` the object the run prints, what the refusal left uncomputed null
+    (``pate_cli.reports.refused``); the refusal's own line and exit code follow."""
+    from pate_cli.budget import BudgetExceeded
+
+    try:
+        yield
+    except BudgetExceeded as refused:
+        if invocation.as_json:
+            from pate_cli.reports.refused import refused_json
+
+            shown = (invocation.command, votes, mechanism.to_json_dict(), invocation.call.options)
+            emit(refused_json(*shown, refused.refusal, public=invocation.public), None, (), True)
+        raise
 
 
 def _charge(invocation: Invocation, votes: Votes, mechanism: Mechanism) -> Charge | None:

@@ -365,6 +365,8 @@ class AggregateReport:
             "command": "aggregate",
             "input": self.input.to_json_dict(),
             "mechanism": self.mechanism,
+            "delta": self.delta,
+            "conversion": self.conversion,
             "noise": self.noise.to_dict(),
             "num_queries": self.num_queries,
             "num_seen": self.num_seen,

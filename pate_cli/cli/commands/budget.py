@@ -114,7 +114,8 @@ def show(
             "--would-charge",
             help="Followed by -- and a run's command line (aggregate, analyze or "
             "smooth-sensitivity with its --budget): the total that run would leave, nothing "
-            "drawn or written; exit 1 when it would be refused over the limit.",
+            "drawn or written; exit 4 when it would be refused over the limit, as the run "
+            "would be.",
         ),
     ] = False,
     as_json: JsonOpt = False,
@@ -155,7 +156,7 @@ def show(
             f"{fmt_bound(preview.total.epsilon, 6, significant=True)} in all, over the "
             f"budget's limit {preview.limit:g}: it would be refused"
         )
-        raise typer.Exit(int(ExitCode.BUDGET_EXCEEDED))
+        raise typer.Exit(int(ExitCode.CHARGE_REFUSED))
 
 
 def _would_charge(ctx: typer.Context, budget: Budget) -> Preview:

@@ -29,17 +29,16 @@ def render_budget(payload: dict[str, Any]) -> RenderableType:
     table = Table(
         title=f"Budget {payload['path']}{name}", title_justify="left", header_style="bold"
     )
-    for column in ("line", "command", "created", "mechanism", "queries", "account", "record"):
+    for column in ("charge", "command", "created", "mechanism", "queries", "account", "record"):
         table.add_column(column, overflow="fold")
     unreleased = {note["charge"] for note in payload.get("notes", ())}
-    entries = {entry["digest"]: entry for entry in payload["entries"]}
-    line_of = {digest: number for number, digest in enumerate(_digests(payload), start=2)}
-    for digest, entry in entries.items():
+    for entry in payload["entries"]:
         mechanism = entry["mechanism"]
         parameters = ", ".join(f"{k}={v:g}" for k, v in mechanism.items() if k != "name")
         record = (entry.get("record_digest") or "-")[:12]
+        digest = entry["digest"]
         table.add_row(
-            str(line_of.get(digest, "?")),
+            str(entry["charge_index"]),
             Text(entry["command"]),
             Text(entry["created"]),
             Text(f"{mechanism['name']} {parameters}"),
@@ -81,17 +80,6 @@ def render_budget(payload: dict[str, Any]) -> RenderableType:
         )
     parts.append(Text(f"head {payload['head']}"))
     return Group(*parts)
-
-
-def _digests(payload: dict[str, Any]) -> list[str]:
-    """The digests of every line after the header, charges and notes, in file order."""
-    lines = [*payload["entries"], *payload.get("notes", ())]
-    by_prev = {line["prev"]: line["digest"] for line in lines}
-    found, at = [], payload["id"]
-    while at in by_prev:
-        at = by_prev[at]
-        found.append(at)
-    return found
 
 
 def charged_line(block: dict[str, Any]) -> Text:
