@@ -217,6 +217,25 @@ def test_a_record_numbering_its_charge_by_its_line_differs(noted):
     assert "its charge number is 2 here, its record says 3" in details["charges and their records"]
 
 
+# ----------------------------------------------------------------------------- nothing released
+
+
+def test_a_charged_run_that_released_nothing_says_why_it_was_charged(tmp_path):
+    budget = tmp_path / "b.jsonl"
+    init(budget, 100.0)
+    why = "nothing was released, yet the run is charged its GNSS release"
+    base = ["smooth-sensitivity", MNIST, "--queries", 20, "--delta", DELTA, *RELEASE]
+    # At order 2 both steps of GNMax sigma 200 are data-independent: nothing to release.
+    nothing = run_cli([*base, "--sigma", 200, "--order", 2, "--budget", budget]).stdout
+    assert "nothing to release" in nothing
+    last = nothing.splitlines()[-1]
+    assert last.startswith(why) and "depends on the votes" in last
+    released = run_cli([*base, "--sigma", 40, "--order", 20, "--budget", budget]).stdout
+    assert "nothing to release" not in released and why not in released
+    uncharged = run_cli([*base, "--sigma", 200, "--order", 2]).stdout
+    assert why not in uncharged
+
+
 def test_aggregate_json_names_its_delta_and_conversion(tmp_path):
     report = run_cli(command("aggregate", tmp_path)).json
     assert (report["delta"], report["conversion"]) == (DELTA, "classic")

@@ -472,7 +472,7 @@ def finish(
             payload["budget"] = dict(report.budget or {})
         # Rendered before anything is made visible: a report that cannot be rendered fails
         # the run with nothing written.
-        text = rendered(payload, _view(invocation, report, view), invocation.as_json)
+        text = rendered(payload, _view(invocation, report, view, charge), invocation.as_json)
         if record is not None:
             assert invocation.record is not None
             opening = invocation.opening_path()
@@ -553,17 +553,21 @@ def shown(invocation: Invocation, report: Any) -> dict[str, Any]:
     return report.to_dict(public=True) if invocation.public else report.to_dict()
 
 
-def _view(invocation: Invocation, report: Any, view: View) -> Any:
+def _view(invocation: Invocation, report: Any, view: View, charge: Charge | None = None) -> Any:
     """The Rich view of the report (with ``--public`` the publishable figures only), and the
-    line of its budget charge."""
+    line of its budget charge (``charge``), with why it was charged when its release, which
+    the charge covers, released nothing."""
     from rich.console import Group
 
     from pate_cli.cli import render
-    from pate_cli.cli.render.budget import charged_line
+    from pate_cli.cli.render.budget import charge_lines
 
     shown = render.public(report) if invocation.public else view(report)
     budget = getattr(report, "budget", None)
-    return shown if budget is None else Group(shown, charged_line(budget))
+    if budget is None:
+        return shown
+    covers = charge is not None and charge.release is not None
+    return Group(shown, *charge_lines(budget, getattr(report, "release", None), covers))
 
 
 def show(

@@ -82,6 +82,22 @@ def render_budget(payload: dict[str, Any]) -> RenderableType:
     return Group(*parts)
 
 
+def charge_lines(block: dict[str, Any], release: Any, covers_release: bool) -> list[Text]:
+    """What a charged run says of its charge (``charged_line``) and, when the charge covers
+    the run's GNSS release (``covers_release``) and ``release`` (the report's) released
+    nothing, why the run was charged all the same."""
+    lines = [charged_line(block)]
+    if covers_release and not getattr(release, "released", False):
+        lines.append(
+            Text(
+                "nothing was released, yet the run is charged its GNSS release: whether there "
+                "is anything to release depends on the votes, so the charge, fixed before they "
+                "were read, is the same either way"
+            )
+        )
+    return lines
+
+
 def charged_line(block: dict[str, Any]) -> Text:
     """What a charged run says of its charge: spent rounded up, what is left rounded down."""
     return Text(
