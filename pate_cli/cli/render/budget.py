@@ -46,7 +46,7 @@ def render_budget(payload: dict[str, Any]) -> RenderableType:
             Text(_account(entry["account"])),
             Text(record + (" (no release)" if digest in unreleased else "")),
         )
-    total = payload["total"]
+    total, count = payload["total"], len(payload["entries"])
     parts: list[RenderableType] = []
     if payload.get("kept"):
         parts.append(Text(f"the old budget was kept as {payload['kept']}"))
@@ -54,7 +54,7 @@ def render_budget(payload: dict[str, Any]) -> RenderableType:
     parts.append(
         Text(
             f"spent epsilon {fmt_bound(total['epsilon'])} of {payload['limit']:g} at delta "
-            f"{payload['delta']:g} ({total['method']}, {len(payload['entries'])} charges); "
+            f"{payload['delta']:g} ({total['method']}, {count} charge{'' if count == 1 else 's'}); "
             f"remaining {fmt_bound(payload['remaining'], up=False)}",
             style="bold",
         )
