@@ -108,7 +108,8 @@ def test_repr_is_short_and_names_format_shape_and_digest():
 
 
 def test_an_ambiguous_array_is_refused_as_its_file_is(tmp_path: Path):
-    wide = np.load(SAMPLES / "mnist_250_teachers_labels.npy")[:250, :60].astype(np.int64)
+    # Labels that agree on nothing: the data do not decide their layout.
+    wide = np.random.default_rng(2).integers(0, 10, size=(250, 60))
     path = _save(tmp_path, "wide.npy", wide)
     with pytest.raises(pate.InputError) as from_file:
         pate.load_votes(path)
@@ -118,6 +119,21 @@ def test_an_ambiguous_array_is_refused_as_its_file_is(tmp_path: Path):
     assert str(from_memory.value) == str(from_file.value).replace(path, "<array>")
     assert pate.load_votes(wide, format="labels").num_teachers == 250
     assert pate.load_votes(wide, fmt="labels", format="labels").format.value == "labels"
+
+
+def test_labels_whose_layout_their_agreement_decides_read_as_their_file_does(tmp_path: Path):
+    # 60 queries of the 2017 labels, saved queries x teachers: the teachers agree by row.
+    tall = np.load(SAMPLES / "mnist_250_teachers_labels.npy")[:, :60].T.astype(np.int64)
+    path = _save(tmp_path, "tall.npy", tall)
+    from_file, from_memory = pate.load_votes(path), pate.load_votes(tall)
+    for votes in (from_file, from_memory):
+        assert (votes.layout, votes.num_teachers, votes.num_queries) == (
+            "queries x teachers",
+            250,
+            60,
+        )
+    np.testing.assert_array_equal(np.asarray(from_file.counts), np.asarray(from_memory.counts))
+    assert from_memory.warnings == tuple(w.replace(path, "<array>") for w in from_file.warnings)
 
 
 def test_format_and_fmt_that_differ_are_a_usage_error():

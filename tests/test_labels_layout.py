@@ -5,7 +5,9 @@ A labels array of R rows and K columns is R teachers x K queries (the documented
 (what a script stacking each query's votes writes). Whatever its shape, both are plausible
 whenever labels are (``pate_cli.votes.detection``), so:
 
-- without ``--format`` or ``--teachers`` such an array is refused, naming both readings;
+- without ``--format`` or ``--teachers`` the labels decide it where they agree by query far
+  more than by teacher (``pate_cli.votes.layout``), else the array is refused, naming both
+  readings (``tests/test_layout_evidence.py`` holds the decision to generated PATE votes);
 - ``--teachers M`` picks the layout of M teachers; M matching neither is exit 2, never a note;
 - ``--format labels`` alone states the documented layout (so does it with ``--teachers``
   naming both axes of a square array).
@@ -18,6 +20,7 @@ line's exact words are pinned through ``run_cli`` below.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,9 +160,11 @@ def test_labels_read_as_held_or_refused(scratch: Path, case: Held, how: str) -> 
         assert "neither" in case.flags or counts_outright(case.saved)
         np.testing.assert_array_equal(np.asarray(votes.counts), case.saved)
         return
-    assert case.flags != "none", "auto took one layout of labels that read both ways"
     assert (votes.num_teachers, votes.num_queries) == case.labels.shape
-    assert votes.transposed == (case.transposed and not case.square)
+    if case.flags == "none":  # the layout the labels decided: the one held, square or not
+        assert votes.transposed == case.transposed
+    else:
+        assert votes.transposed == (case.transposed and not case.square)
     np.testing.assert_array_equal(np.asarray(votes.counts), histogram(case.labels))
     assert not any("teachers but" in w for w in votes.warnings), votes.warnings
 
@@ -175,10 +180,18 @@ def issue_file(tmp_path: Path) -> str:
     return str(path)
 
 
+@pytest.fixture
+def noise_file(tmp_path: Path) -> str:
+    """100 x 250 labels of 10 classes that agree on nothing: their layout is not decided."""
+    path = tmp_path / "noise.npy"
+    np.save(path, np.random.default_rng(5).integers(0, 10, size=(100, 250)))
+    return str(path)
+
+
 BOTH = (
     "cannot tell the format: it could be labels of 100 teachers x 250 queries (10 classes; "
     "pass --format labels), or labels of 250 teachers x 100 queries saved as queries x "
-    "teachers (10 classes; pass --format labels --teachers 250)"
+    "teachers (10 classes; pass --format labels --teachers 250); the labels do not decide it: "
 )
 
 
@@ -188,11 +201,70 @@ def one_error_line(args: list[Any]) -> str:
     return result.stderr.rstrip("\n")
 
 
-def test_inspect_refuses_labels_that_read_both_ways(issue_file: str) -> None:
-    assert one_error_line(["inspect", issue_file]) == f"pate: error: {issue_file}: {BOTH}"
-    assert one_error_line(["inspect", issue_file, "--json"]) == (
-        f"pate: error: {issue_file}: {BOTH}"
+def test_labels_stacked_query_by_query_read_as_held(issue_file: str) -> None:
+    """The 100 x 250 file the refusal rule was made for: its teachers agree by row, so it is
+    read as 250 teachers x 100 queries, and says why."""
+    out = run_cli(["analyze", issue_file, "--sigma", 40, "--delta", 1e-5, "--json"]).json
+    source = out["input"]
+    assert (source["layout"], source["num_teachers"], source["num_queries"]) == (
+        "queries x teachers",
+        250,
+        100,
     )
+    assert out["warnings"][0] == (
+        f"{issue_file}: read as labels saved queries x teachers (100 queries x 250 teachers): "
+        "their teachers agree on each query (lambda 0.688, chance 0.108), not across one "
+        "teacher's queries (0.013)"
+    )
+
+
+def test_inspect_lists_the_readings_it_weighed(issue_file: str) -> None:
+    out = run_cli(["inspect", issue_file, "--json"]).json
+    assert (out["reading"], out["refusal"]) == (1, None)
+    documented, held = out["readings"]
+    assert (documented["taken"], held["taken"]) == (False, True)
+    assert (held["layout"], held["num_teachers"], held["num_queries"]) == (
+        "queries x teachers",
+        250,
+        100,
+    )
+    assert held["pick"] == {"format": "labels", "teachers": 250}
+    assert documented["pick"] == {"format": "labels"}
+    # One layout's agreement by query is the other's by teacher.
+    assert held["agreement"]["by_query"] == documented["agreement"]["by_teacher"]
+    assert held["agreement"]["by_query"]["lambda"] == pytest.approx(0.6877, abs=1e-4)
+    assert held["agreement"]["by_teacher"]["lambda"] == pytest.approx(0.0129, abs=1e-4)
+    (row,) = [
+        line for line in run_cli(["inspect", issue_file]).stdout.splitlines() if " read " in line
+    ]
+    cells = [cell.strip() for cell in row.split("│")[1:-1]]
+    assert cells[:6] == [
+        "read",
+        "labels, queries x teachers",
+        "250",
+        "100",
+        "10",
+        "0.688 (chance 0.108)",
+    ]
+
+
+def test_inspect_describes_labels_that_read_both_ways(noise_file: str) -> None:
+    """A file the labels do not decide: exit 0 from inspect, listing both readings, what
+    picks each and why no command reads it; exit 2 from the rest, with the same words."""
+    refusal = one_error_line(["analyze", noise_file, "--sigma", 40, "--delta", 1e-5])
+    assert refusal.startswith(f"pate: error: {noise_file}: {BOTH}")
+    out = run_cli(["inspect", noise_file, "--json"]).json
+    assert (out["reading"], out["top_share"], out["plurality_counts"]) == (None, None, None)
+    assert f"pate: error: {out['refusal']}" == refusal
+    source = out["input"]
+    assert (source["format"], source["num_queries"], source["shape"]) == (None, None, [100, 250])
+    assert source["sha256"] == hashlib.sha256(Path(noise_file).read_bytes()).hexdigest()
+    assert [(r["num_teachers"], r["num_queries"], r["pick"]) for r in out["readings"]] == [
+        (100, 250, {"format": "labels"}),
+        (250, 100, {"format": "labels", "teachers": 250}),
+    ]
+    table = " ".join(run_cli(["inspect", noise_file]).stdout.split())
+    assert "no reading taken" in table and "--format labels --teachers 250" in table
 
 
 @pytest.mark.parametrize("fmt", [[], ["--format", "labels"]], ids=["auto", "labels"])
@@ -214,7 +286,9 @@ def test_teachers_picks_the_layout_of_that_many_teachers(issue_file: str, fmt: l
         "the axis --teachers 250 names"
     ]
     table = run_cli(["inspect", issue_file, "--teachers", 250, *fmt])
-    assert "100 queries x 10 classes, 250 teachers" in " ".join(table.stdout.split())
+    assert "100 queries x 10 classes (largest label + 1), 250 teachers" in " ".join(
+        table.stdout.split()
+    )
     as_saved = run_cli(["inspect", issue_file, "--teachers", 100, *fmt, "--json"]).json
     assert (as_saved["input"]["layout"], as_saved["input"]["num_teachers"]) == (
         "teachers x queries",
@@ -241,7 +315,7 @@ def test_teachers_of_neither_layout_is_exit_2(issue_file: str) -> None:
     )
 
 
-def test_the_library_spells_its_parameters(issue_file: str) -> None:
+def test_the_library_spells_its_parameters(issue_file: str, noise_file: str) -> None:
     with pytest.raises(InputError) as excinfo:
         load_votes(issue_file, fmt="labels", teachers=300)
     assert isinstance(excinfo.value, ValueError)
@@ -251,33 +325,36 @@ def test_the_library_spells_its_parameters(issue_file: str) -> None:
         "teachers (teachers=250)"
     )
     with pytest.raises(InputError, match="pass format='labels', teachers=250"):
-        load_votes(issue_file)
+        load_votes(noise_file)
     votes = load_votes(np.load(issue_file), teachers=250)
     assert (votes.layout, votes.num_teachers, votes.num_queries) == ("queries x teachers", 250, 100)
 
 
-def test_the_2017_labels_name_their_teachers(tmp_path: Path) -> None:
-    """250 x 9000 could as well be 9000 teachers x 250 queries: --teachers 250 says which."""
+def test_the_2017_labels_read_as_their_teachers(tmp_path: Path) -> None:
+    """250 x 9000 could as well be 9000 teachers x 250 queries by its sizes; its labels say
+    which, with no flag, and --teachers 250 says the same. Saved transposed it reads the
+    same, never as 9000 teachers."""
     path = str(MNIST_LABELS)
-    assert one_error_line(["inspect", path]) == (
-        f"pate: error: {path}: cannot tell the format: it could be labels of 250 teachers x "
-        "9000 queries (10 classes; pass --format labels), or labels of 9000 teachers x 250 "
-        "queries saved as queries x teachers (10 classes; pass --format labels --teachers 9000)"
-    )
-    source = run_cli(["inspect", path, "--teachers", 250, "--json"]).json["input"]
-    assert (source["format"], source["format_detected"], source["layout"]) == (
-        "labels",
-        True,
-        "teachers x queries",
-    )
-    assert (source["num_teachers"], source["num_queries"]) == (250, 9000)
+    transposed = tmp_path / "transposed.npy"
+    np.save(transposed, np.load(path).T)
+    for args in ([path], [path, "--teachers", 250], [transposed]):
+        out = run_cli(["inspect", *args, "--json"]).json
+        source = out["input"]
+        assert (source["format"], source["format_detected"]) == ("labels", True)
+        assert (source["num_teachers"], source["num_queries"]) == (250, 9000)
+        assert (source["num_classes"], source["num_classes_from"]) == (10, "largest label")
+    documented = run_cli(["inspect", path, "--json"]).json
+    assert documented["input"]["layout"] == "teachers x queries" and documented["reading"] == 0
+    by_query = documented["readings"][0]["agreement"]["by_query"]
+    assert by_query["lambda"] == pytest.approx(0.6785, abs=1e-4)
+    assert by_query["chance"] == pytest.approx(0.0723, abs=1e-4)
 
 
 def test_a_square_array_is_not_picked_by_a_count(tmp_path: Path) -> None:
     labels = np.array([[1, 2, 0], [0, 0, 2], [2, 1, 1]])
     path = tmp_path / "square.npy"
     np.save(path, labels)
-    line = one_error_line(["inspect", path, "--teachers", 3])
+    line = one_error_line(["analyze", path, "--teachers", 3, "--sigma", 40, "--delta", 1e-5])
     assert line == (
         f"pate: error: {path}: cannot tell the format: it could be labels of 3 teachers x 3 "
         "queries (3 classes; pass --format labels), or labels of 3 teachers x 3 queries saved "
@@ -289,3 +366,20 @@ def test_a_square_array_is_not_picked_by_a_count(tmp_path: Path) -> None:
     )
     given_labels = run_cli(["inspect", path, "--format", "labels", "--teachers", 3, "--json"])
     assert given_labels.json["input"]["layout"] == "teachers x queries"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["analyze", "--sigma", 40, "--delta", 1e-5],
+        ["smooth-sensitivity", "--sigma", 40, "--delta", 1e-5, "--queries", 300],
+        ["compare", "--sigma", "30,40", "--delta", 1e-5],
+        ["aggregate", "--sigma", 40, "--delta", 1e-5, "--seed", 3],
+    ],
+    ids=lambda command: command[0],
+)
+def test_the_commands_read_the_2017_labels_without_a_flag(command: list[Any], tmp_path: Path):
+    name, *flags = command
+    output = ["--output", tmp_path / "labels.npy"] if name == "aggregate" else []
+    table = run_cli([name, MNIST_LABELS, *flags, *output])
+    assert "format labels (detected, 250 teachers x 9000 queries)" in " ".join(table.stdout.split())

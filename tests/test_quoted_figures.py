@@ -83,13 +83,14 @@ TABLE2 = ("--threshold", "200", "--sigma1", "150", "--sigma", "40", "--queries",
 DELTA = ("--delta", "1e-5")
 LABELS_2017 = (
     "sample_data/mnist_250_teachers_labels.npy",
-    "--teachers",
-    "250",
     "--indices",
     "sample_data/mnist_250_teachers_100_indices_used_by_student.npy",
 )
 
 ANALYZE_T2 = command("analyze", VOTES, *TABLE2, *DELTA)
+INSPECT_2017 = command("inspect", "sample_data/mnist_250_teachers_labels.npy")
+BY_COLUMN = ("readings", 0, "agreement", "by_query")  # the documented layout's queries
+BY_ROW = ("readings", 0, "agreement", "by_teacher")
 EXACT_T2 = command("analyze", VOTES, *TABLE2, *DELTA, "--threshold-bound", "exact")
 GATE_T2 = command("analyze", VOTES, *TABLE2, *DELTA, "--max-epsilon", "2", exit=1)
 SS_T2 = command("smooth-sensitivity", VOTES, *TABLE2, *DELTA)
@@ -300,6 +301,21 @@ DD = ("data_dependent", "epsilon")
 ORDER_DD = ("data_dependent", "order")
 
 QUOTES = [
+    # The layout of the 2017 labels, from their agreement (what bounds nothing: nearest).
+    quote(
+        README,
+        "(lambda 0.679 by column, 3e-04 by row)",
+        ("0.679", at(INSPECT_2017, *BY_COLUMN, "lambda"), NEAREST),
+        ("3e-04", at(INSPECT_2017, *BY_ROW, "lambda"), NEAREST),
+    ),
+    quote(
+        CLI,
+        "The 2017 file: lambda 0.679 by column (chance 0.072), 3e-04 by row (chance 0.015)",
+        ("0.679", at(INSPECT_2017, *BY_COLUMN, "lambda"), NEAREST),
+        ("0.072", at(INSPECT_2017, *BY_COLUMN, "chance"), NEAREST),
+        ("3e-04", at(INSPECT_2017, *BY_ROW, "lambda"), NEAREST),
+        ("0.015", at(INSPECT_2017, *BY_ROW, "chance"), NEAREST),
+    ),
     # README: the first lines, the gate, the Table-2 run.
     quote(
         README,
@@ -622,6 +638,12 @@ QUOTES = [
 TABLE = "table: "  # the rows of the Markdown table whose header row starts with this text
 
 NOT_COMMAND_OUTPUTS: list[tuple[str, str, str]] = [
+    (CLI, "exceeds chance by at least 0.25 (a quarter", "a constant of the layout test"),
+    (
+        CLI,
+        "is read at agreement 0.95 and refused at 0.4",
+        "the inputs of a test's generated files (tests/test_layout_evidence.py)",
+    ),
     (README, "in a 3.9 MB archive: exit 2 in 0.6 s", "a measured archive size and wall time"),
     (README, "(2.5e6 queries)", "a benchmark's input size"),
     (README, TABLE + "| run (fresh process, one run) |", "benchmarks/bench_next_token.py"),

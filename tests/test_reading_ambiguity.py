@@ -9,8 +9,11 @@ meant (the same counts histogram and the same number of teachers) or an
 (``pate_cli.votes.detection``): a whole-number array whose rows all share one positive sum is
 counts, so labels whose teachers' labels happen to sum alike read as counts (the test allows
 exactly that reading for exactly those arrays). Plausible labels read both ways whatever
-their shape, so auto refuses them all; ``tests/test_labels_layout.py`` checks the layouts
-over shapes and flags.
+their shape; the labels drawn here agree on nothing, so their layout is never decided
+(``tests/test_layout_evidence.py`` draws labels that agree, ``tests/test_labels_layout.py``
+checks the layouts over shapes and flags). Counts with many abstaining teachers (most rows
+short of the largest sum) are never read as labels, whose agreement test they could pass
+only by chance.
 
 Half the examples go through the block-by-block reader (made to start at 2 rows), which must
 decide the same way. The profile's example count applies (500 in CI); one example is a
@@ -35,6 +38,7 @@ from pate_cli.votes import VoteFormat, load_votes
 KINDS = [
     "counts",
     "abstaining counts",
+    "counts of many abstaining teachers",
     "soft votes",
     "labels",
     "labels saved queries x teachers",
@@ -107,6 +111,13 @@ def cases(draw) -> Case:
         ):
             for _ in range(int(rng.integers(1, min(3, teachers // 2) + 1))):
                 counts[row, rng.choice(np.flatnonzero(counts[row]))] -= 1
+        return counts_case(kind, counts, teachers)
+    if kind == "counts of many abstaining teachers":  # each teacher abstains now and then
+        teachers = draw(st.integers(2, 300))
+        queries, classes = draw(st.integers(3, 60)), draw(st.integers(2, 60))
+        voting = rng.binomial(teachers, draw(st.floats(0.5, 0.95)), size=queries)
+        frequencies = rng.dirichlet(np.full(classes, 0.3), size=queries)
+        counts = np.array([rng.multinomial(n, p) for n, p in zip(voting, frequencies, strict=True)])
         return counts_case(kind, counts, teachers)
     if kind == "soft votes":  # votes in quarters: fractional values, rows summing to M
         teachers = draw(st.integers(1, 300))

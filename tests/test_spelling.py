@@ -111,9 +111,12 @@ def test_counts_or_labels_suggests_format_and_teachers(write_npy) -> None:
     path = write_npy(np.array([[1, 2, 0], [0, 0, 4]]))
     with pytest.raises(InputError) as python:
         pate.load_votes(path)
-    assert str(python.value).endswith("pass format='labels', or format='counts', teachers=M")
+    message = str(python.value)
+    assert "; pass format='labels'), or counts" in message
+    assert message.endswith("pass format='counts', teachers=M, M at least 4)")
     cli = error_line(["analyze", path, "--sigma", 40, "--delta", 1e-5])
-    assert cli.endswith("pass --format labels, or --format counts --teachers M")
+    assert "; pass --format labels), or counts" in cli
+    assert cli.endswith("pass --format counts --teachers M, M at least 4)")
 
 
 def test_rows_with_different_sums_suggest_teachers(write_npy) -> None:

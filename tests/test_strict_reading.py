@@ -38,7 +38,8 @@ from pate_cli.votes.formats import VoteFormat
 from tests.conftest import MNIST, MNIST_LABELS, deadline, run_cli
 
 ANALYZE = ["--sigma", 40, "--delta", 1e-5, "--json"]
-AMBIGUOUS_FIX = "pass --format labels, or --format counts --teachers M"
+# Labels too few to show their layout: the refusal ends with what their agreement is.
+UNDECIDED = "; the labels do not decide it: they agree by column "
 
 
 # These tests pin the command line's words (tests/test_spelling.py checks Python's).
@@ -163,7 +164,9 @@ def test_counts_that_read_as_labels_with_many_classes_are_ambiguous(
     classes = int(array.max()) + 1
     assert classes > min(rows, columns)
     assert f"could be labels ({rows} teachers, {columns} queries, {classes} classes" in message
-    assert "or counts with abstaining teachers" in message and message.endswith(AMBIGUOUS_FIX)
+    assert f"or counts of {rows} queries x {columns} classes with abstaining teachers" in message
+    largest = int(array.sum(axis=1).max())
+    assert message.endswith(f"pass --format counts --teachers M, M at least {largest})")
     assert cli_error(["analyze", path, *ANALYZE], path).endswith(message)
 
 
@@ -173,8 +176,9 @@ def test_the_two_row_example_names_both_readings(tmp_path: Path) -> None:
         pate_cli.load_votes(path)
     assert message_of(excinfo, path) == (
         f"{path}: cannot tell the format: it could be labels (2 teachers, 2 queries, 241 "
-        "classes: more classes than teachers or queries) or counts with abstaining teachers "
-        f"(2 queries, 2 classes, rows summing to 200 to 250); {AMBIGUOUS_FIX}"
+        "classes: more classes than teachers or queries; pass --format labels), or counts of 2 "
+        "queries x 2 classes with abstaining teachers (rows summing to 200 to 250; pass --format "
+        "counts --teachers M, M at least 250)"
     )
 
 
@@ -230,7 +234,7 @@ def test_labels_may_imply_no_more_classes_than_teachers_and_queries(
             load_both(path, monkeypatch)
         message = message_of(excinfo, path)
         assert f"{largest + 1} classes: more classes than teachers or queries" in message
-        assert message.endswith(AMBIGUOUS_FIX)
+        assert message.endswith(f"pass --format counts --teachers M, M at least {largest})")
         return
     if expected == "orientation":
         with pytest.raises(InputError) as excinfo:
@@ -240,11 +244,11 @@ def test_labels_may_imply_no_more_classes_than_teachers_and_queries(
             if rows != columns
             else "save the array transposed, as (teachers, queries)"
         )
-        assert message_of(excinfo, path) == (
+        assert message_of(excinfo, path).startswith(
             f"{path}: cannot tell the format: it could be labels of {rows} teachers x "
             f"{columns} queries ({largest + 1} classes; pass --format labels), or labels of "
             f"{columns} teachers x {rows} queries saved as queries x teachers ({largest + 1} "
-            f"classes; {pick})"
+            f"classes; {pick}){UNDECIDED}"
         )
         labels_given = load_both(path, monkeypatch, fmt="labels")  # the documented layout
         assert (labels_given.num_teachers, labels_given.num_queries) == (rows, columns)
@@ -258,8 +262,9 @@ def test_labels_may_imply_no_more_classes_than_teachers_and_queries(
 def test_labels_of_a_single_class_read_both_ways_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One class: the two layouts give other teachers and queries all the same, so auto names
-    both (it read 5 teachers x 4 queries), and --teachers picks one."""
+    """One class: the two layouts give other teachers and queries all the same, and no label
+    tells them apart, so auto names both (it read 5 teachers x 4 queries), and --teachers
+    picks one."""
     labels = np.zeros((5, 4), dtype=np.int64)
     labels[1, 2] = -1
     path = save(tmp_path, "labels.npy", labels)
@@ -268,7 +273,8 @@ def test_labels_of_a_single_class_read_both_ways_too(
     assert message_of(excinfo, path) == (
         f"{path}: cannot tell the format: it could be labels of 5 teachers x 4 queries (1 "
         "class; pass --format labels), or labels of 4 teachers x 5 queries saved as queries x "
-        "teachers (1 class; pass --format labels --teachers 4)"
+        f"teachers (1 class; pass --format labels --teachers 4){UNDECIDED}0.000 (chance 1.000) "
+        "and by row 0.000 (chance 1.000)"
     )
     votes = load_both(path, monkeypatch, teachers=5)
     assert (votes.format, votes.num_teachers, votes.num_queries, votes.num_classes) == (
@@ -291,16 +297,21 @@ def test_the_sample_counts_are_still_counts(monkeypatch: pytest.MonkeyPatch) -> 
     assert votes.warnings == ()
 
 
-def test_the_2017_labels_are_labels_of_the_teachers_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    """250 x 9000 could as well be 9000 teachers x 250 queries (it was read as 250 teachers
-    without a flag): --teachers 250 says which."""
+def test_the_2017_labels_are_labels_of_their_teachers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """250 x 9000 could as well be 9000 teachers x 250 queries by its sizes; its labels agree
+    by query (by column), so it reads as 250 teachers without a flag, read whole or streamed,
+    and --teachers 250 says the same."""
     monkeypatch.setattr(votes_module, "_BLOCK_CELLS", 250 * 97)
-    with pytest.raises(InputError, match="or labels of 9000 teachers x 250 queries saved as"):
-        load_both(str(MNIST_LABELS), monkeypatch, block_rows=97)
-    votes = load_both(str(MNIST_LABELS), monkeypatch, block_rows=97, teachers=250)
-    assert (votes.format, votes.detected) == (VoteFormat.LABELS, True)
-    assert (votes.num_teachers, votes.num_classes) == (250, 10)
-    assert votes.counts.sum(axis=1).tolist() == [250.0] * votes.num_queries
+    for teachers in (None, 250):
+        votes = load_both(str(MNIST_LABELS), monkeypatch, block_rows=97, teachers=teachers)
+        assert (votes.format, votes.detected, votes.layout) == (
+            VoteFormat.LABELS,
+            True,
+            "teachers x queries",
+        )
+        assert (votes.num_teachers, votes.num_queries, votes.num_classes) == (250, 9000, 10)
+        assert votes.counts.sum(axis=1).tolist() == [250.0] * votes.num_queries
+        assert votes.warnings == ()
 
 
 # --- 2. counts rows and --teachers M --------------------------------------------------------
@@ -635,14 +646,15 @@ def test_counts_with_an_abstaining_teacher_are_never_read_as_labels(
 def test_labels_saved_queries_x_teachers_are_never_read_as_teachers_x_queries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Labels that agree on nothing (uniform noise): the data do not decide the layout.
     labels = np.random.default_rng(15).integers(0, 10, size=(100, 5000))
     path = save(tmp_path, "votes.npy", np.ascontiguousarray(labels.T))  # C order: streamed
     with pytest.raises(InputError) as excinfo:
         load_both(path, monkeypatch, block_rows=997)
-    assert message_of(excinfo, path) == (
+    assert message_of(excinfo, path).startswith(
         f"{path}: cannot tell the format: it could be labels of 5000 teachers x 100 queries "
         "(10 classes; pass --format labels), or labels of 100 teachers x 5000 queries saved "
-        "as queries x teachers (10 classes; pass --format labels --teachers 100)"
+        f"as queries x teachers (10 classes; pass --format labels --teachers 100){UNDECIDED}"
     )
     assert cli_error(["analyze", path, "--sigma", 40, *ISSUE], path).endswith(
         message_of(excinfo, path)
@@ -898,9 +910,10 @@ def test_an_npz_array_is_inflated_into_itself(tmp_path: Path) -> None:
 def test_teachers_picks_the_axis_of_labels_saved_queries_x_teachers(tmp_path):
     from pate_cli.votes import load_votes
 
-    # 5,000 queries x 100 teachers of 10 classes, saved queries x teachers: auto refuses it,
-    # --format labels alone reads 5,000 teachers x 100 queries (the documented layout), and
-    # --teachers 100 picks the other axis: the same counts as the file saved transposed.
+    # 5,000 queries x 100 teachers of 10 classes, saved queries x teachers: auto reads it so
+    # (the teachers agree on each query), --format labels alone reads 5,000 teachers x 100
+    # queries (the documented layout), and --teachers 100 picks the other axis: the same
+    # counts as the file saved transposed.
     rng = np.random.default_rng(7)
     truth = rng.integers(0, 10, size=5000)
     labels = np.where(rng.random((100, 5000)) < 0.7, truth, rng.integers(0, 10, (100, 5000)))
@@ -908,13 +921,14 @@ def test_teachers_picks_the_axis_of_labels_saved_queries_x_teachers(tmp_path):
     np.save(saved, labels.T)
     upright = tmp_path / "teachers_x_queries.npy"
     np.save(upright, labels)
-    with pytest.raises(InputError, match="queries x teachers"):
-        load_votes(saved)
+    auto = load_votes(saved)
+    assert (auto.num_teachers, auto.num_queries, auto.layout) == (100, 5000, "queries x teachers")
     assert load_votes(saved, fmt="labels").num_teachers == 5000
     picked = load_votes(saved, fmt="labels", teachers=100)
     plain = load_votes(upright, fmt="labels")
     assert picked.num_teachers == 100 and picked.num_queries == 5000
     np.testing.assert_array_equal(np.asarray(picked.counts), np.asarray(plain.counts))
+    np.testing.assert_array_equal(np.asarray(auto.counts), np.asarray(plain.counts))
     assert picked.layout == "queries x teachers" and plain.layout == "teachers x queries"
     assert any("read as labels saved queries x teachers" in w for w in picked.warnings)
     # The selection counts queries along the picked axis.

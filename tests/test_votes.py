@@ -140,10 +140,14 @@ def test_labels_with_equal_row_sums_are_counts(tmp_path: Path) -> None:
     assert load_votes(save(tmp_path, "votes.npy", array)).format is VoteFormat.COUNTS
 
 
+# Twelve labels say nothing about their layout: no agreement shows above chance.
+UNDECIDED = "the labels do not decide it: they agree by column 0.000 (chance 1.000) and by row"
+
+
 def test_integer_rows_with_different_sums_are_labels(tmp_path: Path) -> None:
     # Labels as long as they imply no more classes than teachers and queries (README); they
     # read both ways whatever the shape (it was labels of 3 teachers, the fewer rows than
-    # columns), and --teachers picks the layout.
+    # columns), twelve labels do not decide it, and --teachers picks the layout.
     array = np.array([[1, 2, 0, 2], [0, 0, 2, 1], [2, 1, 1, 2]])
     path = save(tmp_path, "votes.npy", array)
     with pytest.raises(InputError) as excinfo:
@@ -151,7 +155,8 @@ def test_integer_rows_with_different_sums_are_labels(tmp_path: Path) -> None:
     assert check_error(excinfo, path) == (
         f"{path}: cannot tell the format: it could be labels of 3 teachers x 4 queries (3 "
         "classes; pass --format labels), or labels of 4 teachers x 3 queries saved as queries "
-        "x teachers (3 classes; pass --format labels --teachers 4)"
+        f"x teachers (3 classes; pass --format labels --teachers 4); {UNDECIDED} 0.143 (chance "
+        "1.000)"
     )
     votes = load_votes(path, teachers=3)
     assert votes.format is VoteFormat.LABELS and votes.num_classes == 3
@@ -167,7 +172,8 @@ def test_square_labels_are_ambiguous_in_orientation(tmp_path: Path) -> None:
     assert check_error(excinfo, path) == (
         f"{path}: cannot tell the format: it could be labels of 3 teachers x 3 queries (3 "
         "classes; pass --format labels), or labels of 3 teachers x 3 queries saved as queries "
-        "x teachers (3 classes; save the array transposed, as (teachers, queries))"
+        "x teachers (3 classes; save the array transposed, as (teachers, queries)); "
+        f"{UNDECIDED} 0.333 (chance 1.000)"
     )
     votes = load_votes(path, fmt="labels")
     np.testing.assert_array_equal(votes.counts, naive_counts(array, 3))
@@ -177,7 +183,12 @@ def test_integer_rows_with_different_sums_and_many_classes_are_ambiguous(tmp_pat
     path = save(tmp_path, "votes.npy", np.array([[1, 2, 0], [0, 0, 4]]))  # 5 classes, 2 rows
     with pytest.raises(InputError) as excinfo:
         load_votes(path)
-    assert "--format labels, or --format counts --teachers M" in check_error(excinfo, path)
+    assert check_error(excinfo, path) == (
+        f"{path}: cannot tell the format: it could be labels (2 teachers, 3 queries, 5 classes: "
+        "more classes than teachers or queries; pass --format labels), or counts of 2 queries x "
+        "3 classes with abstaining teachers (rows summing to 3 to 4; pass --format counts "
+        "--teachers M, M at least 4)"
+    )
 
 
 def test_probs_detected_and_argmax_first_maximum(tmp_path: Path) -> None:

@@ -73,7 +73,7 @@ from pate_cli.jobs.comparison import (
     edge_warning,
     sort_rows,
 )
-from pate_cli.jobs.inspection import InspectReport, inspect_votes
+from pate_cli.jobs.inspection import InspectReport, inspect_reading
 from pate_cli.mechanisms import Mechanism, as_mechanism, is_mechanism
 from pate_cli.orders import as_orders
 from pate_cli.release.gnss import GnssRelease
@@ -494,9 +494,8 @@ def inspect(
     """What ``pate inspect`` computes: what a vote file is and how strongly teachers agree
     (``format``, ``teachers``, ``num_classes``, ``member``, ``candidates``: as ``load_votes``
     reads a path or an array)."""
-    return inspect_votes(
-        read_votes(votes, reading(format, teachers, num_classes, member, candidates))
-    )
+    how = reading(format, teachers, num_classes, member, candidates)
+    return inspect_reading(lambda: read_votes(votes, how))
 
 
 def aggregate(

@@ -13,7 +13,14 @@ every command reads them (same format detection and selection) and reports:
 - the distribution of the gap between the top two vote counts (quantiles,
   and ten equal bins over [0, M]);
 - how many queries are unanimous (every vote in one class) or tied at the
-  top, and how often each class is the plurality vote.
+  top, and how often each class is the plurality vote;
+- the readings of the file that were weighed (``readings``): for labels whose layout their
+  agreement decided, both layouts with how the labels agree by query and by teacher, and
+  which one was taken.
+
+A file that reads more than one plausible way is described, not refused
+(:func:`inspect_reading`): its readings, each with what picks it, and why no command reads
+it without one of those flags; the agreement statistics are then null.
 
 The statistics are a pure function of the counts (:func:`profile_votes`).
 The report is a frozen model whose ``to_dict()`` is what ``pate inspect
@@ -23,6 +30,7 @@ prints or imports a terminal library.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,13 +38,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE
+from pate_cli.choices import VoteFormat
 from pate_cli.core.compact import Compact, read_rows, row_sums
 from pate_cli.core.compact import plurality as plurality_of
 from pate_cli.reports.breakdown import BUCKET_EDGES, agreement_bucket, bucket_labels, top_two
 from pate_cli.reports.encoding import plain
 from pate_cli.reports.models import InputSummary
 from pate_cli.reports.reprs import short_repr
-from pate_cli.votes import Votes
+from pate_cli.votes import AmbiguousFormatError, Votes
+from pate_cli.votes.detection import Reading, labels_reading
 
 FloatArray = NDArray[np.float64]
 
@@ -148,17 +158,49 @@ class VocabularyProfile:
 
 
 @dataclass(frozen=True)
-class InspectReport:
-    """``pate inspect``: the input, its stored dtype and the teachers' agreement."""
+class Unread:
+    """A votes file of several plausible readings, none taken: what describes it."""
 
-    input: InputSummary
-    """What was read and how it was interpreted."""
+    path: str
+    sha256: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The ``input`` block of a read file, with what only a reading gives as null."""
+        unknown = ("layout", "num_queries", "num_teachers", "num_classes")
+        return {
+            "path": self.path,
+            "sha256": self.sha256,
+            "format": None,
+            "format_detected": True,
+            **dict.fromkeys(unknown),
+            "num_classes_from": None,
+            "num_file_queries": None,
+            "shape": list(self.shape),
+        }
+
+
+@dataclass(frozen=True)
+class InspectReport:
+    """``pate inspect``: the input, its stored dtype and the teachers' agreement; or, for a
+    file that reads more than one plausible way, its readings."""
+
+    input: InputSummary | Unread
+    """What was read and how it was interpreted (:class:`Unread`: no reading taken)."""
     dtype: str
     """The dtype of the array as stored in the file (before conversion to counts)."""
-    profile: VoteProfile
-    """The agreement statistics."""
+    profile: VoteProfile | None
+    """The agreement statistics (None: no reading taken)."""
     warnings: tuple[str, ...] = ()
     """One-line notes from reading the votes."""
+    readings: tuple[Reading, ...] = ()
+    """The readings weighed: the one taken, and for labels whose agreement decided their
+    layout, the other layout too; every plausible one of an unread file."""
+    taken: int | None = None
+    """The index in ``readings`` of the one every command takes (None: none)."""
+    refusal: str | None = None
+    """Why no command reads the file as it is (None: it is read)."""
 
     def _repr_markdown_(self) -> str:
         """The report in a notebook (Jupyter renders Markdown)."""
@@ -168,11 +210,25 @@ class InspectReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly what ``pate inspect --json`` prints."""
-        profile, total = self.profile, self.profile.num_queries
+        profile = self.profile
+        readings = [
+            {**reading.to_dict(), "taken": i == self.taken}
+            for i, reading in enumerate(self.readings)
+        ]
+        head = {
+            "command": "inspect",
+            "input": {**self.input.to_json_dict(), "dtype": self.dtype},
+            "readings": readings,
+            "reading": self.taken,
+            "refusal": self.refusal,
+        }
+        if profile is None:
+            nothing = ("top_share", "top2_gap", "unanimous", "tied", "plurality_counts")
+            return plain({**head, **dict.fromkeys(nothing), "warnings": list(self.warnings)})
+        total = profile.num_queries
         return plain(
             {
-                "command": "inspect",
-                "input": {**self.input.to_json_dict(), "dtype": self.dtype},
+                **head,
                 "top_share": profile.top_share.to_dict(total),
                 "top2_gap": profile.gap.to_dict(total),
                 "unanimous": profile.unanimous,
@@ -188,16 +244,18 @@ class InspectReport:
         )
 
     def __repr__(self) -> str:
-        summary = self.input
+        summary, profile = self.input, self.profile
+        if isinstance(summary, Unread) or profile is None:
+            return short_repr("InspectReport", readings=len(self.readings), taken=None)
         return short_repr(
             "InspectReport",
             format=summary.format,
             queries=summary.num_queries,
             teachers=summary.num_teachers,
             classes=summary.num_classes,
-            median_top_share=self.profile.top_share.quantiles.get("p50"),
-            unanimous=self.profile.unanimous,
-            tied=self.profile.tied,
+            median_top_share=profile.top_share.quantiles.get("p50"),
+            unanimous=profile.unanimous,
+            tied=profile.tied,
         )
 
     # The name the other reports of ``pate_cli.reports.models`` use.
@@ -311,6 +369,59 @@ def stored_dtype(votes: Votes) -> str:
     return votes.stored_dtype
 
 
+def readings_of(votes: Votes) -> tuple[tuple[Reading, ...], int]:
+    """The readings of the votes' file that were weighed, and the index of the one taken:
+    both layouts of labels whose agreement decided it, else the reading taken alone."""
+    shape, evidence = votes.file_shape, votes.layout_evidence
+    if evidence is not None and len(shape) == 2:
+        rows, columns = shape
+        layouts = tuple(
+            labels_reading((rows, columns), votes.num_classes, transposed, evidence)
+            for transposed in (False, True)
+        )
+        return layouts, int(votes.transposed)
+    if votes.format is VoteFormat.LABELS and len(shape) == 2:
+        return (labels_reading((shape[0], shape[1]), votes.num_classes, votes.transposed),), 0
+    teachers, queries, classes = votes.num_teachers, votes.num_file_queries, votes.num_classes
+    what = f"{votes.format.value} of {queries} queries x {classes} classes from {teachers} teachers"
+    reading = Reading(
+        votes.format,
+        False,
+        num_queries=queries,
+        num_classes=classes,
+        num_teachers=teachers,
+        what=f"{what} ({votes.layout}",
+        flags=(("format", votes.format.value),),
+    )
+    return (reading,), 0
+
+
+def unread_report(error: AmbiguousFormatError) -> InspectReport:
+    """The report of a file that reads more than one plausible way: its readings."""
+    digest = "" if error.digest is None else error.digest.result()
+    return InspectReport(
+        input=Unread(error.where, digest, error.shape, error.dtype),
+        dtype=error.dtype,
+        profile=None,
+        readings=error.readings,
+        refusal=error.message,
+    )
+
+
+def inspect_reading(load: Callable[[], Votes]) -> InspectReport:
+    """``pate inspect`` of the votes ``load`` reads: :func:`inspect_votes`, or for a file
+    that reads more than one plausible way, :func:`unread_report` (described, not refused).
+
+    Raises:
+        InputError: any other problem with the votes.
+    """
+    try:
+        votes = load()
+    except AmbiguousFormatError as error:
+        return unread_report(error)
+    return inspect_votes(votes)
+
+
 def inspect_votes(votes: Votes) -> InspectReport:
     """What ``pate inspect`` computes: the format, size and teacher agreement of the votes.
 
@@ -336,9 +447,12 @@ def inspect_votes(votes: Votes) -> InspectReport:
             candidates=(int(sizes.min()), int(sizes.max())),
         )
         profile = replace(profile, vocabulary=vocabulary)
+    readings, taken = readings_of(votes)
     return InspectReport(
         input=InputSummary.from_votes(votes),
         dtype=stored_dtype(votes),
         profile=profile,
         warnings=votes.warnings,
+        readings=readings,
+        taken=taken,
     )

@@ -64,10 +64,15 @@ def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
     return "\n".join(lines)
 
 
+# Where a class count came from, when the shape does not say it.
+_CLASSES_FROM = {"given": " (`--num-classes`)", "largest label": " (largest label + 1)"}
+
+
 def _input(summary: Report) -> str:
     return (
         f"`{summary['path']}`: {summary['format']}, {summary['num_queries']} queries "
-        f"(of {summary['num_file_queries']} in the file) x {summary['num_classes']} classes, "
+        f"(of {summary['num_file_queries']} in the file) x {summary['num_classes']} classes"
+        f"{_CLASSES_FROM.get(summary.get('num_classes_from', ''), '')}, "
         f"{summary['num_teachers']} teachers"
     )
 
@@ -223,6 +228,16 @@ def compare(report: Report) -> str:
 def inspect(report: Report) -> str:
     """``pate inspect`` (``InspectReport.to_dict()``)."""
     summary = report["input"]
+    if report["top_share"] is None:  # several plausible readings, none taken
+        readings = [
+            (r["format"], r["layout"], r["num_teachers"], r["num_queries"], r["num_classes"])
+            for r in report["readings"]
+        ]
+        return _join(
+            f"### pate inspect: `{summary['path']}` is not read: {report['refusal']}",
+            _table(("format", "layout", "teachers", "queries", "classes"), readings),
+            _warnings(report["warnings"]),
+        )
     quantiles = report["top_share"]["quantiles"]
     rows = [(key, f"{value:.3f}") for key, value in quantiles.items()]
     return _join(

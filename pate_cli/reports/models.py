@@ -107,6 +107,9 @@ class InputSummary:
     file_shape: tuple[int, ...] = ()
     source: str = "file"
     dtype: str = ""
+    classes_from: str = "shape"
+    """Where ``num_classes`` came from: "given" (``--num-classes``), "largest label" (one
+    more than the largest label of the file) or "shape" (the array's classes)."""
 
     @classmethod
     def from_votes(cls, votes: Votes) -> InputSummary:
@@ -124,6 +127,7 @@ class InputSummary:
             file_shape=votes.file_shape,
             source=votes.source,
             dtype=votes.stored_dtype,
+            classes_from=votes.classes_from,
         )
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -142,6 +146,7 @@ class InputSummary:
             "num_queries": self.num_queries,
             "num_teachers": self.num_teachers,
             "num_classes": self.num_classes,
+            "num_classes_from": self.classes_from,
             "num_file_queries": self.num_file_queries,
         }
 

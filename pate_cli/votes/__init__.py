@@ -40,6 +40,7 @@ import os
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -69,7 +70,7 @@ from pate_cli.votes.conversion import (
     teachers_of_labels,
     to_counts,
 )
-from pate_cli.votes.detection import detect_format, labels_transposed
+from pate_cli.votes.detection import AmbiguousFormatError, detect_format, labels_transposed
 from pate_cli.votes.formats import QUERY_AXIS, BlockScan, scan_blocks
 from pate_cli.votes.inputs import (
     Input,
@@ -79,6 +80,7 @@ from pate_cli.votes.inputs import (
     load_true_labels,
     query_selection,
 )
+from pate_cli.votes.layout import LayoutEvidence, layout_evidence
 from pate_cli.votes.memory import MemoryArray, is_path, memory_array, sha256_now
 from pate_cli.votes.model import Votes
 from pate_cli.votes.reader import (
@@ -101,6 +103,7 @@ from pate_cli.votes.stream import BlockSize, ChunkedCounts, ChunkedLabels, open_
 
 __all__ = [
     "STREAM_MIN_ROWS",
+    "AmbiguousFormatError",
     "ChunkedCounts",
     "ChunkedLabels",
     "Input",
@@ -212,7 +215,7 @@ def load_votes(
         return sparse
     reading = _open_reading(path, member, fmt, teachers, streamable=indices is None)
     detected = fmt is VoteFormat.AUTO
-    reading, fmt, scans = _format_and_scans(reading, fmt, teachers)
+    reading, fmt, scans = _format_and_scans(reading, fmt, teachers, num_classes)
     check_shape(reading.shape, reading.where, fmt, num_classes)
     num_file_queries = int(reading.shape[QUERY_AXIS[fmt]])
     selection = query_selection(reading.where, num_file_queries, queries, indices)
@@ -229,8 +232,6 @@ def load_votes(
         raise InputError(f"{exc.message} (read as {fmt.value}, the format detected)") from None
     return Votes(
         counts=counts,  # type: ignore[arg-type]
-        path=reading.where,
-        digest=reading.digest,
         format=fmt,
         detected=detected,
         num_teachers=num_teachers,
@@ -238,12 +239,17 @@ def load_votes(
         num_file_queries=num_file_queries,
         selection=selection,
         warnings=tuple(notes),
-        file_shape=reading.file_shape,
-        stored_dtype=str(reading.file.dtype),
-        transposed=reading.transposed,
-        source="file" if isinstance(reading.file, ArrayFile) else "memory",
         candidate_ids=ids,
+        classes_from=_classes_from(fmt, num_classes),
+        **reading.described(),
     )
+
+
+def _classes_from(fmt: VoteFormat, num_classes: int | None) -> str:
+    """Where C came from (``Votes.classes_from``)."""
+    if num_classes is not None:
+        return "given"
+    return "largest label" if fmt is VoteFormat.LABELS else "shape"
 
 
 def _vote_format(fmt: VoteFormat | str) -> VoteFormat:
@@ -269,6 +275,8 @@ class _Reading:
     transposed: bool
     rows: ChunkedCounts | None
     columns: ChunkedLabels | None
+    evidence: LayoutEvidence | None = None
+    """How the labels agree by row and by column, when that decided their layout."""
     _in_memory: list[np.ndarray] = field(default_factory=list, repr=False)
 
     @property
@@ -288,19 +296,60 @@ class _Reading:
             self._in_memory.append(array.T if self.transposed else array)
         return self._in_memory[0]
 
+    def described(self) -> dict[str, Any]:
+        """What :class:`Votes` says of the file read: where it is, its digest, shape and
+        dtype as saved, the layout read and what decided it."""
+        return {
+            "path": self.where,
+            "digest": self.digest,
+            "file_shape": self.file_shape,
+            "stored_dtype": str(self.file.dtype),
+            "transposed": self.transposed,
+            "source": "file" if isinstance(self.file, ArrayFile) else "memory",
+            "layout_evidence": self.evidence,
+        }
+
     def read_transposed(self) -> _Reading:
         """The same file read as labels saved queries x teachers: in memory, not streamed."""
         held = [array.T for array in self._in_memory]
         return replace(self, transposed=True, rows=None, columns=None, _in_memory=held)
 
+    def blocks(self, axis: int) -> Iterator[np.ndarray]:
+        """The file's 2-D array in blocks of whole rows (``axis`` 0) or of whole columns (1,
+        each R x columns as saved), of a block's cells at most: read from the file where it
+        is streamed, else from the array in memory (or mapped)."""
+        stream = self.rows if self.rows is not None else self.columns
+        array = None if stream is not None else self.whole_array()
+        length, across = self.file_shape[axis], self.file_shape[1 - axis]
+        step = max(1, _BLOCK_CELLS // max(across, 1))
+        for start in range(0, length, step):
+            stop = min(start + step, length)
+            if stream is not None:
+                source = stream.source
+                yield source.rows(start, stop) if axis == 0 else source.columns(start, stop)
+            else:
+                assert array is not None
+                yield array[start:stop] if axis == 0 else array[:, start:stop]
+
+    def layout_evidence(self, num_classes: int) -> LayoutEvidence:
+        """How the file's labels agree by row and by column (one more pass over it)."""
+        return layout_evidence(self.blocks(0), self.blocks(1), num_classes)
+
     def notes(self, teachers: int | None) -> list[str]:
-        """The notes of the reading: a labels file read transposed says so."""
+        """The notes of the reading: a labels file read transposed says so, and why."""
         if not self.transposed:
             return []
         shape = self.shape
-        return [
+        read = (
             f"{self.where}: read as labels saved queries x teachers ({shape[1]} queries x "
-            f"{shape[0]} teachers), the axis {given('teachers', teachers)} names"
+            f"{shape[0]} teachers)"
+        )
+        if self.evidence is None:
+            return [f"{read}, the axis {given('teachers', teachers)} names"]
+        by_query, by_teacher = self.evidence.axes(True)
+        return [
+            f"{read}: their teachers agree on each query (lambda {by_query.lam:.3f}, chance "
+            f"{by_query.chance:.3f}), not across one teacher's queries ({by_teacher.lam:.3f})"
         ]
 
 
@@ -349,12 +398,13 @@ _Scans = tuple[BlockScan | None, BlockScan | None]
 
 
 def _format_and_scans(
-    reading: _Reading, fmt: VoteFormat, teachers: int | None
+    reading: _Reading, fmt: VoteFormat, teachers: int | None, num_classes: int | None
 ) -> tuple[_Reading, VoteFormat, _Scans]:
     """The reading, the format (detected when ``fmt`` is auto) and the scans made on the way.
 
-    Labels that ``--teachers`` detects saved queries x teachers are then read transposed,
-    in memory, as ``--format labels`` reads them (the scans, of the file's rows, are dropped).
+    Labels detected saved queries x teachers (by ``--teachers``, or by their agreement) are
+    then read transposed, in memory, as ``--format labels`` reads them (the scans, of the
+    file's rows, are dropped).
     """
     size = math.prod(reading.shape)
     # The scans that detect the format also validate it below: the file is read once.
@@ -366,8 +416,17 @@ def _format_and_scans(
         whole: BlockScan | None = row_scan if row_scan is not None else label_scan
         if whole is None and len(reading.shape) == 2 and size:
             whole = _scan_rows(reading.whole_array())
-        fmt, transposed = detect_format(reading.shape, reading.where, teachers, whole)
-        if transposed:
+        try:
+            detected = detect_format(
+                reading.shape, reading.where, teachers, whole, num_classes, reading.layout_evidence
+            )
+        except AmbiguousFormatError as error:
+            # What describes the file without a reading (``inspect`` lists its readings).
+            error.shape, error.dtype = reading.file_shape, str(reading.file.dtype)
+            error.digest = reading.digest
+            raise
+        fmt, reading = detected.format, replace(reading, evidence=detected.evidence)
+        if detected.transposed:
             return reading.read_transposed(), fmt, (None, None)
     return reading, fmt, (row_scan, label_scan)
 

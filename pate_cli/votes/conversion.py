@@ -147,6 +147,31 @@ def teachers_of_counts(
     return num_teachers
 
 
+#: A class count read from the largest label that makes a vocabulary: it needs ``--num-classes``.
+VOCABULARY = 1000
+
+
+def check_inferred_classes(where: str, num_classes: int) -> None:
+    """Refuse a class count read from the largest label that makes a vocabulary.
+
+    The data-dependent bound sums over every class (Prop. 7's union), those no teacher voted
+    for too: a count read from the largest label can fall short of the vocabulary, and the
+    classes left out would lower the figure below the truth.
+
+    Raises:
+        InputError: ``num_classes`` is :data:`VOCABULARY` or more.
+    """
+    if num_classes >= VOCABULARY:
+        largest = show_value(num_classes - 1)
+        raise InputError(
+            f"{where}: labels imply {show_value(num_classes)} classes (the largest label is "
+            f"{largest}), a vocabulary: pass {given('num-classes', Placeholder('V'))} "
+            "with its size; a count read from the largest label can fall short of it, and the "
+            "data-dependent bound counts every class, voted for or not, so a short count "
+            "would lower the figure"
+        )
+
+
 def classes_of_labels(
     where: str,
     num_classes: int | None,
@@ -164,6 +189,7 @@ def classes_of_labels(
     Raises:
         InputError: A value that is not a label (in [0, C)).
     """
+    inferred = num_classes is None
     if num_classes is None:
         if whole is None:
             raise ValueError("the number of classes of labels needs a scan of the whole file")
@@ -173,6 +199,8 @@ def classes_of_labels(
     if whole is None or whole.bad is not None or whole.largest >= num_classes:
         scan = scan_blocks(selected(), VoteFormat.LABELS, num_classes=num_classes, stop_at_bad=True)
         scan.check(where, file_query)
+    if inferred:  # a label out of range is named first (a float label of 1e300, say)
+        check_inferred_classes(where, num_classes)
     return num_classes
 
 

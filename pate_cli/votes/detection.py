@@ -1,29 +1,37 @@
 """Vote format detection: one reading of the array, or an input error naming each one.
 
 Detection (``--format auto``) looks at the whole file and takes a reading only when no other
-reading of the same array is plausible; otherwise it is an input error that names every
-plausible reading, with its sizes and what picks it. It never guesses in a way that changes
-the numbers. The readings of a 2-D array of R rows and K columns, and when each is
-plausible:
+reading of the same array is plausible, or when the data decide between them; otherwise it
+is an input error (:class:`AmbiguousFormatError`) that names every plausible reading, with
+its sizes and what picks it. It never guesses in a way that changes the numbers. The
+readings of a 2-D array of R rows and K columns, and when each is plausible:
 
 - counts, R queries x K classes: finite non-negative values. Rows that all sum to the same
   positive total make it counts outright: the rows of a labels file are each one teacher's
   labels over many queries, whose sums vary widely (a labels file whose rows all share one
   sum, which takes few teachers and queries, is read as counts);
 - counts with abstaining teachers: whole non-negative values whose rows mostly reach the
-  largest row sum S: the rows below S are fewer than half of them and none is below S/2.
-  Auto never reads them without ``--teachers`` (M could be more than S), but names them;
+  largest row sum S (the rows below S are fewer than half of them and none is below S/2);
+  beside labels of more classes than teachers or queries, any whole non-negative values
+  whose S is at most :data:`PLAUSIBLE_TEACHERS` (counts of more teachers than any ensemble
+  are no reading a labels file can have: token ids sum to billions). Auto never reads them
+  without ``--teachers`` (M could be more than S), but names them; ``--num-classes`` other
+  than K refutes them;
 - labels, in either layout: R teachers x K queries (the documented layout), or K teachers x
   R queries saved queries x teachers. Labels are plausible when they are whole numbers, at
   least -1, whose class count C = largest label + 1 is at most both R and K (a labels
   reading of a counts file implies a class count near the counts' number of teachers:
   ``[[240, 10], [100, 100]]``, 241 classes for 2 teachers; a transposed counts file,
-  hundreds of classes for 10 queries), and that one rule holds for both layouts alike
-  (:attr:`_Readings.fits`): whatever the shape, a plausible labels array reads both ways
-  (the 2017 250 x 9000 file could as well be 9000 teachers x 250 queries), so both are
-  always named. ``--teachers M`` picks the layout of M teachers (:func:`labels_layouts`,
-  the one rule of the layout for auto and for ``--format labels``); an M of neither layout
-  is an input error, never a note.
+  hundreds of classes for 10 queries), or below ``--num-classes`` V (the classes are then
+  V). That one rule holds for both layouts alike (:attr:`_Readings.fits`); the sizes never
+  tell the layouts apart (the 2017 250 x 9000 file could as well be 9000 teachers x 250
+  queries), the labels do: :mod:`pate_cli.votes.layout` takes the layout whose queries the
+  teachers agree on, where that is decisive. ``--teachers M`` picks the layout of M
+  teachers (:func:`labels_layouts`, the one rule of the layout for auto and for ``--format
+  labels``); an M of neither layout is an input error, never a note.
+
+A class count of labels read from the largest label that makes a vocabulary (1,000 classes
+or more) needs ``--num-classes`` (:func:`~pate_cli.votes.conversion.check_inferred_classes`).
 
 So ``--format auto`` reads:
 
@@ -34,24 +42,27 @@ So ``--format auto`` reads:
   below M), or ``labels`` in that layout (transposed for K = M; a square array's layouts
   both have M teachers); several are an input error, and so is none when labels are
   plausible; none otherwise is ``counts``, which then fails;
-- 2-D otherwise: an input error when labels are plausible (both layouts are named, and
-  counts with abstaining teachers when they are plausible too: 3,000 x 100 counts of 50
-  teachers, one vote abstaining, or labels of 3,000 teachers x 100 queries of as many
-  classes as the largest count plus one, or of 100 teachers x 3,000 queries), or when whole
-  values of at least -1 are labels only with more classes than teachers or queries (they
-  may be counts);
+- 2-D otherwise, with plausible labels: ``labels`` in the layout the labels decide, unless
+  counts with abstaining teachers are plausible too; an input error naming every plausible
+  reading otherwise (labels of more classes than teachers or queries, without
+  ``--num-classes``, are named but never taken: they may be counts);
 - anything else as ``counts`` (which then fails with the reason).
 
 ``--format labels`` reads the documented layout, or the layout of ``--teachers M`` when M
 names the other axis alone (:func:`labels_transposed`).
 
 The readings are told apart by what a scan of the whole array gathered
-(:class:`~pate_cli.votes.formats.BlockScan`).
+(:class:`~pate_cli.votes.formats.BlockScan`) and, for the layout of labels, by a pass over
+its rows and columns (:func:`~pate_cli.votes.layout.layout_evidence`), made only when it
+decides something.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -59,7 +70,107 @@ from numpy.typing import NDArray
 from pate_cli.choices import VoteFormat
 from pate_cli.common.spelling import Placeholder, given, on_command_line
 from pate_cli.errors import InputError
-from pate_cli.votes.formats import ABSTAIN, LAYOUTS, BlockScan, all_near, show_value
+from pate_cli.votes.conversion import VOCABULARY, check_inferred_classes
+from pate_cli.votes.formats import ABSTAIN, AXES, LAYOUTS, BlockScan, all_near, show_value
+from pate_cli.votes.layout import AxisAgreement, LayoutEvidence
+
+#: The most teachers a counts reading may imply when it is named beside labels: 2**24, above
+#: any ensemble pate is measured on (10 million teachers).
+PLAUSIBLE_TEACHERS = 1 << 24
+
+Evidence = Callable[[int], LayoutEvidence]
+"""The agreement of a labels array's rows and of its columns, for C classes: a pass over
+the array, asked for only when it decides something."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One plausible reading of a 2-D votes array: what a refusal names and ``inspect``
+    lists."""
+
+    format: VoteFormat
+    transposed: bool
+    """Labels saved queries x teachers."""
+    num_queries: int
+    num_classes: int
+    num_teachers: int | None
+    """None for counts whose teachers only ``--teachers`` can give."""
+    what: str
+    """The reading in words, with its sizes."""
+    flags: tuple[tuple[str, object], ...]
+    """The parameters that pick it, by their command-line names (a :class:`Placeholder`
+    value is for the user to fill in); none for a reading no flag picks."""
+    after: str = ""
+    """What follows the flags in words (``, M at least 50``), or stands instead of them."""
+    agreement: tuple[AxisAgreement, AxisAgreement] | None = None
+    """Labels: how the labels agree by query and by teacher in this layout."""
+    min_teachers: float | None = None
+    """Counts of abstaining teachers: the least M (their largest row sum)."""
+
+    @property
+    def pick(self) -> str:
+        """What picks it, as its caller writes it (``pass --format labels``)."""
+        spelled = _together(*(given(name, value) for name, value in self.flags))
+        return (f"pass {spelled}" if self.flags else "") + self.after
+
+    @property
+    def text(self) -> str:
+        """The reading as a refusal names it."""
+        return f"{self.what}; {self.pick})"
+
+    @property
+    def layout(self) -> str:
+        axes = AXES[self.format]
+        return " x ".join(axes[::-1] if self.transposed else axes)
+
+    def to_dict(self) -> dict[str, Any]:
+        agreement = None
+        if self.agreement is not None:
+            by_query, by_teacher = self.agreement
+            agreement = {"by_query": by_query.to_dict(), "by_teacher": by_teacher.to_dict()}
+        return {
+            "format": self.format.value,
+            "layout": self.layout,
+            "num_teachers": self.num_teachers,
+            "num_queries": self.num_queries,
+            "num_classes": self.num_classes,
+            "agreement": agreement,
+            "min_teachers": self.min_teachers,
+            "pick": {
+                name.replace("-", "_"): None if isinstance(value, Placeholder) else value
+                for name, value in self.flags
+            },
+        }
+
+
+class AmbiguousFormatError(InputError):
+    """A votes array that reads more than one plausible way: its readings are listed.
+
+    Attributes:
+        where: The path as the user gave it.
+        readings: Every plausible reading, with what picks it.
+        shape: The array's shape as saved.
+        dtype: Its dtype as saved.
+        digest: Its digest, being computed (None until the loader sets it).
+    """
+
+    def __init__(self, where: str, message: str, readings: tuple[Reading, ...]) -> None:
+        super().__init__(message)
+        self.where, self.readings = where, readings
+        self.shape: tuple[int, ...] = ()
+        self.dtype = ""
+        self.digest: Future[str] | None = None
+
+
+@dataclass(frozen=True)
+class Detected:
+    """What detection decided: the format, the layout of labels and what decided it."""
+
+    format: VoteFormat
+    transposed: bool = False
+    """Labels read saved queries x teachers."""
+    evidence: LayoutEvidence | None = None
+    """The labels' agreement, when it decided the layout."""
 
 
 def _above(sums: NDArray[np.float64], teachers: int) -> NDArray[np.bool_]:
@@ -107,11 +218,6 @@ def _together(*parameters: str) -> str:
     return (" " if on_command_line() else ", ").join(parameters)
 
 
-def _counts_of_m() -> str:
-    """The reading as counts of M teachers: ``--format counts --teachers M``."""
-    return _together(given("format", "counts"), given("teachers", Placeholder("M")))
-
-
 def _classes_text(num_classes: int) -> str:
     if num_classes == 1:
         return "1 class"
@@ -119,14 +225,25 @@ def _classes_text(num_classes: int) -> str:
     return f"{shown} classes"
 
 
+def _agreement_text(evidence: LayoutEvidence) -> str:
+    """Why the labels do not decide the layout, in a few words."""
+    column, row = evidence.by_column, evidence.by_row
+    return (
+        f"the labels do not decide it: they agree by column {column.lam:.3f} (chance "
+        f"{column.chance:.3f}) and by row {row.lam:.3f} (chance {row.chance:.3f})"
+    )
+
+
 @dataclass(frozen=True)
 class _Readings:
     """What tells the readings of a non-empty 2-D array of ``rows`` x ``columns`` apart,
-    from a scan of the whole of it (see the module docstring)."""
+    from a scan of the whole of it (see the module docstring); ``vocabulary`` is
+    ``--num-classes``."""
 
     rows: int
     columns: int
     scan: BlockScan
+    vocabulary: int | None = None
 
     @property
     def sums(self) -> NDArray[np.float64]:
@@ -144,42 +261,96 @@ class _Readings:
         return self.scan.whole and self.scan.low >= ABSTAIN
 
     @property
-    def num_classes(self) -> int:
-        """C = largest label + 1 of the labels reading (0 when there is none)."""
+    def inferred_classes(self) -> int:
+        """One more than the largest label (0 when the values are not labels)."""
         return int(max(self.scan.high, 0)) + 1 if self.labels_ok else 0
 
     @property
+    def num_classes(self) -> int:
+        """C of the labels reading: ``--num-classes`` when every label is below it, else
+        one more than the largest label."""
+        inferred = self.inferred_classes
+        vocabulary = self.vocabulary
+        return vocabulary if vocabulary is not None and vocabulary >= inferred else inferred
+
+    @property
+    def counts_refuted(self) -> bool:
+        """``--num-classes`` other than the columns: no reading as counts."""
+        return self.vocabulary is not None and self.vocabulary != self.columns
+
+    @property
     def fits(self) -> bool:
-        """Plausible labels: no more classes than teachers or queries. Symmetric in R and K,
+        """Plausible labels: no more classes than teachers or queries, or below a
+        ``--num-classes`` that is not also the counts' class count. Symmetric in R and K,
         so it holds of both layouts alike: the one rule of what labels may be."""
-        return self.labels_ok and self.num_classes <= min(self.rows, self.columns)
+        if not self.labels_ok:
+            return False
+        inferred = self.inferred_classes
+        if self.vocabulary is not None and inferred <= self.vocabulary and self.counts_refuted:
+            return True
+        return inferred <= min(self.rows, self.columns)
 
-    def layout(self, transposed: bool) -> str:
+    def layout(self, transposed: bool, evidence: LayoutEvidence | None = None) -> Reading:
         """The labels reading in one layout, and what picks it."""
-        return self.transposed if transposed else self.as_labels
+        return labels_reading((self.rows, self.columns), self.num_classes, transposed, evidence)
 
-    @property
-    def as_labels(self) -> str:
-        """The labels reading in the documented layout, and what picks it."""
-        shown = _classes_text(self.num_classes)
-        return (
-            f"labels of {self.rows} teachers x {self.columns} queries ({shown}; "
-            f"pass {given('format', 'labels')})"
+    def abstaining_counts(self) -> Reading:
+        """The reading as counts of abstaining teachers, and what picks it."""
+        return Reading(
+            VoteFormat.COUNTS,
+            False,
+            num_queries=self.rows,
+            num_classes=self.columns,
+            num_teachers=None,
+            what=(
+                f"counts of {self.rows} queries x {self.columns} classes with abstaining "
+                f"teachers ({_rows_text(self.sums)}"
+            ),
+            flags=(("format", "counts"), ("teachers", Placeholder("M"))),
+            after=f", M at least {show_value(self.sums.max())}",
+            min_teachers=float(self.sums.max()),
         )
 
-    @property
-    def transposed(self) -> str:
-        """The labels reading saved queries x teachers, and what picks it."""
-        rows, columns = self.rows, self.columns
-        return (
-            f"labels of {columns} teachers x {rows} queries saved as queries x teachers "
-            f"({_classes_text(self.num_classes)}; "
-            + (
-                f"pass {_together(given('format', 'labels'), given('teachers', columns))})"
-                if rows != columns  # a square array's axes cannot be told apart by a count
-                else "save the array transposed, as (teachers, queries))"
-            )
-        )
+
+def labels_reading(
+    shape: tuple[int, int],
+    num_classes: int,
+    transposed: bool,
+    evidence: LayoutEvidence | None = None,
+) -> Reading:
+    """The reading of an R x K array as labels in one layout (``transposed``: K teachers x
+    R queries saved queries x teachers), and what picks it."""
+    rows, columns = shape
+    teachers, queries = (columns, rows) if transposed else (rows, columns)
+    saved = " saved as queries x teachers" if transposed else ""
+    flags: tuple[tuple[str, object], ...] = (("format", "labels"),)
+    after = ""
+    if transposed and rows != columns:
+        flags += (("teachers", columns),)
+    elif transposed:  # a square array's axes cannot be told apart by a count
+        flags, after = (), "save the array transposed, as (teachers, queries)"
+    return Reading(
+        VoteFormat.LABELS,
+        transposed,
+        num_queries=queries,
+        num_classes=num_classes,
+        num_teachers=teachers,
+        what=(
+            f"labels of {teachers} teachers x {queries} queries{saved} "
+            f"({_classes_text(num_classes)}"
+        ),
+        flags=flags,
+        after=after,
+        agreement=None if evidence is None else evidence.axes(transposed),
+    )
+
+
+def _refuse(where: str, readings: list[Reading], why: str = "") -> AmbiguousFormatError:
+    """The error naming every plausible reading (and why the data do not decide)."""
+    message = (
+        f"{where}: cannot tell the format: it could be {', or '.join(r.text for r in readings)}"
+    )
+    return AmbiguousFormatError(where, message + (f"; {why}" if why else ""), tuple(readings))
 
 
 def labels_layouts(rows: int, columns: int, teachers: int | None) -> tuple[bool, ...]:
@@ -231,8 +402,13 @@ def labels_transposed(shape: tuple[int, ...], where: str, teachers: int | None) 
 
 
 def detect_format(
-    shape: tuple[int, ...], where: str, teachers: int | None, scan: BlockScan | None
-) -> tuple[VoteFormat, bool]:
+    shape: tuple[int, ...],
+    where: str,
+    teachers: int | None,
+    scan: BlockScan | None,
+    num_classes: int | None = None,
+    evidence: Evidence | None = None,
+) -> Detected:
     """Auto-detection rules; see the module docstring.
 
     Args:
@@ -242,21 +418,24 @@ def detect_format(
         scan: For a non-empty 2-D array, a scan of the whole of it (in memory, or streamed
             by rows or by columns) made with ``num_rows``: its row sums and what detection
             needs. Unused otherwise.
+        num_classes: ``--num-classes``.
+        evidence: For a non-empty 2-D array, the pass that measures how its labels agree by
+            row and by column (:func:`~pate_cli.votes.layout.layout_evidence`); without it,
+            plausible labels are never read without ``--teachers``.
 
     Returns:
-        The format, and for labels whether they are read saved queries x teachers (the
-        layout ``teachers`` picked; always False for the other formats).
+        The format, and for labels the layout and what decided it.
 
     Raises:
-        InputError: Not 2-D or 3-D, or a 2-D array with more than one plausible reading
-            (each is named, with what picks it: plausible labels always read two ways
-            without ``--teachers``), or one that reads as counts only with abstaining
-            teachers and no ``--teachers``, or as labels only with more classes than
-            teachers or queries; plausible labels with a ``--teachers`` of neither layout
-            that counts refute.
+        AmbiguousFormatError: A 2-D array with more than one plausible reading that the
+            data do not decide (each is named, with what picks it), or one that reads as
+            labels only with more classes than teachers or queries (they may be counts).
+        InputError: Not 2-D or 3-D; labels whose class count read from the largest label
+            makes a vocabulary, without ``--num-classes``; plausible labels with a
+            ``--teachers`` of neither layout that counts refute.
     """
     if len(shape) == 3:
-        return VoteFormat.PROBS, False
+        return Detected(VoteFormat.PROBS)
     if len(shape) != 2:
         raise InputError(
             f"{where}: array has {len(shape)} dimensions {shape} but {given('format', 'auto')} "
@@ -265,81 +444,111 @@ def detect_format(
             f"{LAYOUTS['probs']} probs"
         )
     if scan is None or 0 in shape:
-        return VoteFormat.COUNTS, False  # rejected as empty by the shape check
+        return Detected(VoteFormat.COUNTS)  # rejected as empty by the shape check
     rows, columns = (int(n) for n in shape)
-    found = _Readings(rows, columns, scan)
+    found = _Readings(rows, columns, scan, num_classes)
     sums = scan.row_sums
     if found.counts_ok and np.isfinite(sums[0]) and sums[0] > 0 and all_near(sums, sums[0]):
-        return VoteFormat.COUNTS, False
+        return Detected(VoteFormat.COUNTS)
     if teachers is not None:
         return _format_of_m(found, where, teachers)
-    return _format_without_m(found, where), False
+    return _format_without_m(found, where, evidence)
 
 
-def _format_of_m(found: _Readings, where: str, teachers: int) -> tuple[VoteFormat, bool]:
+def _format_of_m(found: _Readings, where: str, teachers: int) -> Detected:
     """With ``--teachers M``: the one reading that M does not refute, and whether it is
     labels saved queries x teachers; several are an input error, and so is none of plausible
     labels; none otherwise is counts (which then fails)."""
-    readings: list[str] = []
+    readings: list[Reading] = []
     # Each reading that --teachers M does not refute: counts with no row above M, labels
     # in the layout of M teachers.
-    counts_left = found.counts_ok and not _above(found.sums, teachers).any()
+    counts_left = (
+        found.counts_ok and not found.counts_refuted and not _above(found.sums, teachers).any()
+    )
     if counts_left:
         readings.append(
-            f"counts of {found.rows} queries x {found.columns} classes from {teachers} teachers "
-            f"({_rows_text(found.sums)}; pass {given('format', 'counts')})"
+            Reading(
+                VoteFormat.COUNTS,
+                False,
+                num_queries=found.rows,
+                num_classes=found.columns,
+                num_teachers=teachers,
+                what=(
+                    f"counts of {found.rows} queries x {found.columns} classes from {teachers} "
+                    f"teachers ({_rows_text(found.sums)}"
+                ),
+                flags=(("format", "counts"),),
+            )
         )
     layouts = labels_layouts(found.rows, found.columns, teachers) if found.fits else ()
     readings += [found.layout(transposed) for transposed in layouts]
     if len(readings) > 1:
-        raise InputError(f"{where}: cannot tell the format: it could be {', or '.join(readings)}")
+        raise _refuse(where, readings)
     if layouts:
-        return VoteFormat.LABELS, layouts[0]
+        return Detected(VoteFormat.LABELS, layouts[0])
     if found.fits and not counts_left:
         message = _no_layout(where, found.rows, found.columns, teachers)
-        if found.counts_ok:  # counts, refuted by a row above M
+        if found.counts_ok and not found.counts_refuted:  # counts, refuted by a row above M
             row = int(np.argmax(_above(found.sums, teachers)))
             message += (
                 f"; as counts, votes row {row} sums to {show_value(found.sums[row])}, more "
                 f"than {given('teachers', teachers)}"
             )
         raise InputError(message)
-    return VoteFormat.COUNTS, False
+    return Detected(VoteFormat.COUNTS)
 
 
-def _format_without_m(found: _Readings, where: str) -> VoteFormat:
-    """Without ``--teachers``: counts when labels are not plausible at all (which then fails
-    with the reason); otherwise an input error: plausible labels read both ways (and maybe as
-    counts with abstaining teachers too), and whole values of at least -1 with more classes
-    than teachers or queries may be labels or counts."""
+def _format_without_m(found: _Readings, where: str, evidence: Evidence | None) -> Detected:
+    """Without ``--teachers``: plausible labels in the layout their agreement decides, when
+    counts with abstaining teachers are not plausible too; counts when labels are not
+    plausible at all (which then fails with the reason); an input error naming the readings
+    otherwise."""
     rows, columns, sums = found.rows, found.columns, found.sums
-    abstaining = found.counts_ok and found.labels_ok and _abstaining(sums)
+    counts = found.counts_ok and found.labels_ok and not found.counts_refuted
     if found.fits:
-        readings: list[str] = []
-        if abstaining:
-            readings.append(
-                f"counts of {rows} queries x {columns} classes with abstaining teachers "
-                f"({_rows_text(sums)}; pass {_counts_of_m()}, M at least "
-                f"{show_value(sums.max())})"
-            )
-        # Plausible labels read both ways (labels_layouts): never one without --teachers.
-        readings += [found.layout(transposed) for transposed in labels_layouts(rows, columns, None)]
-        raise InputError(f"{where}: cannot tell the format: it could be {', or '.join(readings)}")
+        if found.vocabulary is None:
+            check_inferred_classes(where, found.inferred_classes)
+        if counts and _abstaining(sums):
+            readings = [found.abstaining_counts(), found.layout(False), found.layout(True)]
+            raise _refuse(where, readings)
+        if evidence is None:
+            raise _refuse(where, [found.layout(False), found.layout(True)])
+        measured = evidence(found.num_classes)
+        transposed = measured.layout
+        if transposed is None:
+            layouts = [found.layout(False, measured), found.layout(True, measured)]
+            raise _refuse(where, layouts, _agreement_text(measured))
+        return Detected(VoteFormat.LABELS, transposed, measured)
     if not found.labels_ok:
-        return VoteFormat.COUNTS  # which then fails with the reason
-    too_many = (
-        f"labels ({rows} teachers, {columns} queries, {_classes_text(found.num_classes)}: more "
-        "classes than teachers or queries)"
+        return Detected(VoteFormat.COUNTS)  # which then fails with the reason
+    inferred = found.inferred_classes
+    vocabulary = inferred >= VOCABULARY
+    flags = (("num-classes", Placeholder("V")),) if vocabulary else (("format", "labels"),)
+    after = f", the vocabulary, at least {inferred}" if vocabulary else ""
+    labels = Reading(
+        VoteFormat.LABELS,
+        False,
+        num_queries=columns,
+        num_classes=inferred,
+        num_teachers=rows,
+        what=(
+            f"labels ({rows} teachers, {columns} queries, {_classes_text(inferred)}: more "
+            "classes than teachers or queries"
+        ),
+        flags=flags,
+        after=after,
     )
     if found.scan.minus_one is not None:  # not counts, and labels only with many classes
         row, column = found.scan.minus_one
         raise InputError(
-            f"{where}: cannot tell the format: it could be {too_many} with abstaining "
+            f"{where}: cannot tell the format: it could be {labels.what}) with abstaining "
             f"teachers ({ABSTAIN}), or counts with a bad value (row {row}, column {column} "
-            f"is {ABSTAIN}); pass {given('format', 'labels')}, or fix the counts"
+            f"is {ABSTAIN}); {labels.pick}, or fix the counts"
         )
-    raise InputError(
-        f"{where}: cannot tell the format: it could be {too_many} or counts with abstaining "
-        f"teachers ({rows} queries, {columns} classes, {_rows_text(sums)}); pass "
-        f"{given('format', 'labels')}, or {_counts_of_m()}"
-    )
+    # Counts of more teachers than any ensemble are no reading of a labels file (token ids
+    # sum to billions), unless their rows sum as abstaining teachers' do.
+    if counts and (_abstaining(sums) or sums.max() <= PLAUSIBLE_TEACHERS):
+        raise _refuse(where, [labels, found.abstaining_counts()])
+    if inferred >= VOCABULARY:
+        check_inferred_classes(where, inferred)
+    raise _refuse(where, [labels])

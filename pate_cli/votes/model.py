@@ -11,6 +11,10 @@ from numpy.typing import NDArray
 from pate_cli.choices import VoteFormat
 from pate_cli.votes.candidates import CandidateIds
 from pate_cli.votes.formats import AXES
+from pate_cli.votes.layout import LayoutEvidence
+
+#: Where a class count came from: ``--num-classes``, the largest label, or the array's shape.
+CLASSES_FROM = ("given", "largest label", "shape")
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,11 @@ class Votes:
         candidate_ids: The selected queries' candidate token ids (``--candidates`` as token
             ids): ``counts`` is then over each query's candidates (class j its j-th id) and
             ``num_classes`` the vocabulary V; None otherwise.
+        classes_from: Where C came from (:data:`CLASSES_FROM`): ``--num-classes``
+            ("given"), one more than the largest label of the file ("largest label"), or the
+            array's shape ("shape": the classes of counts and scores).
+        layout_evidence: How the labels agree by row and by column, when that decided their
+            layout (``--format auto`` without ``--teachers``); None otherwise.
     """
 
     counts: NDArray[np.float64]
@@ -57,6 +66,8 @@ class Votes:
     transposed: bool = False
     source: str = "file"
     candidate_ids: CandidateIds | None = None
+    classes_from: str = "shape"
+    layout_evidence: LayoutEvidence | None = None
 
     def __repr__(self) -> str:
         """Short: the format, the shape read, the sizes and the digest's first characters

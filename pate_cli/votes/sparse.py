@@ -366,6 +366,7 @@ def sparse_votes(
         stored_dtype=read.dtype,
         source=read.source,
         candidate_ids=ids,
+        classes_from="given" if num_classes is not None else "shape",
     )
 
 

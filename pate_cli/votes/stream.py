@@ -208,6 +208,11 @@ class ChunkedCounts:
     def __len__(self) -> int:
         return self.shape[0]
 
+    @property
+    def source(self) -> Source:
+        """The file it reads: by rows, or by columns."""
+        return self._source
+
     def __getitem__(self, key: object) -> NDArray[np.float64]:
         if isinstance(key, slice) and key.step in (None, 1):
             start, stop, _ = key.indices(self.shape[0])

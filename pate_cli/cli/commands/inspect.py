@@ -27,10 +27,14 @@ def inspect(ctx: typer.Context, votes_path: VotesArg) -> None:
     the top two counts (quantiles and histograms), and how many queries are
     unanimous or tied at the top. Strong agreement is what makes the
     data-dependent analysis cheap.
-    """
-    votes = Selection.of(ctx.params).load()
-    from pate_cli.cli import render
-    from pate_cli.jobs.inspection import inspect_votes
 
-    report = inspect_votes(votes)
+    Labels whose layout the teachers' agreement decided list both layouts
+    with how they agree. A file that reads more than one plausible way is
+    described, not refused: every reading, what picks it, and why the other
+    commands refuse it (exit 0).
+    """
+    from pate_cli.cli import render
+    from pate_cli.jobs.inspection import inspect_reading
+
+    report = inspect_reading(Selection.of(ctx.params).load)
     emit(report.to_dict(), render.render_inspect(report), report.warnings, ctx.params["as_json"])

@@ -58,9 +58,13 @@ def input_line(summary: InputSummary, dtype: str | None = None) -> Text:
     )
     text.append(
         f"  format {summary.format} ({how}){stored}, {queries} x {summary.num_classes} "
-        f"classes, {summary.num_teachers} teachers"
+        f"classes{_CLASSES_FROM.get(summary.classes_from, '')}, {summary.num_teachers} teachers"
     )
     return text
+
+
+# Where a class count came from, when the shape does not say it.
+_CLASSES_FROM = {"given": " (--num-classes)", "largest label": " (largest label + 1)"}
 
 
 # What a number is decides its colour: publishable figures green, private ones yellow.

@@ -8,9 +8,11 @@ from rich.text import Text
 
 from pate_cli.cli.render.common import input_line
 from pate_cli.jobs.inspection import QUANTILES, Histogram, InspectReport, VocabularyProfile
+from pate_cli.reports.models import InputSummary
 
 
 def _quantile_table(report: InspectReport) -> Table:
+    assert report.profile is not None
     table = Table(title="Teacher agreement per query", title_justify="left", header_style="bold")
     table.add_column("statistic")
     for key, _ in QUANTILES:
@@ -45,14 +47,65 @@ def _histogram_table(title: str, column: str, histogram: Histogram, total: int) 
     return table
 
 
+def _readings_table(report: InspectReport) -> Table:
+    """The readings weighed: sizes, how the labels agree by query and by teacher (Goodman
+    and Kruskal's lambda, and what chance alone reaches), and which one is read."""
+    table = Table(title="Readings", title_justify="left", header_style="bold")
+    for name, justify in (
+        ("", "left"),
+        ("reading", "left"),
+        ("teachers", "right"),
+        ("queries", "right"),
+        ("classes", "right"),
+        ("agree by query", "right"),
+        ("by teacher", "right"),
+        ("picked by", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for i, reading in enumerate(report.readings):
+        by_query = by_teacher = "-"
+        if reading.agreement is not None:
+            query, teacher = reading.agreement
+            by_query = f"{query.lam:.3f} (chance {query.chance:.3f})"
+            by_teacher = f"{teacher.lam:.3f} (chance {teacher.chance:.3f})"
+        teachers = "M" if reading.num_teachers is None else str(reading.num_teachers)
+        table.add_row(
+            "read" if i == report.taken else "",
+            f"{reading.format.value}, {reading.layout}",
+            teachers,
+            str(reading.num_queries),
+            str(reading.num_classes),
+            by_query,
+            by_teacher,
+            reading.pick.removeprefix("pass "),
+        )
+    return table
+
+
+def _render_unread(report: InspectReport) -> RenderableType:
+    """A file of several plausible readings: what it is, its readings and why none is read."""
+    source = report.input
+    shape = " x ".join(str(n) for n in getattr(source, "shape", ()))
+    header = Text()
+    header.append(getattr(source, "path", ""), style="bold")
+    header.append(f"  dtype {report.dtype}, shape {shape}: no reading taken")
+    refusal = (report.refusal or "").split(": ", 1)[-1]
+    return Group(header, _readings_table(report), Text(f"not read as it is: {refusal}"))
+
+
 def render_inspect(report: InspectReport) -> RenderableType:
-    """The inspection as Rich renderables: input line, quantiles, two histograms, counts."""
+    """The inspection as Rich renderables: input line, quantiles, two histograms, counts; for
+    a file of several plausible readings, the readings."""
     source, profile = report.input, report.profile
+    if profile is None or not isinstance(source, InputSummary):
+        return _render_unread(report)
     header = input_line(source, report.dtype)
     total = profile.num_queries
     plurality = _plurality(profile.plurality_counts)
     vocabulary = profile.vocabulary
-    lines = [] if vocabulary is None else [_vocabulary_line(vocabulary)]
+    lines: list[RenderableType] = [] if vocabulary is None else [_vocabulary_line(vocabulary)]
+    if len(report.readings) > 1:  # the layouts of labels that their agreement decided
+        lines.append(_readings_table(report))
     return Group(
         header,
         *lines,
