@@ -78,6 +78,8 @@ from pate_cli.votes.layout import AxisAgreement, LayoutEvidence
 #: any ensemble pate is measured on (10 million teachers).
 PLAUSIBLE_TEACHERS = 1 << 24
 
+_M = Placeholder("M")  # the number of teachers a user fills in
+
 Evidence = Callable[[int], LayoutEvidence]
 """The agreement of a labels array's rows and of its columns, for C classes: a pass over
 the array, asked for only when it decides something."""
@@ -294,21 +296,24 @@ class _Readings:
         """The labels reading in one layout, and what picks it."""
         return labels_reading((self.rows, self.columns), self.num_classes, transposed, evidence)
 
-    def abstaining_counts(self) -> Reading:
-        """The reading as counts of abstaining teachers, and what picks it."""
+    def counts(self, teachers: int | None = None) -> Reading:
+        """The reading as counts of ``teachers`` (``--teachers``), or of abstaining teachers
+        whose number only ``--teachers`` can give, and what picks it."""
+        known, largest = teachers is not None, self.sums.max()
         return Reading(
             VoteFormat.COUNTS,
             False,
             num_queries=self.rows,
             num_classes=self.columns,
-            num_teachers=None,
+            num_teachers=teachers,
             what=(
-                f"counts of {self.rows} queries x {self.columns} classes with abstaining "
-                f"teachers ({_rows_text(self.sums)}"
+                f"counts of {self.rows} queries x {self.columns} classes "
+                f"{f'from {teachers}' if known else 'with abstaining'} teachers "
+                f"({_rows_text(self.sums)}"
             ),
-            flags=(("format", "counts"), ("teachers", Placeholder("M"))),
-            after=f", M at least {show_value(self.sums.max())}",
-            min_teachers=float(self.sums.max()),
+            flags=(("format", "counts"),) if known else (("format", "counts"), ("teachers", _M)),
+            after="" if known else f", M at least {show_value(largest)}",
+            min_teachers=None if known else float(largest),
         )
 
 
@@ -466,20 +471,7 @@ def _format_of_m(found: _Readings, where: str, teachers: int) -> Detected:
         found.counts_ok and not found.counts_refuted and not _above(found.sums, teachers).any()
     )
     if counts_left:
-        readings.append(
-            Reading(
-                VoteFormat.COUNTS,
-                False,
-                num_queries=found.rows,
-                num_classes=found.columns,
-                num_teachers=teachers,
-                what=(
-                    f"counts of {found.rows} queries x {found.columns} classes from {teachers} "
-                    f"teachers ({_rows_text(found.sums)}"
-                ),
-                flags=(("format", "counts"),),
-            )
-        )
+        readings.append(found.counts(teachers))
     layouts = labels_layouts(found.rows, found.columns, teachers) if found.fits else ()
     readings += [found.layout(transposed) for transposed in layouts]
     if len(readings) > 1:
@@ -509,7 +501,7 @@ def _format_without_m(found: _Readings, where: str, evidence: Evidence | None) -
         if found.vocabulary is None:
             check_inferred_classes(where, found.inferred_classes)
         if counts and _abstaining(sums):
-            readings = [found.abstaining_counts(), found.layout(False), found.layout(True)]
+            readings = [found.counts(), found.layout(False), found.layout(True)]
             raise _refuse(where, readings)
         if evidence is None:
             raise _refuse(where, [found.layout(False), found.layout(True)])
@@ -548,7 +540,7 @@ def _format_without_m(found: _Readings, where: str, evidence: Evidence | None) -
     # Counts of more teachers than any ensemble are no reading of a labels file (token ids
     # sum to billions), unless their rows sum as abstaining teachers' do.
     if counts and (_abstaining(sums) or sums.max() <= PLAUSIBLE_TEACHERS):
-        raise _refuse(where, [labels, found.abstaining_counts()])
+        raise _refuse(where, [labels, found.counts()])
     if inferred >= VOCABULARY:
         check_inferred_classes(where, inferred)
     raise _refuse(where, [labels])
