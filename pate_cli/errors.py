@@ -52,3 +52,17 @@ class UsageError(PateError):
 class UnsupportedError(UsageError):
     """A request a mechanism has no answer for (a release without a local-sensitivity
     table, an exact account of steps that do not compose exactly...)."""
+
+
+class WriteError(InputError):
+    """An output file the system would not write (a full disk, a quota, a read-only folder):
+    the path written and the system's error, so that a caller that had it written under a
+    temporary name (``pate_cli.files.transaction``) names the file it stands for instead."""
+
+    def __init__(self, path: str, error: OSError) -> None:
+        self.path = path
+        self.error = error
+        super().__init__(
+            f"{path}: cannot write the output file ({error.strerror or error}); "
+            "expected a writable path"
+        )

@@ -392,6 +392,49 @@ def test_a_file_that_cannot_be_written_leaves_the_folder_as_it_was(
     assert assert_before_or_after(folder, before, RELEASE, ["rec.json"]) == "after"
 
 
+# A full disk, a quota or a read-only file system where a writer of its own fills a file
+# (the labels, the ledger: write_atomic's temporary, inside the transaction's) or where the
+# commit writes its journal: the line names the output as the user gave it, never a hidden
+# temporary.
+HIDDEN = [
+    ("aggregate", "labels.npy", errno.ENOSPC),
+    ("aggregate", "labels.npy", errno.EDQUOT),
+    ("aggregate", ".journal", errno.EROFS),
+    ("analyze", "ledger.csv", errno.ENOSPC),
+]
+
+
+@pytest.mark.parametrize(("command", "hidden", "code"), HIDDEN)
+def test_a_full_disk_names_the_output_never_a_temporary(
+    command: str, hidden: str, code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    original = os.fsync
+    failed = []
+
+    def broken(fd: int) -> None:
+        if ".pate-" in (name := _fd_name(fd)) and hidden in name:
+            failed.append(name)
+            raise OSError(code, os.strerror(code))
+        original(fd)
+
+    monkeypatch.setattr(transaction.os, "fsync", broken)  # transaction.os is os
+    if command == "aggregate":
+        target = "out/labels.npy"
+        args = ["aggregate", MNIST, *FAST, "--output", target, "--record", "out/rec.json"]
+    else:
+        target = "out/ledger.csv"
+        args = ["analyze", MNIST, *FAST, "--no-release", "--ledger", target]
+    result = cli(args, expect=ExitCode.BAD_INPUT)
+    assert failed, f"no {hidden} was written"
+    assert one_line(result.stderr) == (
+        f"pate: error: {target}: cannot write the output file ({os.strerror(code)}); "
+        "nothing was written"
+    )
+    assert os.listdir(tmp_path / "out") == []
+
+
 # ---------------------------------------------------------------------------------------
 # 2. SIGINT, SIGTERM, SIGHUP: exit 128 + the signal, nothing of the run left
 # ---------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import IO
 
 import numpy as np
 
-from pate_cli.errors import InputError, UsageError
+from pate_cli.errors import InputError, UsageError, WriteError
 
 StrPath = str | os.PathLike[str]  # the CLI passes the text the user typed
 
@@ -55,7 +55,8 @@ def write_atomic(path: StrPath, write: Callable[[IO[bytes]], object]) -> None:
     atomic), which is removed again if anything fails.
 
     Raises:
-        InputError: The directory does not exist or the file cannot be written.
+        InputError: The directory does not exist; ``WriteError`` (one) when the file cannot
+            be written.
     """
     where = os.fspath(path)
     directory = os.path.dirname(where) or "."
@@ -76,10 +77,7 @@ def write_atomic(path: StrPath, write: Callable[[IO[bytes]], object]) -> None:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; match a plain open()
         os.replace(tmp, where)
     except OSError as exc:
-        raise InputError(
-            f"{where}: cannot write the output file ({exc.strerror or exc}); "
-            "expected a writable path"
-        ) from None
+        raise WriteError(where, exc) from None
     finally:
         if tmp is not None and os.path.lexists(tmp):
             with contextlib.suppress(OSError):

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from pate_cli.errors import InputError, UsageError
+from pate_cli.errors import InputError, UsageError, WriteError
 
 __all__ = ["Transaction", "recover"]
 
@@ -153,8 +153,9 @@ class Transaction:
         return staged.sha256
 
     def stage_path(self, target: str, write: Callable[[str], object], *, replace: bool) -> str:
-        """Like :meth:`stage` for a writer that takes a path (a figure's ``savefig``): it
-        writes the temporary file, which keeps the target's suffix; returns its SHA-256."""
+        """Like :meth:`stage` for a writer that takes a path (``write_atomic``'s callers): it
+        writes the temporary file, which keeps the target's suffix; returns its SHA-256. An
+        error of the writer names the target, never the temporary file."""
         temporary = self._name(target, f"tmp{len(self._staged)}")
         staged = _Staged(target, temporary, replace, "")
         self._staged.append(staged)
@@ -164,6 +165,8 @@ class Transaction:
             with open(temporary, "rb") as stream:
                 for chunk in iter(lambda: stream.read(1 << 20), b""):
                     digest.update(chunk)
+        except WriteError as error:  # the temporary (or one of the writer's own) not written
+            raise _write_error(target, error.error) from None
         except OSError as error:
             raise _write_error(target, error) from None
         staged.sha256 = digest.hexdigest()
@@ -236,7 +239,7 @@ class Transaction:
                 for done in paths:
                     with contextlib.suppress(OSError):
                         os.unlink(done)
-                raise _write_error(path, error) from None
+                raise _write_error(str(entries[0]["target"]), error) from None  # not the journal
         return paths
 
     def _publish(self, staged: _Staged) -> None:
