@@ -18,6 +18,7 @@ class ExitCode(IntEnum):
     BAD_INPUT = 2  # usage error or bad input
     NOT_CHECKED = 3  # verify: nothing differs, but something was not checked
     CHARGE_REFUSED = 4  # --budget: the run's charge would take the total over the limit
+    INTERRUPTED_COMMITTED = 5  # a signal after the commit point: the release and charge stand
     INTERNAL = 70  # a bug in pate (sysexits EX_SOFTWARE)
     STREAM = 74  # stdout or stderr cannot be written (sysexits EX_IOERR)
     INTERRUPTED = 130  # Ctrl-C; SIGTERM is 143 and SIGHUP 129 (128 + the signal)

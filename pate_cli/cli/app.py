@@ -24,6 +24,7 @@ import typer
 from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperGroup
 
+from pate_cli.cli import interrupts
 from pate_cli.cli.commands import (
     aggregate,
     analyze,
@@ -126,6 +127,15 @@ class PateGroup(CloseSpellingGroup):
             raise typer.Exit(int(ExitCode.BAD_INPUT)) from None
 
     def invoke(self, ctx: Any) -> Any:
+        try:
+            outcome = self._invoke(ctx)
+        except typer.Exit as done:
+            _what_stands(done.exit_code)
+            raise
+        _what_stands(int(ExitCode.OK))
+        return outcome
+
+    def _invoke(self, ctx: Any) -> Any:
         repeated = _repeated_option(self, ARGV.get())
         if repeated is not None:
             error_line(f"pate: error: {repeated} given twice: give it once (which one is meant?)")
@@ -170,6 +180,18 @@ class PateGroup(CloseSpellingGroup):
                 "with the traceback above and the command you ran"
             )
             raise typer.Exit(int(ExitCode.INTERNAL)) from None
+
+
+def _what_stands(code: int) -> None:
+    """A signal after the commit point (``pate_cli.cli.standing``): the run went on to its
+    end, and one line says that its release stands; exit 5, or the code of a run that failed
+    otherwise after its commit (a gate, a stream)."""
+    late = interrupts.late()
+    if late is None:
+        return
+    signum, standing = late
+    error_line(f"pate: interrupted ({signal.Signals(signum).name}) {standing}")
+    raise typer.Exit(code or int(ExitCode.INTERRUPTED_COMMITTED))
 
 
 # Options naming a file the run charges, writes or draws its noise from: given twice, the
@@ -240,7 +262,8 @@ app = typer.Typer(
     "costs, smooth-sensitivity releases, noisy labels and comparisons. "
     "Exit codes: 0 ok, 1 budget exceeded (--max-epsilon) or a record that differs, 2 bad "
     "input or usage, 3 a record verified only in part, 4 a charge refused over its budget's "
-    "limit (--budget), 70 a bug, 74 stdout cannot be written, 130/143/129 interrupted.",
+    "limit (--budget), 5 interrupted after the release was committed (it and its charge stand), "
+    "70 a bug, 74 stdout cannot be written, 130/143/129 interrupted (nothing written).",
     no_args_is_help=True,
     add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -23,8 +23,15 @@ from __future__ import annotations
 
 import signal
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (nothing heavy here)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _admitted = False  # within the command's work, before its first signal
+_noting = False  # a commit under way, or past its commit point: a signal is noted, not raised
+_noted: int | None = None  # the first signal noted
+_standing: str | None = None  # what the commit made stand, once past its commit point
 
 
 class Signalled(KeyboardInterrupt):
@@ -36,7 +43,11 @@ class Signalled(KeyboardInterrupt):
 
 
 def _interrupt(signum: int, frame: object) -> None:
-    global _admitted
+    global _admitted, _noted
+    if _noting:
+        if _noted is None:
+            _noted = signum
+        return
     if _admitted:
         _admitted = False  # one interrupt per run: a second signal cuts nothing short
         raise Signalled(signum)
@@ -70,7 +81,8 @@ class signals_admitted:  # noqa: N801 (a context manager, named as one)
     again if they were."""
 
     def __enter__(self) -> None:
-        global _admitted
+        global _admitted, _noting, _noted, _standing
+        _noting, _noted, _standing = False, None, None
         self._blocked = tuple(s for s in SIGNALS if s in _mask(signal.SIG_BLOCK, ()))
         _admitted = True  # before the unblocking, which may deliver a held signal at once
         _mask(signal.SIG_UNBLOCK)
@@ -80,3 +92,36 @@ class signals_admitted:  # noqa: N801 (a context manager, named as one)
         _admitted = False
         if self._blocked:
             _mask(signal.SIG_BLOCK, self._blocked)
+
+
+class commit_point:  # noqa: N801 (a context manager, named as one)
+    """Around a commit: a signal is noted while it runs. On leaving, ``stands()`` says what
+    the commit made stand (None: nothing, it failed and rolled back or made nothing
+    visible): nothing, and the signal noted is raised now, as before the commit; something,
+    and from then on every signal is only noted, for :func:`late` at the end of the work."""
+
+    def __init__(self, stands: Callable[[], str | None]) -> None:
+        self._stands = stands
+
+    def __enter__(self) -> None:
+        global _noting
+        _noting = True
+
+    def __exit__(self, *exc: object) -> None:
+        global _admitted, _noting, _noted, _standing
+        _standing = self._stands()
+        if _standing is not None:
+            return
+        _noting = False
+        signum, _noted = _noted, None
+        if signum is not None and _admitted:
+            _admitted = False
+            raise Signalled(signum)
+
+
+def late() -> tuple[int, str] | None:
+    """A signal that came after the commit point, and what the commit made stand (None: no
+    such signal)."""
+    if _noted is None or _standing is None:
+        return None
+    return _noted, _standing

@@ -439,6 +439,7 @@ def finish(
     a file that changed since is an error, never a record of another file's hash.
     ``charge``: what the run charges to its ``--budget``, checked again and appended under
     the budget's lock, with the files: over the limit, nothing is written or charged."""
+    from pate_cli.cli.standing import committing
     from pate_cli.files.outputs import check_unchanged
     from pate_cli.files.transaction import Transaction
     from pate_cli.records.record import opening_text, record_text
@@ -486,14 +487,11 @@ def finish(
             files.stage(
                 invocation.record, lambda f: f.write(record_bytes), replace=invocation.force
             )
-        try:
+        with committing(files, pending, invocation.spends_budget, invocation.budget):
             files.commit(
                 None if read is None else partial(check_unchanged, read),
                 None if pending is None else partial(_append, pending),
             )
-        finally:
-            if pending is not None and files.committed:
-                pending.keep()  # released: a signal held during the commit takes nothing back
     show(invocation, report, view, payload, text)
     enforce(report.gate)
 

@@ -115,6 +115,8 @@ class Transaction:
         self.committed = False
         """True once every file is visible (a signal held during the commit may still be
         raised by ``commit`` after that)."""
+        self.targets: list[str] = []
+        """The files the commit made visible, as given to :meth:`stage`, in the order staged."""
 
     def __enter__(self) -> Transaction:
         return self
@@ -208,6 +210,7 @@ class Transaction:
                     with contextlib.suppress(OSError):
                         os.unlink(journal)
             self.committed = True
+            self.targets = [staged.target for staged in self._staged]
             self._tidy()
 
     def _journals(self, folders: list[str]) -> list[str]:
