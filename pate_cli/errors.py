@@ -67,3 +67,9 @@ class WriteError(InputError):
             f"{path}: cannot write the output file ({error.strerror or error}); "
             "expected a writable path"
         )
+
+
+class AccountError(InputError):
+    """An account past what double precision composes: a number of it, or the total of the
+    accounts, is not a finite double (a budget line made by hand, or a run's noise so small
+    that its account overflows). Never a figure below the truth: no figure at all."""

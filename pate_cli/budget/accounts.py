@@ -47,6 +47,7 @@ from pate_cli.accountant.figures import eps_curve
 from pate_cli.choices import Conversion
 from pate_cli.core import exact
 from pate_cli.core.smooth import rdp_gnss
+from pate_cli.errors import AccountError
 from pate_cli.mechanisms import Mechanism, UnsupportedError
 from pate_cli.mechanisms.steps import GaussianPart, PurePart, joined
 from pate_cli.orders import DEFAULT_ORDERS
@@ -98,10 +99,52 @@ class _AccountOf:
 
     def gaussian(self, part: GaussianPart) -> Account:
         # mu^2 summed over the steps, then the root (Corollary 3.3).
-        return {"kind": GAUSSIAN, "mu": math.sqrt(part.mu_squared)}
+        return _finite({"kind": GAUSSIAN, "mu": part.root_mu})
 
     def pure(self, part: PurePart) -> Account:
-        return {"kind": PURE, "epsilon0": part.epsilon0, "count": part.count}
+        return _finite({"kind": PURE, "epsilon0": part.epsilon0, "count": part.count})
+
+
+def _finite(account: Account) -> Account:
+    """``account`` when every number of it is a finite double, as a budget line holds it.
+
+    Raises:
+        AccountError: one is not (noise so small that the account overflows)."""
+    if _in_range(account):
+        return account
+    raise AccountError(
+        f"the run's {account['kind']} account ({_described(account)}) is past double "
+        "precision: its noise is too small for any account to bound it"
+    )
+
+
+def _in_range(account: Account) -> bool:
+    """Whether every number of ``account`` is a finite double (a JSON integer past 1.8e308
+    is none)."""
+    kind = account["kind"]
+    numbers = (
+        [account["mu"]]
+        if kind == GAUSSIAN
+        else [account["epsilon0"], account["count"]]
+        if kind == PURE
+        else [*account["orders"], *account["rdp"]]
+    )
+    try:
+        return all(math.isfinite(float(number)) for number in numbers)
+    except OverflowError:  # an integer past the double range
+        return False
+
+
+def _described(account: Account) -> str:
+    """An account's figures in a few words: "mu 1.4e+154", "epsilon0 2 x 20", "rdp 3 at
+    order 14"."""
+    kind = account["kind"]
+    if kind == GAUSSIAN:
+        return f"mu {float(account['mu']):.3g}"
+    if kind == PURE:
+        return f"epsilon0 {float(account['epsilon0']):.3g} x {account['count']}"
+    pairs = zip(account["rdp"], account["orders"], strict=True)
+    return ", ".join(f"rdp {float(r):.3g} at order {float(o):g}" for r, o in pairs)
 
 
 def account_of(
@@ -115,7 +158,7 @@ def account_of(
     order = release.order
     base = float(rdp_of(account, np.array([order]))[0])
     cost = rdp_gnss(release.beta, release.sigma_ss, order)
-    return {"kind": RDP, "orders": [order], "rdp": [base + cost]}
+    return _finite({"kind": RDP, "orders": [order], "rdp": [base + cost]})
 
 
 def rdp_of(account: Account, orders: np.ndarray) -> np.ndarray:
@@ -127,10 +170,13 @@ def rdp_of(account: Account, orders: np.ndarray) -> np.ndarray:
     value listed at that order or above (van Erven and Harremoes 2014, Theorem 3)."""
     kind = account["kind"]
     if kind == GAUSSIAN:
-        return orders * float(account["mu"]) ** 2 / 2
+        mu = float(account["mu"])
+        with np.errstate(over="ignore"):  # inf past the double range: composed to inf
+            return orders * (mu * mu / 2)
     if kind == PURE:
-        eps0, count = float(account["epsilon0"]), int(account["count"])
-        return count * np.minimum(eps0, orders * eps0**2 / 2)
+        eps0, count = float(account["epsilon0"]), float(account["count"])
+        with np.errstate(over="ignore"):
+            return count * np.minimum(eps0, orders * (eps0 * eps0 / 2))
     if kind == RDP:
         listed = np.asarray(account["orders"], dtype=np.float64)
         values = np.asarray(account["rdp"], dtype=np.float64)
@@ -181,12 +227,31 @@ class Total:
 _ROUNDING_SLACK = 1e-12
 
 
-def compose(accounts: Sequence[Account], delta: float, conversion: Conversion) -> Total:
+def compose(
+    accounts: Sequence[Account],
+    delta: float,
+    conversion: Conversion,
+    *,
+    names: Sequence[str] | None = None,
+) -> Total:
     """The accounts composed at ``delta``: the smallest of the sound ways (module docstring).
 
-    Ties go to the first found: the whole composed one way before any grouping."""
+    Ties go to the first found: the whole composed one way before any grouping.
+
+    Raises:
+        AccountError: no finite epsilon bounds them in double precision (an account, or their
+            total, overflows every way); the message names the account by ``names`` (each
+            account's, "account 1"... by default).
+    """
     if not accounts:
         return Total(0.0, delta, NONE)
+    named = list(names) if names is not None else [f"account {n + 1}" for n in range(len(accounts))]
+    for name, account in zip(named, accounts, strict=True):
+        if not _in_range(account):
+            raise AccountError(
+                f"{name} ({account['kind']}) holds a number past double precision, so no "
+                "total can be given"
+            )
     everything = tuple(range(len(accounts)))
     epsilon, method = _Part(accounts, everything, conversion).best(delta)
     candidates = [Total(epsilon, delta, method)]
@@ -194,7 +259,27 @@ def compose(accounts: Sequence[Account], delta: float, conversion: Conversion) -
     for members in _partitions(accounts):
         grouping = [parts.setdefault(m, _Part(accounts, m, conversion)) for m in members]
         candidates.append(_grouped(grouping, delta))
-    return min(candidates, key=lambda total: total.epsilon)
+    total = min(candidates, key=lambda total: total.epsilon)
+    if not math.isfinite(total.epsilon):
+        raise AccountError(_past_range(accounts, delta, conversion, named))
+    return total
+
+
+def _past_range(
+    accounts: Sequence[Account], delta: float, conversion: Conversion, named: Sequence[str]
+) -> str:
+    """Why the accounts have no finite total: the first that has none alone, or all of them."""
+    for name, account in zip(named, accounts, strict=True):
+        alone, _ = _Part([account], (0,), conversion).best(delta)
+        if not math.isfinite(alone):
+            return (
+                f"{name} ({account['kind']}, {_described(account)}) is past double precision: "
+                f"no finite epsilon bounds it at delta {delta:g}, so no total can be given"
+            )
+    return (
+        f"the {len(accounts)} accounts together are past double precision: no finite epsilon "
+        f"bounds their total at delta {delta:g}"
+    )
 
 
 def _form(account: Account) -> tuple[Any, ...]:
@@ -236,7 +321,8 @@ class _Part:
         self._conversion = conversion
         listed = [float(o) for a in chosen if a["kind"] == RDP for o in a["orders"]]
         orders = np.union1d(DEFAULT_ORDERS, np.array(listed, dtype=np.float64))
-        total = np.sum([rdp_of(account, orders) for account in chosen], axis=0)
+        with np.errstate(over="ignore"):  # a sum past the double range: no figure there
+            total = np.sum([rdp_of(account, orders) for account in chosen], axis=0)
         finite = np.isfinite(total)
         self._orders, self._rdp = orders[finite], total[finite]
         self._exact = _exact_curve(chosen)
@@ -300,8 +386,7 @@ def _exact_curve(chosen: Sequence[Account]) -> ExactCurve | None:
     """The exact curve of accounts of one form that composes exactly (module docstring)."""
     kinds = {account["kind"] for account in chosen}
     if kinds == {GAUSSIAN}:
-        # Corollary 3.3; the root rounded up, so mu is never below the composition's.
-        mu = math.nextafter(math.sqrt(math.fsum(float(a["mu"]) ** 2 for a in chosen)), math.inf)
+        mu = _root_sum_squares([float(a["mu"]) for a in chosen])
         return (
             GAUSSIAN_DP,
             lambda eps: exact.log_delta_gaussian(eps, mu),
@@ -318,6 +403,15 @@ def _exact_curve(chosen: Sequence[Account]) -> ExactCurve | None:
     return None
 
 
+def _root_sum_squares(mus: list[float]) -> float:
+    """sqrt(sum mu_i^2) (Corollary 3.3), the root rounded up so that mu is never below the
+    composition's; inf past the double range (the figure is then inf, never an error)."""
+    try:
+        return math.nextafter(math.sqrt(math.fsum(mu * mu for mu in mus)), math.inf)
+    except OverflowError:  # fsum's partial sums past the double range
+        return math.inf
+
+
 def _grouped(parts: list[_Part], delta: float) -> Total:
     """The groups composed each their best way and added at the split of delta found by
     ``_split`` (module docstring: basic composition)."""
@@ -330,7 +424,10 @@ def _grouped(parts: list[_Part], delta: float) -> Total:
     for part, share in zip(parts, deltas, strict=True):
         epsilon, method = part.best(share)
         groups.append(Group(method, epsilon, share, part.members))
-    total = math.fsum(group.epsilon for group in groups)
+    try:
+        total = math.fsum(group.epsilon for group in groups)
+    except OverflowError:  # past the double range: no finite figure this way
+        total = math.inf
     # fsum is correctly rounded: one step up keeps the sum at or above the exact one.
     return Total(math.nextafter(total, math.inf), delta, GROUPED, tuple(groups))
 

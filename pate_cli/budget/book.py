@@ -48,7 +48,7 @@ from pate_cli.budget.storage import (
 from pate_cli.choices import Conversion
 from pate_cli.common import checks
 from pate_cli.common.spelling import given
-from pate_cli.errors import ExitCode, InputError, UsageError
+from pate_cli.errors import AccountError, ExitCode, InputError, UsageError
 from pate_cli.mechanisms import Mechanism
 from pate_cli.reports.rounding import bound_significant
 
@@ -202,9 +202,18 @@ class Budget:
         return Conversion(self.header.get("conversion", "classic"))
 
     def total(self, extra: Sequence[Account] = ()) -> Total:
-        """The charges' accounts (and ``extra``) composed at the budget's delta."""
+        """The charges' accounts (and ``extra``) composed at the budget's delta.
+
+        Raises:
+            AccountError: no finite epsilon bounds them (a charge, or this run's, named).
+        """
         accounts = [entry["account"] for entry in self.entries] + list(extra)
-        return compose(accounts, self.delta, self.conversion)
+        names = [f"charge {n}" for n in range(1, len(self.entries) + 1)]
+        names += ["this run's charge"] * len(extra)
+        try:
+            return compose(accounts, self.delta, self.conversion, names=names)
+        except AccountError as error:
+            raise AccountError(f"{self.path}: {error.message}") from None
 
     @property
     def remaining(self) -> float:

@@ -15,6 +15,7 @@ key of its entry in a release's JSON) and which table bounds it (``local_sensiti
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -87,7 +88,20 @@ class GaussianPart:
 
     @property
     def mu_squared(self) -> float:
-        return sum(squares / sigma**2 for squares, sigma in self.shares)
+        """The sum of squares / sigma^2: inf past the float range, 0 below it (never an
+        error; ``mu`` is the figure that stays in range)."""
+        return sum(_over_squared(squares, sigma) for squares, sigma in self.shares)
+
+    @property
+    def root_mu(self) -> float:
+        """mu as a budget and the privacy-loss distributions take it: the root of
+        ``mu_squared``, as ever; where mu^2 leaves the double range (mu does not), ``mu``
+        moved above its roundings, so that a positive mu is never 0 nor an error."""
+        squared = self.mu_squared
+        if sys.float_info.min <= squared < math.inf:
+            return math.sqrt(squared)
+        mu = self.mu
+        return mu if mu == 0 or math.isinf(mu) else math.nextafter(mu * (1 + 1e-15), math.inf)
 
     def joined(self, other: Part) -> Part | None:
         # Gaussian with Gaussian: mu^2 adds up (Corollary 3.3).
@@ -95,6 +109,20 @@ class GaussianPart:
 
     def read(self, reader: PartReader[T]) -> T:
         return reader.gaussian(self)
+
+
+# sigma^2 is a normal double strictly between these (a smaller sigma's square underflows, a
+# larger one's overflows).
+_SQUARE_FLOOR, _SQUARE_CEILING = 1e-154, 1e154
+
+
+def _over_squared(squares: float, sigma: float) -> float:
+    """squares / sigma^2, rounded as ever where sigma^2 is a normal double; past that, the
+    root's quotient squared, which overflows to inf or underflows to 0 without an error."""
+    if _SQUARE_FLOOR < sigma < _SQUARE_CEILING:
+        return squares / sigma**2
+    root = math.sqrt(squares) / sigma
+    return root * root
 
 
 @dataclass(frozen=True)
