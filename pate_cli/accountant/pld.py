@@ -11,7 +11,6 @@ Laplace: both stay on Renyi DP.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,9 +20,10 @@ from pate_cli.accountant.terms import QueryTerms
 from pate_cli.core import pld
 from pate_cli.core.compact import Compact, read_rows
 from pate_cli.core.pld_exact import TooManyClassesError
+from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.errors import UnsupportedError, UsageError
 from pate_cli.mechanisms import Mechanism
-from pate_cli.mechanisms.steps import GaussianPart, PurePart
+from pate_cli.mechanisms.steps import GaussianPart, PurePart, joined
 
 FloatArray = NDArray[np.float64]
 
@@ -61,14 +61,14 @@ class PldFigure:
         }
 
 
-class _MuSquared:
-    """Reads a step's share of an exact account as its mu^2 (Gaussian steps only)."""
+class _Mu:
+    """Reads a step's share of an exact account as its mu (Gaussian steps only)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
 
     def gaussian(self, part: GaussianPart) -> float:
-        return part.mu_squared
+        return part.root_mu
 
     def pure(self, part: PurePart) -> float:
         raise UnsupportedError(
@@ -88,10 +88,40 @@ def check_pld(mechanism: Mechanism, method: str) -> None:
             f"{mechanism.name} chooses its queries from earlier answers: its data-dependent "
             "account stays on Renyi DP (--pld composes a fixed list of queries)"
         )
-    mechanism.answer_step.part(1.0).read(_MuSquared(mechanism.name))
+    _check_range(_query_mu(mechanism, 1), mechanism.name)
     member = "outcome_bounds" if method == "exact" else "logq_neighbour"
     if not hasattr(mechanism.answer_step, member):
         raise UnsupportedError(f"{mechanism.name}: its answer step has no {member} (--pld)")
+
+
+def _query_mu(mechanism: Mechanism, moves: int, *, answer_only: bool = False) -> float:
+    """One query's mu: its answer step's and, unless ``answer_only``, its threshold step's
+    (the statistic moving by ``moves``) composed (Corollary 3.3)."""
+    step, answer = mechanism.threshold_step, mechanism.answer_step.part(1.0)
+    parts = [] if step is None or answer_only else [step.part(1.0, moves)]
+    reader = _Mu(mechanism.name)
+    answer.read(reader)  # a pure answer step is refused first, in its own words
+    joint = joined([*parts, answer])
+    if joint is None:
+        return reader.pure(PurePart(0.0, 0))
+    return joint.read(reader)
+
+
+def _check_range(mu: float, name: str) -> None:
+    """Refuse a query whose privacy losses reach past ``pld.LARGEST_LOSS`` at every delta:
+    delta_mu(mu^2 / 2) = 1/2 - e^(mu^2/2) Phi(-mu) > 0.1 for mu >= 1 (Corollary 2.13), so its
+    grid would have to reach beyond mu^2 / 2."""
+    if not mu * mu / 2 <= pld.LARGEST_LOSS:
+        raise _too_little_noise(name, mu)
+
+
+def _too_little_noise(name: str, mu: float) -> UnsupportedError:
+    return UnsupportedError(
+        f"{name}: too little noise for the privacy-loss-distribution account (--pld): each "
+        f"query is {mu:.3g}-Gaussian DP, whose privacy losses reach past "
+        f"{pld.LARGEST_LOSS:g} (beyond the double range of e^loss) before its delta is "
+        "negligible; its Renyi-DP figures stand"
+    )
 
 
 def pld_figure(
@@ -108,20 +138,19 @@ def pld_figure(
     (None: :func:`~pate_cli.core.pld.auto_grid` of the answer's noise). ``votes``: the
     run's counts."""
     check_pld(mechanism, method)
-    step = mechanism.threshold_step
-    reader = _MuSquared(mechanism.name)
-    answer_squared = mechanism.answer_step.part(1.0).read(reader)
-    mu_squared = answer_squared
-    if step is not None:
-        mu_squared += step.part(1.0, terms.threshold_sensitivity).read(reader)
-    mu = math.sqrt(mu_squared)
+    answer_mu = _query_mu(mechanism, 1, answer_only=True)
+    mu = _query_mu(mechanism, terms.threshold_sensitivity)
+    _check_range(mu, mechanism.name)
     seen = terms.num_seen
     if grid is None:  # fine enough for the answer's own spread of losses
-        grid = pld.auto_grid(math.sqrt(answer_squared))
-    if method == "exact":
-        found = _exact(votes, mechanism, seen, mu, delta, grid)
-    else:
-        found = _qbound(votes, mechanism, terms, answer_squared, mu_squared, delta, grid)
+        grid = pld.auto_grid(answer_mu, mu)
+    try:
+        if method == "exact":
+            found = _exact(votes, mechanism, seen, mu, delta, grid)
+        else:
+            found = _qbound(votes, mechanism, terms, answer_mu, mu, delta, grid)
+    except NumericalRangeError:  # the grid's ends past LARGEST_LOSS at this delta
+        raise _too_little_noise(mechanism.name, mu) from None
     return PldFigure(
         found.epsilon,
         delta,
@@ -138,8 +167,8 @@ def _qbound(
     votes: object,
     mechanism: Mechanism,
     terms: QueryTerms,
-    answer_squared: float,
-    mu_squared: float,
+    mu_answer: float,
+    mu_joint: float,
     delta: float,
     grid: float,
 ) -> pld.PldEpsilon:
@@ -156,7 +185,6 @@ def _qbound(
             stop = min(start + _CHUNK, seen)
             neighbour[start:stop] = answer.logq_neighbour(read_rows(votes, start, stop))
     step = mechanism.threshold_step
-    mu_answer = math.sqrt(answer_squared)
     if step is None:
         return pld.qbound_epsilon(terms.logq, neighbour, mu_answer, delta, grid=grid)
     assert terms.margins is not None
@@ -167,7 +195,7 @@ def _qbound(
         terms.logq,
         neighbour,
         mu_answer,
-        math.sqrt(mu_squared),
+        mu_joint,
         delta,
         grid=grid,
     )

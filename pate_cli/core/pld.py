@@ -37,6 +37,7 @@ from scipy.special import log_ndtr, ndtri_exp
 
 from pate_cli.core.exact import log_delta_gaussian
 from pate_cli.core.pld_compose import TAIL_SHARE, Pessimistic, compose_epsilon
+from pate_cli.core.theorem6 import NumericalRangeError
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -50,6 +51,13 @@ _HULL_MARGIN = 1e-10
 # log a and log b that group the queries.
 DEFAULT_GRID = 1e-3
 DEFAULT_CELL = 1e-2
+# The finest grid step ``auto_grid`` gives: the composed window spans some 3e-3 (Chernoff's
+# bound at theta 1e4) whatever the noise, so a finer step only makes it longer (a coarser
+# one is as sound, only less tight).
+FINEST_GRID = 1e-7
+# The largest loss a grid may reach: the profiles are read at gamma = e^loss, a double
+# below e^709 (with room for the products with it).
+LARGEST_LOSS = 700.0
 
 
 @dataclass(frozen=True)
@@ -81,11 +89,13 @@ def gaussian_profile(mu: float, eps: FloatArray) -> FloatArray:
     if not mu > 0:
         return np.where(eps < 0, -np.expm1(np.minimum(eps, 0.0)), 0.0)
     size = np.abs(eps)
-    z = size / mu - mu / 2
-    log_far, log_near = log_ndtr(-z - mu), log_ndtr(-z)
-    x = size + log_far - log_near
-    slack = 8 * _U * (size + np.abs(log_far) + np.abs(log_near) + (np.abs(z) + mu + 1) ** 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # A z past the double range (mu tiny against eps) leaves x or its slack not finite:
+    # the careful bound below takes those.
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        z = size / mu - mu / 2
+        log_far, log_near = log_ndtr(-z - mu), log_ndtr(-z)
+        x = size + log_far - log_near
+        slack = 8 * _U * (size + np.abs(log_far) + np.abs(log_near) + (np.abs(z) + mu + 1) ** 2)
         upper = np.exp(log_near) * -np.expm1(np.minimum(x - slack, 0.0))
     careful = ~(slack < 1e-6 * np.abs(x))
     for index in np.flatnonzero(careful):
@@ -167,9 +177,7 @@ def confident_profiles(
     eps = np.asarray(eps, dtype=np.float64)
     step = float(eps[1] - eps[0])
     # The answer step's profiles on the grid, extended below to the largest shift.
-    ratios = (log_low - log_p, log_p - log_high)  # both <= 0
-    shifts = [np.ceil(-r / step - 1e-9).astype(np.int64) + 1 for r in ratios]
-    pad = int(max(int(s.max()) for s in shifts))
+    shifts, flat, pad = _shifts(log_p, log_low, log_high, step, eps.size)
     below = eps[0] - step * np.arange(pad, 0, -1)
     wide = np.concatenate((below, eps))
     gaussian = gaussian_profile(mu, wide)
@@ -185,15 +193,45 @@ def confident_profiles(
     slack = 4 * _U * (1 + gamma)
     # Remove: (1 - p) - gamma (1 - p') at p' = high; the answer at gamma low / p.
     first = np.maximum(q_not - gamma * high_not + slack, 0.0)
-    remove = first + p * answer_remove[rows, columns[None, :] - shifts[0][:, None]]
+    read = answer_remove[rows, columns[None, :] - shifts[0][:, None]]
+    remove = first + p * np.where(flat[0][:, None], 1.0, read)
     # Add: (1 - p') - gamma (1 - p) at p' = low; p' times the answer at gamma p / p', high.
     first = np.maximum(low_not - gamma * q_not + slack, 0.0)
-    add = first + high * answer_add[rows, columns[None, :] - shifts[1][:, None]]
+    read = answer_add[rows, columns[None, :] - shifts[1][:, None]]
+    add = first + high * np.where(flat[1][:, None], 1.0, read)
     joint = gaussian_profile(mu_joint, eps)
     remove = np.minimum(remove * (1 + _INFLATE), joint)
     add = np.minimum(add * (1 + _INFLATE), joint)
     _mirror(remove, add, eps)
     return remove, add
+
+
+# Below eps = -_FLAT_LOSS every profile is within e^-40 of 1 (delta >= 1 - e^eps, and at most
+# 1): a read that far below the grid is 1, and the grid is extended by _MOST_PAD steps at most.
+_FLAT_LOSS = 40.0
+_MOST_PAD = 1 << 16
+
+
+def _shifts(
+    log_p: FloatArray, log_low: FloatArray, log_high: FloatArray, step: float, size: int
+) -> tuple[list[IntArray], list[NDArray[np.bool_]], int]:
+    """How many grid steps below gamma each query's answer profile is read (remove: at gamma
+    low / p, add: at gamma p / high), whether it is read as 1 instead (further below than
+    _FLAT_LOSS, or _MOST_PAD steps, past the grid), and the steps the grid is extended by.
+
+    Each log ratio (<= 0) is moved down by its roundings (log Phi of a far tail keeps few
+    digits of a difference) and read one step lower still. Where both of its terms are
+    -inf, its weight (p, or high) is 0 and any column does."""
+    cap = min(math.ceil(_FLAT_LOSS / step), _MOST_PAD) + size
+    shifts, flat = [], []
+    for upper, lower in ((log_low, log_p), (log_p, log_high)):
+        with np.errstate(invalid="ignore"):
+            ratio = np.minimum(upper - lower, 0.0) - 4 * _U * (np.abs(upper) + np.abs(lower))
+        ratio = np.where(np.isnan(ratio), 0.0, ratio)
+        steps = np.ceil(-ratio / step - 1e-9) + 1
+        flat.append(steps > cap)
+        shifts.append(np.where(steps > cap, 1, steps).astype(np.int64))
+    return shifts, flat, int(max(int(s.max()) for s in shifts))
 
 
 def _mirror(remove: FloatArray, add: FloatArray, eps: FloatArray) -> None:
@@ -350,9 +388,19 @@ def _settled(
 
 def grid_for(mu: float, grid: float, tolerance: float) -> FloatArray:
     """A loss grid symmetric about 0, out to where delta_mu falls below ``tolerance``
-    (every q-bound profile lies below delta_mu). Shapes: -> (2 L + 1,)."""
+    (every q-bound profile lies below delta_mu). Shapes: -> (2 L + 1,).
+
+    Raises:
+        NumericalRangeError: delta_mu is still above ``tolerance`` at ``LARGEST_LOSS`` (mu
+            too large for the profiles' e^loss)."""
+    past = NumericalRangeError(
+        f"the privacy losses of {mu:.3g}-Gaussian DP reach past {LARGEST_LOSS:g} before "
+        f"delta falls to {tolerance:.3g}: past the double range of e^loss"
+    )
     last = 1
     while math.exp(log_delta_gaussian(last * grid, mu)) > tolerance:
+        if last * grid > LARGEST_LOSS:
+            raise past
         last *= 2
     low, high = last // 2, last
     while high - low > 1:
@@ -361,15 +409,19 @@ def grid_for(mu: float, grid: float, tolerance: float) -> FloatArray:
             low = middle
         else:
             high = middle
+    if high * grid > LARGEST_LOSS:
+        raise past
     points: FloatArray = np.arange(-high, high + 1, dtype=np.float64) * grid
     return points
 
 
-def auto_grid(mu: float) -> float:
+def auto_grid(mu: float, joint: float = 0.0) -> float:
     """The grid step for pairs of at most mu-GDP: 1e-3, or finer where the losses of one
     query spread less (a 32nd of mu, rounded down to 1, 2 or 5 times a power of ten):
-    connect-the-dots' excess over the true profile shrinks with the step."""
-    target = min(DEFAULT_GRID, mu / 32) if mu > 0 else DEFAULT_GRID
+    connect-the-dots' excess over the true profile shrinks with the step. ``FINEST_GRID`` at
+    least, and a 2048th of ``joint`` (the mu of the whole query, whose losses the grid spans:
+    some 8 joint mu, so about 16,000 steps each way at most)."""
+    target = min(DEFAULT_GRID, max(mu / 32, joint / 2048, FINEST_GRID)) if mu > 0 else DEFAULT_GRID
     power = 10.0 ** math.floor(math.log10(target))
     return max(k * power for k in (1, 2, 5) if k * power <= target * (1 + 1e-12))
 

@@ -99,8 +99,9 @@ def compose_epsilon(pmf: Pessimistic, counts: IntArray, grid: float, delta: floa
     # to them); the rest of the window is the mass at or above top, bounded whole.
     window = np.roll(composed, (shift - bottom) % size)[: top - bottom]
     masses = np.maximum(window, 0.0) + per_entry
-    # The mass at +infinity: 1 - prod (1 - w_g)^k_g, rounded up.
-    infinity = -math.expm1(float(weights @ np.log1p(-pmf.infinity))) * (1 + _INFLATE) + _U
+    # The mass at +infinity: 1 - prod (1 - w_g)^k_g, rounded up (1 where a row's is 1).
+    with np.errstate(divide="ignore"):
+        infinity = -math.expm1(float(weights @ np.log1p(-pmf.infinity))) * (1 + _INFLATE) + _U
     # Chernoff's bound on the finite mass at or above top.
     above = float(np.exp(np.min(up - _THETAS * top * grid))) * (1 + _INFLATE)
     return _epsilon_of(masses, bottom, grid, delta - infinity - above)
