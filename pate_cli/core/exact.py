@@ -194,6 +194,8 @@ def log_delta_pure_composition(eps: float, eps0: float, k: int) -> float:
     # one by one; the mass of Bin(k, q0) outside them (each term is below its pmf) is added
     # whole, so delta is never understated.
     spread = 40 * math.sqrt(k * q0 * (1 - q0)) + 40
+    if 2 * spread + 1 > _PURE_WINDOW:  # too many terms to sum: a closed-form bound instead
+        return _log_delta_pure_hoeffding(eps, eps0, k)
     low = max(0, math.floor(k * q0 - spread))
     high = min(last, math.ceil(k * q0 + spread))
     parts = []
@@ -219,6 +221,22 @@ def log_delta_pure_composition(eps: float, eps0: float, k: int) -> float:
     # its size: at k ~ 3000 that is ~1e-11 in the log, moved to the safe side with the sum.
     size = 2.0 * float(special.gammaln(k + 1.0)) + k * (abs(math.log(q0)) + abs(math.log1p(-q0)))
     return _up(float(special.logsumexp(np.concatenate(parts))) + 4 * _ROUNDING * size)
+
+
+# The most terms of the optimal composition summed one by one (arrays of 16 MB each).
+_PURE_WINDOW = 1 << 21
+
+
+def _log_delta_pure_hoeffding(eps: float, eps0: float, k: int) -> float:
+    """An upper bound on log delta(eps) of k eps0-DP mechanisms composed, from Kairouz, Oh
+    and Viswanath 2015, Theorem 3.4: (c + eps0 sqrt(2 k log(1/d)), d)-DP for every d in
+    (0, 1], c = k eps0 tanh(eps0 / 2), so log delta(eps) <= -(eps - c)^2 / (2 k eps0^2)."""
+    centre = k * eps0 * math.tanh(eps0 / 2) * (1 + 4 * _ROUNDING)  # rounded up
+    if not eps > centre:
+        return 0.0
+    ratio = (eps - centre) / (eps0 * math.sqrt(2.0 * k))
+    # Its few roundings moved up; below the double range the lowest double bounds it.
+    return max(-ratio * ratio * (1 - 8 * _ROUNDING), -sys.float_info.max)
 
 
 def _log_binomial_pmf(levels: np.ndarray, k: int, p: float) -> np.ndarray:
@@ -292,7 +310,8 @@ _PURE_EPS0_LIMIT = 50.0
 def pure_composition_epsilon(eps0: float, k: int, delta: float) -> float:
     """Epsilon of the optimal composition of k eps0-DP mechanisms at delta (never above
     the basic composition k eps0, which is also a bound)."""
-    basic = k * eps0
+    # k eps0 rounded up, past its two roundings (k's to a double, the product's).
+    basic = math.nextafter(math.nextafter(k * eps0, math.inf), math.inf)
     if eps0 > _PURE_EPS0_LIMIT:
         return basic
     return min(epsilon_for(lambda eps: log_delta_pure_composition(eps, eps0, k), delta), basic)

@@ -159,3 +159,23 @@ def test_the_lnmax_exact_figure_of_analyze_holds_its_delta():
     eps = bound["epsilon"]
     assert float(_optimal_delta(eps, 0.2, 100)) <= 1e-5 * (1 + 1e-9)
     assert float(_optimal_delta(eps * (1 - 1e-6), 0.2, 100)) > 1e-5
+
+
+@pytest.mark.parametrize(("eps0", "k", "eps"), [(0.1, 400, 3.0), (0.02, 3000, 2.0), (0.5, 50, 8.0)])
+def test_beyond_its_window_the_optimal_composition_is_hoeffding_s_bound(monkeypatch, eps0, k, eps):
+    """Where the binomial's window is too wide to sum, Kairouz, Oh and Viswanath's Theorem
+    3.4 bounds delta: held above the high-precision sum, and equal to its closed form."""
+    monkeypatch.setattr(exact, "_PURE_WINDOW", 16)
+    bound = exact.log_delta_pure_composition(eps, eps0, k)
+    assert bound >= float(mpmath.log(_optimal_delta(eps, eps0, k)))
+    centre = k * eps0 * math.tanh(eps0 / 2)
+    assert bound == pytest.approx(-((eps - centre) ** 2) / (2 * k * eps0**2), rel=1e-12)
+
+
+def test_a_trillion_pure_steps_compose_in_closed_form_without_a_trillion_terms():
+    """Q = 1e12 steps of 2e-6-DP: the window would hold some 4e7 terms (arrays of gigabytes);
+    the bound's epsilon is c + eps0 sqrt(2 k log(1/delta)), c = k eps0 tanh(eps0/2)."""
+    eps0, k, delta = 2e-6, 10**12, 1e-5
+    found = exact.pure_composition_epsilon(eps0, k, delta)
+    closed = k * eps0 * math.tanh(eps0 / 2) + eps0 * math.sqrt(2 * k * math.log(1 / delta))
+    assert closed <= found <= closed * (1 + 1e-9)
