@@ -106,6 +106,14 @@ def as_orders(orders: str | ArrayLike | None) -> NDArray[np.float64]:
     return _checked(np.array(orders, dtype=np.float64).reshape(-1), "orders")
 
 
+def fixed_order(orders: str | ArrayLike | None, releases: object = True) -> float | None:
+    """The order of a release that ``orders`` fixes in advance: its one order; None where
+    there are several (the release's order is then the analysis' best, chosen on the votes)
+    or no release is made (``releases`` false: no release mode, or data-independent bounds)."""
+    grid = as_orders(orders) if releases else None
+    return float(grid[0]) if grid is not None and grid.size == 1 else None
+
+
 def _checked(orders: NDArray[np.float64], what: str) -> NDArray[np.float64]:
     if orders.size == 0:
         raise UsageError(f"{what}: the list of orders is empty")

@@ -75,7 +75,7 @@ from pate_cli.jobs.comparison import (
 )
 from pate_cli.jobs.inspection import InspectReport, inspect_reading
 from pate_cli.mechanisms import Mechanism, as_mechanism, is_mechanism
-from pate_cli.orders import as_orders
+from pate_cli.orders import as_orders, fixed_order
 from pate_cli.release.gnss import GnssRelease
 from pate_cli.release.model import bound_of, release_mode
 from pate_cli.reports.budget import (
@@ -233,10 +233,10 @@ def analyze(
         breakdown: the JSON's ``breakdown`` (``--breakdown``), the ledger's summary by teacher
             agreement; ``report.ledger`` (``plot_analysis``'s) is always there, read lazily.
     """
-    checks.sigma_ss(sigma_ss)
     checks.max_epsilon(max_epsilon)
     on, mode = as_gate_on(gate_on), release_mode(release)
     _check_analysis_gate(on, mode, data_independent)
+    checks.release(fixed_order(orders, mode and not data_independent), beta, sigma_ss, "orders")
     noise = release_noise(mode, seed, seed_file)
     options = {"release": mode == "sample", "data_independent": data_independent, "orders": orders}
     mechanism = as_mechanism(mechanism)
@@ -348,7 +348,7 @@ def smooth_sensitivity(
             be checked at the order, without ``skip_conditions`` (GNMax family; LNMax's
             bound needs no condition).
     """
-    checks.sigma_ss(sigma_ss)
+    checks.release(order, beta, sigma_ss)
     checks.max_epsilon(max_epsilon)
     on = as_gate_on(gate_on)
     noise = noise_source(seed, seed_file)

@@ -20,10 +20,10 @@ from typing import Any
 
 from pate_cli.budget.accounts import Account, Release, account_of
 from pate_cli.budget.storage import now
-from pate_cli.common import spelling
+from pate_cli.common import checks, spelling
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import Mechanism, mechanism_from_dict
-from pate_cli.orders import as_orders
+from pate_cli.orders import fixed_order
 
 #: The library functions that charge a budget.
 CHARGING = ("aggregate", "analyze", "smooth_sensitivity")
@@ -100,14 +100,14 @@ def _release(function: str, options: dict[str, Any]) -> Release | None:
         order = options.get("order")
         how = f"pass {spelling.options('order', 'beta', 'sigma-ss')}"
     else:
-        grid = as_orders(options.get("orders"))
-        order = float(grid[0]) if grid.size == 1 else None
+        order = fixed_order(options.get("orders"))
         how = (
             f"pass one order ({spelling.option('orders')}), "
             f"{spelling.options('beta', 'sigma-ss')}, or {spelling.option('no-release')}"
         )
     if order is None or beta is None or sigma_ss is None:
         raise UsageError(_FIXED.format(what=spelling.option("budget"), how=how))
+    checks.release(order, beta, sigma_ss, "order" if function == "smooth_sensitivity" else "orders")
     return Release(float(order), float(beta), float(sigma_ss))
 
 

@@ -343,6 +343,7 @@ BetaOpt = Annotated[
         "--beta",
         help="Fix the smoothness beta of the release "
         "(default: the reference's choice on the data).",
+        callback=checks.beta,
     ),
 ]
 SigmaSsOpt = Annotated[

@@ -33,6 +33,41 @@ def sigma_ss(value: float | None) -> float | None:
     return value
 
 
+def beta(value: float | None) -> float | None:
+    """The smoothness of a GNSS release: finite and > 0."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{given('beta', value)}: expected a finite number greater than 0")
+    return value
+
+
+def release(
+    order: float | None,
+    smoothness: float | None,
+    multiplier: float | None = None,
+    name: str = "order",
+) -> None:
+    """A GNSS release's parameters given in advance: sigma_ss (``multiplier``) and beta
+    (``smoothness``) in their domains, and a finite order > 1 that, with beta, lies below
+    1/(2 beta): the range of Theorem 23 (Papernot et al. 2018), where its RDP is finite.
+    ``name``: the parameter that gave the order (``order``, or ``orders`` for a grid of one).
+
+    Raises:
+        UsageError: one outside its range, named with what it was given with.
+    """
+    sigma_ss(multiplier)
+    beta(smoothness)
+    if order is None:
+        return
+    if not (math.isfinite(order) and order > 1):
+        raise UsageError(f"{given(name, order)}: expected a finite Renyi order greater than 1")
+    if smoothness is not None and not order < 1 / (2 * smoothness):
+        raise UsageError(
+            f"{given(name, order)} with {given('beta', smoothness)}: expected "
+            f"1 < order < 1/(2 beta) = {1 / (2 * smoothness):.6g}, the release's range "
+            "(Theorem 23)"
+        )
+
+
 def seed(value: int | None) -> int | None:
     """A seed: a whole number >= 0 (numpy's seeds are non-negative)."""
     if value is None:

@@ -27,6 +27,7 @@ from pate_cli.accountant.figures import (
 from pate_cli.accountant.pld import METHODS, check_pld, pld_figure
 from pate_cli.accountant.terms import QueryTerms, query_terms
 from pate_cli.choices import Conversion
+from pate_cli.common import checks
 from pate_cli.common.spelling import given, option
 from pate_cli.errors import UnsupportedError, UsageError
 from pate_cli.files.seeds import Noise
@@ -211,8 +212,7 @@ def release_of(
     Reuses the analysis' per-query terms and step costs, so the release's data-dependent
     epsilon is the analysis' own number.
     """
-    if order is not None and not (np.isfinite(order) and order > 1):
-        raise UsageError(f"{given('order', order)}: expected a finite Renyi order greater than 1")
+    checks.release(order, beta, sigma_ss)
     terms = report.terms if report.terms is not None and report.terms.logq is not None else None
     # The analysis composed every order of its grid: an order given there is read, not redone.
     index: int | None = report.data_dependent.order_index

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 import typer
@@ -16,6 +17,7 @@ from pate_cli.cli.options import (
     VotesArg,
 )
 from pate_cli.cli.run import Call, File, Invocation, Params, inferred_mechanism, run
+from pate_cli.common import checks
 
 
 def describe(p: Params) -> Invocation:
@@ -48,7 +50,9 @@ def describe(p: Params) -> Invocation:
     call = Call.of(
         api.smooth_sensitivity, p, mechanism, options, baseline, answered, defaulted=defaulted
     )
-    return Invocation.of("smooth-sensitivity", call, p, progress=True)
+    # The release's order, beta and sigma_ss, before the votes are read.
+    release = partial(checks.release, p["order"], p["beta"], p["sigma_ss"])
+    return Invocation.of("smooth-sensitivity", call, p, progress=True, checks=(release,))
 
 
 # The end of the help: each line one whole command (pate_cli.cli.examples).
