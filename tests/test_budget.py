@@ -39,6 +39,7 @@ RELEASE = ["--beta", 0.01, "--sigma-ss", 10]
 BUDGET_BLOCK = {
     "path",
     "id",
+    "name",
     "charge_index",
     "head",
     "spent",
@@ -119,6 +120,11 @@ def verify(path: Path, *extra, expect: int = ExitCode.OK) -> dict:
     return run_cli(["verify", path, "--json", *extra], expect=expect).json
 
 
+def pinned(budget: Path) -> list:
+    """``--head`` with the budget's head now: what its owner published after the last charge."""
+    return ["--head", lines_of(budget)[-1]["digest"]]
+
+
 def statuses(report: dict) -> dict[str, str]:
     return {check["name"]: check["status"] for check in report["checks"]}
 
@@ -186,6 +192,7 @@ def test_init_show_and_verify_round_trip(tmp_path):
         "header": "verified",
         "chain": "verified",
         "no charge missing": "not-checked",
+        "charges pinned": "verified",  # no charge to pin
         "total within the limit": "verified",
     }
     assert verify(budget, "--records", tmp_path)["verdict"] == "verified"
@@ -285,7 +292,7 @@ def test_charges_of_every_command_compose_in_show_and_verify(tmp_path):
     # every report says what the budget had spent with it
     for number, report in enumerate(reports, start=1):
         block = report["budget"]
-        assert set(block) == BUDGET_BLOCK
+        assert set(block) == BUDGET_BLOCK | {"place"}  # each run wrote a record
         assert block["path"] == str(budget) and block["limit"] == 50.0
         assert block["entries"] == number
         spent = epsilon_of([e["account"] for e in entries[:number]])
@@ -306,12 +313,17 @@ def test_charges_of_every_command_compose_in_show_and_verify(tmp_path):
     assert opened.remaining == pytest.approx(payload["remaining"])
     # verify: the records are named, so without --records something is not checked
     unchecked = verify(budget, expect=ExitCode.NOT_CHECKED)
-    assert unchecked["not_checked"] == ["no charge missing"]
+    assert unchecked["not_checked"] == ["no charge missing", "charges pinned"]
     verify(budget, "--allow-unchecked")
-    report = verify(budget, "--records", tmp_path)
+    # with them every charge is recomputed, yet rests on the owner's files until a head
+    # published later pins it
+    loose = verify(budget, "--records", tmp_path, expect=ExitCode.NOT_CHECKED)
+    assert loose["not_checked"] == ["charges pinned"]
+    report = verify(budget, "--records", tmp_path, *pinned(budget))
     assert report["verdict"] == "verified"
     assert statuses(report)["charges and their records"] == "verified"
     assert statuses(report)["records of this budget"] == "verified"
+    assert statuses(report)["charges pinned"] == "verified"
 
 
 def test_show_gates_the_total(tmp_path):
@@ -637,7 +649,7 @@ def test_the_library_round_trip(tmp_path, votes):
     # library charges write no record: nothing to recompute them from, said by name
     checked = pate.verify(path, records=tmp_path)
     assert checked.verdict == "incomplete"
-    assert checked.not_checked == ("charges without a record",)
+    assert checked.not_checked == ("charges without a record", "charges pinned")
     unrecorded = next(c for c in checked.checks if c.name == "charges without a record")
     assert unrecorded.detail.startswith("charges 1, 2, 3: no record was written")
     with pytest.raises(PateError):
@@ -685,7 +697,7 @@ def test_a_charged_run_says_what_it_charged(tmp_path):
     assert last.startswith(f"charged {budget}: epsilon {up:.4f} of 10 spent, {down:.4f} left")
     assert last.endswith(f"(gaussian-dp); head {lines_of(budget)[-1]['digest']}")
     stored = json.loads(record.read_text())["report"]["budget"]
-    assert stored == block
+    assert stored == block and block["place"] == "b.jsonl"  # the budget from the record's folder
 
 
 def test_would_charge_previews_a_run_and_draws_nothing(tmp_path, monkeypatch):
@@ -778,7 +790,7 @@ def charged(tmp_path_factory) -> tuple[Path, Path, bytes]:
     aggregate(folder, "lnmax", budget, "--record", folder / "r2.json", mechanism=LNMAX)
     analyze(budget, "--no-release", "--record", folder / "r3.json")
     smooth(budget, "--order", 20, *RELEASE, "--record", folder / "r4.json")
-    verify(budget, "--records", folder)
+    verify(budget, "--records", folder, *pinned(budget))
     return budget, folder, budget.read_bytes()
 
 
@@ -1006,7 +1018,10 @@ def test_eight_processes_at_once_on_a_limit_that_fits_five(tmp_path):
             assert not labels.exists()
     assert_chain(budget, 5)
     report = verify(budget, expect=ExitCode.NOT_CHECKED)
-    assert report["differs"] == [] and report["not_checked"] == ["no charge missing"]
+    assert report["differs"] == [] and report["not_checked"] == [
+        "no charge missing",
+        "charges pinned",
+    ]
     assert show(budget)["total"]["epsilon"] == pytest.approx(five, rel=1e-12)
 
 

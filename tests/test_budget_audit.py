@@ -93,6 +93,11 @@ def verify(path: Path, *extra, expect: int) -> dict:
     return run_cli(["verify", path, "--json", *extra], expect=expect).json
 
 
+def pinned(budget: Path) -> list:
+    """``--head`` with the budget's head now: what its owner published after the last charge."""
+    return ["--head", lines_of(budget)[-1]["digest"]]
+
+
 def status(report: dict, name: str) -> str:
     return next(c["status"] for c in report["checks"] if c["name"] == name)
 
@@ -167,7 +172,7 @@ RECORD_OF_LINE = {2: "gnmax", 3: "confident", 4: "lnmax", 5: "release", 6: "publ
 
 def test_the_honest_budget_verifies_with_its_records(charged):
     budget, releases = charged
-    report = verify(budget, "--records", releases, expect=ExitCode.OK)
+    report = verify(budget, "--records", releases, *pinned(budget), expect=ExitCode.OK)
     assert report["verdict"] == "verified", report
     assert "5 charges recomputed" in detail(report, "charges and their records")
     assert detail(report, "records of this budget").startswith("5 records name this budget")
@@ -428,7 +433,7 @@ def test_a_consistent_chain_over_its_limit_differs(charged):
 def test_a_budget_cut_back_to_its_header_is_never_cleaner(charged):
     budget, releases = charged
     honest = verify(budget, expect=ExitCode.NOT_CHECKED)
-    assert honest["not_checked"] == ["no charge missing"]
+    assert honest["not_checked"] == ["no charge missing", "charges pinned"]
     budget.write_text(budget.read_text().splitlines(keepends=True)[0])
     emptied = verify(budget, expect=ExitCode.NOT_CHECKED)
     assert emptied["not_checked"] == ["no charge missing"]  # never "verified"
@@ -455,7 +460,7 @@ def test_several_records_folders(charged):
     budget, releases = charged
     folders = [releases / name for name in RECORD_OF_LINE.values()]
     args = [item for folder in folders for item in ("--records", folder)]
-    assert verify(budget, *args, expect=ExitCode.OK)["verdict"] == "verified"
+    assert verify(budget, *args, *pinned(budget), expect=ExitCode.OK)["verdict"] == "verified"
     report = verify(budget, *args[:-2], expect=ExitCode.NOT_CHECKED)
     assert detail(report, "charges whose record is not given").startswith("charge 5: ")
 
@@ -514,9 +519,12 @@ def test_a_head_that_is_not_a_digest_is_refused(charged, head):
 
 def test_record_options_are_refused_for_a_budget(charged):
     budget, releases = charged
-    for extra in (["--seed-file", budget.parent / "a.seed"], ["--votes", MNIST], ["--rtol", 0]):
+    for extra in (["--seed-file", budget.parent / "a.seed"], ["--input", f"indices={MNIST}"]):
         result = run_cli(["verify", budget, *extra], expect=ExitCode.BAD_INPUT)
         assert "a budget file is checked against its records" in result.stderr
+    # Its records are replayed from their votes: with --records only.
+    result = run_cli(["verify", budget, "--votes", MNIST], expect=ExitCode.BAD_INPUT)
+    assert "replayed from their votes: give them with --records" in result.stderr
     record = releases / "gnmax" / "record.json"
     run_cli(["verify", record, "--head", "0" * 64], expect=ExitCode.BAD_INPUT)
 

@@ -171,11 +171,13 @@ def test_charges_are_numbered_apart_from_notes_everywhere(noted):
     assert charge["status"] == "verified" and "charge 2 is this record's charge" in charge["detail"]
 
 
-def _restamp(budget: Path, record_path: Path, edit) -> None:
-    """The record's budget block edited, its digest recomputed, its line made to name it and
-    the chain recomputed, the head after it stamped back into the block."""
+def _restamp(budget: Path, record_path: Path, edit, version: int | None = None) -> None:
+    """The record's budget block edited (and its version set), its digest recomputed, its
+    line made to name it and the chain recomputed, the head after it stamped back into the
+    block."""
     record = json.loads(record_path.read_text())
     edit(record["report"]["budget"])
+    record["version"] = version or record["version"]
     record["digest"] = record_digest(record)
     lines = lines_of(budget)
     lines[-1]["record_digest"] = record["digest"]
@@ -186,19 +188,29 @@ def _restamp(budget: Path, record_path: Path, edit) -> None:
 
 
 def test_a_record_made_before_charge_numbers_still_verifies(noted):
-    """Its ``charge_index`` counted the note (3, the line's place after the header) and its
-    block has no ``lines``: read as it was written, it verifies."""
+    """Its ``charge_index`` counted the note (3, the line's place after the header), its block
+    has no ``lines`` and it is of version 5: read as it was written, it verifies."""
     budget, out, _ = noted
 
     def older(block: dict) -> None:
         block["charge_index"] = 3
-        del block["lines"]
+        for field in ("lines", "place", "name"):
+            del block[field]
 
-    _restamp(budget, out / "labels.json", older)
+    _restamp(budget, out / "labels.json", older, version=5)
     checked = run_cli(["verify", budget, "--records", out, "--json"], expect=3).json
     assert checked["differs"] == [], checked
     record = run_cli(["verify", out / "labels.json", "--json"], expect=3).json
     assert "budget charge" not in record["differs"]
+    # The same block in a record of version 6, which holds them all, differs: a field taken
+    # out makes no record older.
+    _restamp(budget, out / "labels.json", lambda block: None, version=6)
+    checked = run_cli(["verify", budget, "--records", out, "--json"], expect=1).json
+    details = {check["name"]: check["detail"] for check in checked["checks"]}
+    assert (
+        "its record's budget block lacks place, name, lines"
+        in (details["charges and their records"])
+    )
 
 
 def test_a_record_numbering_its_charge_by_its_line_differs(noted):

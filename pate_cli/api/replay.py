@@ -152,10 +152,11 @@ def verify(
     *,
     seed_file: PathLike | None = None,
     opening: PathLike | None = None,
-    votes: PathLike | None = None,
+    votes: PathLike | Sequence[PathLike] | None = None,
     inputs: dict[str, PathLike] | None = None,
     rtol: float | None = None,
     records: PathLike | Sequence[PathLike] | None = None,
+    published_records: PathLike | Sequence[PathLike] | None = None,
     heads: Sequence[str] = (),
     budget: PathLike | None = None,
 ) -> VerifyReport:
@@ -172,12 +173,15 @@ def verify(
     checked against the budget it names (``budget``: where that file is now). Given a budget
     file, checks it
     instead: each charge recomputed from its record (``records``: one folder or several,
-    searched recursively) and the chain through every head published earlier (``heads``);
-    without records it is never fully verified (nothing shows a charge removed).
+    searched recursively; ``published_records``: records published outside the owner's
+    reach, each pinning its charge as a head), the chain through every head published
+    earlier (``heads``), and each charge pinned or its record replayed from ``votes`` (one
+    file or several: each record takes the one whose SHA-256 it holds); without records it
+    is never fully verified (nothing shows a charge removed).
     """
     overrides = {role: file_path(path, role) for role, path in (inputs or {}).items()}
-    if votes is not None:
-        overrides["votes"] = file_path(votes, "votes")
+    given = [] if votes is None else [votes] if isinstance(votes, str | os.PathLike) else votes
+    vote_files = tuple(file_path(path, "votes") for path in given)
     return verify_file(
         os.fspath(record),
         replay=replay,
@@ -185,7 +189,9 @@ def verify(
         seed_file=None if seed_file is None else os.fspath(seed_file),
         opening=None if opening is None else os.fspath(opening),
         records=folders(records),
+        published=folders(published_records),
         heads=tuple(heads),
+        votes=vote_files,
         budget=None if budget is None else os.fspath(budget),
         rtol=rtol,
     )

@@ -15,7 +15,12 @@ What each check proves (docs/cli.md, "Auditing a budget"):
   budget's delta, limit and conversion. A line without a record (a library call, a run
   without ``--record``), or whose record was not given, is not checked, by name.
 - ``records of this budget``: every record given that names this budget has its line: a
-  charge removed (the last one included) or rewritten is seen.
+  charge removed (the last one included) or rewritten is seen. Records are matched by what
+  they hold (``pate_cli.budget.claims``), never by where the audit runs: one that names
+  another id but this budget's place or name was charged to a budget re-created here.
+- ``records replayed`` (``--votes``): each record recomputed from its votes and outputs.
+- ``charges pinned``: each charge pinned by a published head or record, or replayed; the
+  others rest on the owner's files, by number (``pate_cli.budget.pins``).
 - ``total within the limit``: the charges composed again.
 - Without records, that no charge is missing is never checked: an emptier budget is never a
   cleaner one.
@@ -23,16 +28,25 @@ What each check proves (docs/cli.md, "Auditing a budget"):
 
 from __future__ import annotations
 
-import json
-import math
 import os
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from pate_cli.budget.accounts import compose
 from pate_cli.budget.book import Budget
-from pate_cli.budget.charges import Charge, charge_of, recomputed_account
+from pate_cli.budget.charges import recomputed_account
+from pate_cli.budget.claims import (
+    LOST,
+    OTHER,
+    RE_CREATED,
+    REPLACED,
+    THIS,
+    Claim,
+    budget_block,
+    find_claims,
+    kept_budget,
+    places,
+)
 from pate_cli.budget.lines import (
     MAX_BYTES,
     LineError,
@@ -44,20 +58,21 @@ from pate_cli.budget.lines import (
     parse_line,
     split_lines,
 )
+from pate_cli.budget.pins import Replayer, pin_checks, replay_checks
+from pate_cli.budget.recompute import (
+    charge_differences,
+    claimed_index,
+    place_name,
+    same,
+)
 from pate_cli.budget.storage import is_budget
-from pate_cli.choices import Conversion
-from pate_cli.common.spelling import given, option
+from pate_cli.common.spelling import option
 from pate_cli.errors import AccountError, InputError, PateError
-from pate_cli.mechanisms import mechanism_from_dict
-from pate_cli.records.record import MAX_RECORD_BYTES, load_record, record_digest
-from pate_cli.records.verdict import Check
+from pate_cli.records.record import (
+    record_digest,
+)
+from pate_cli.records.verdict import Check, first_of, listed, numbered
 from pate_cli.reports.rounding import bound_significant
-
-# Accounts and totals are recomputed by the same formulas, maybe on another CPU: a last-bit
-# difference is not a forgery. A total composes with a searched split of delta: looser.
-_ACCOUNT_RTOL = 1e-12
-_TOTAL_RTOL = 1e-6
-_SHOWN = 3  # differences named in one check line
 
 
 @dataclass(frozen=True)
@@ -99,9 +114,19 @@ def _read(path: str) -> _File:
     return _File(path, parsed[0], parsed[1:], problem)
 
 
-def verify_budget(path: str, records: Sequence[str] = (), heads: Sequence[str] = ()) -> list[Check]:
-    """Every check of a budget file (module docstring); ``records``: folders searched for its
-    records, ``heads``: digests published earlier."""
+def verify_budget(
+    path: str,
+    records: Sequence[str] = (),
+    heads: Sequence[str] = (),
+    *,
+    published: Sequence[str] = (),
+    votes: Sequence[str] = (),
+    replayer: Replayer | None = None,
+) -> list[Check]:
+    """Every check of a budget file (module docstring): ``records`` and ``published``,
+    folders searched for its records (``published``: from outside the owner's reach, each
+    pinning its charge like a head), ``heads``: digests published earlier, ``votes``: the
+    files the records are replayed from with ``replayer``."""
     budget = _read(path)
     checks = [
         Check.made(
@@ -111,17 +136,21 @@ def verify_budget(path: str, records: Sequence[str] = (), heads: Sequence[str] =
         ),
         _header_check(budget.header),
     ]
-    chain = _chain_check(budget)
-    checks.append(chain)
+    checks.append(_chain_check(budget))
     checks.extend(_head_check(budget, head) for head in heads)
     # A line whose account is not its own parameters' is named above; its record is still
     # compared: only a chain that does not link stops the comparison.
     sound = checks[1].ok and _links(budget)
-    found = _records(records, path) if records else {}
-    if records and sound:
+    given = bool(records or published)
+    claims = find_claims(records, path, budget.header, published=published) if sound else []
+    found = {claim.digest: claim for claim in claims}
+    replayed: set[int] = set()
+    if given and sound:
         checks.extend(_charge_checks(budget, found))
-        checks.extend(_claim_checks(budget, found))
-    elif records:
+        checks.extend(_claim_checks(budget, claims))
+        replayed, replays = replay_checks(budget.lines, found, votes, replayer)
+        checks.extend(replays)
+    elif given:
         checks.append(Check.skipped("charges and their records", "the chain does not hold"))
     else:
         checks.append(
@@ -131,6 +160,8 @@ def verify_budget(path: str, records: Sequence[str] = (), heads: Sequence[str] =
                 "DIR (every record naming this budget must have its line)",
             )
         )
+    if sound:
+        checks.extend(pin_checks(budget.lines, str(budget.id), heads, claims, replayed))
     checks.append(_total_check(budget) if sound else _no_total())
     marker = f"{path}.charging"
     if os.path.exists(marker):
@@ -227,134 +258,7 @@ def _no_total() -> Check:
 # ----------------------------------------------------------------------------- records
 
 
-def _records(folders: Sequence[str], budget_path: str) -> dict[str, tuple[str, dict[str, Any]]]:
-    """Every record under ``folders`` (searched recursively), by its recomputed digest, with
-    its path; files that are not records are passed over."""
-    found: dict[str, tuple[str, dict[str, Any]]] = {}
-    for folder in folders:
-        if not os.path.isdir(folder):
-            raise InputError(f"{given('records', folder)}: not a folder of records")
-        for where in _json_files(folder):
-            if os.path.samefile(where, budget_path) if os.path.exists(where) else False:
-                continue
-            try:  # as verify reads a record: a regular file of a bounded size
-                record = load_record(where)
-                digest = record_digest(record)
-            except (InputError, ValueError, TypeError):
-                continue  # not a record (an opening, another file), or one that cannot be read
-            found.setdefault(digest, (where, record))
-    return found
-
-
-def _json_files(folder: str) -> Iterator[str]:
-    for root, folders, files in os.walk(folder):
-        folders.sort()
-        for name in sorted(files):
-            where = os.path.join(root, name)
-            if name.endswith(".json") and os.path.getsize(where) <= MAX_RECORD_BYTES:
-                yield where
-
-
-def _block(record: dict[str, Any]) -> dict[str, Any] | None:
-    report = record.get("report")
-    block = report.get("budget") if isinstance(report, dict) else None
-    return block if isinstance(block, dict) else None
-
-
-def charge_from_record(record: dict[str, Any]) -> Charge:
-    """The charge a record's run made, recomputed from the record alone: its call's function,
-    mechanism and options, its report's number of queries, its seed and seed commitment, and
-    its recomputed digest.
-
-    Raises:
-        ValueError: the record holds no charge (a public seed, a release tuned on the
-            votes, a call pate does not charge).
-    """
-    call = record["call"]
-    try:
-        report = record["report"]
-        queries = int((report.get("input") or {}).get("num_queries", report.get("num_queries")))
-        charge = charge_of(
-            call["function"],
-            record["command"],
-            mechanism_from_dict(call["mechanism"]),
-            queries,
-            call["options"],
-            public_seed=record.get("seed") is not None,
-            seed_commitment=record.get("seed_commitment"),
-        )
-    except (PateError, KeyError, TypeError, ValueError) as error:
-        message = getattr(error, "message", None) or str(error)
-        raise ValueError(f"its record's run charges nothing ({message})") from None
-    return replace(charge, record_digest=record_digest(record))
-
-
-def charge_differences(
-    record: dict[str, Any],
-    line: dict[str, Any],
-    header: dict[str, Any],
-    index: int,
-    earlier: list[dict[str, Any]],
-) -> list[str]:
-    """Where the charge at place ``index`` of the chain (``line``, the ``index``-th line after
-    the header, after the lines ``earlier``) is not its record's: each field of the charge
-    recomputed from the record, the budget's id, the charge's number (``claimed_index``) and
-    the head the record names, the header's delta, limit and conversion, and the total the
-    record says the budget had spent with it."""
-    try:
-        expected = charge_from_record(record).fields()
-    except ValueError as error:
-        return [str(error)]
-    found = [
-        f"{key} is {_short(line.get(key))}, its record gives {_short(value)}"
-        for key, value in expected.items()
-        if not same(value, line.get(key))
-    ]
-    block = _block(record) or {}
-    number = 1 + sum(1 for entry in earlier if not is_note(entry))
-    claims = {
-        "the budget's id": (block.get("id"), header.get("digest")),
-        _place_name(block): (block.get("charge_index"), claimed_index(block, number, index)),
-        "the head after it": (block.get("head"), line.get("digest")),
-        "delta": (block.get("delta"), header.get("delta")),
-        "limit": (block.get("limit"), header.get("max_epsilon")),
-        "conversion": (block.get("conversion"), header.get("conversion", "classic")),
-    }
-    if "lines" in block:
-        claims["the budget's lines with it"] = (block["lines"], index + 1)
-    older = "charge_index" not in block  # a record made before pate recorded its place
-    for what, (claimed, actual) in claims.items():
-        if older and claimed is None and what not in ("the budget's id", "limit"):
-            continue
-        if not same(claimed, actual):
-            found.append(f"{what} is {_short(actual)} here, its record says {_short(claimed)}")
-    spent = _spent(header, [*earlier, line])
-    if "spent" in block and not same(block["spent"], spent, rtol=_TOTAL_RTOL):
-        found.append(
-            f"the total with it is {bound_significant(spent)}, its record says {block['spent']}"
-        )
-    return found
-
-
-def claimed_index(block: dict[str, Any], number: int, index: int) -> int:
-    """The ``charge_index`` a record's budget block gives the charge numbered ``number``, on
-    the ``index``-th line after the header: its number. A record made before charges were
-    numbered apart from notes (a block without ``lines``) counted every line after the
-    header, notes too: its place, the same number unless a note stands before it."""
-    return number if "lines" in block else index
-
-
-def _place_name(block: dict[str, Any]) -> str:
-    return "its charge number" if "lines" in block else "its place after the header"
-
-
-def _spent(header: dict[str, Any], lines: list[dict[str, Any]]) -> float:
-    accounts = [line["account"] for line in lines if not is_note(line)]
-    conversion = Conversion(header.get("conversion", "classic"))
-    return compose(accounts, float(header["delta"]), conversion).epsilon
-
-
-def _charge_checks(budget: _File, found: dict[str, tuple[str, dict[str, Any]]]) -> list[Check]:
+def _charge_checks(budget: _File, found: dict[str, Claim]) -> list[Check]:
     """Each line naming a record, against the record; lines without one, by name."""
     differing, matched, unrecorded, absent, unreleased = [], 0, [], [], []
     noted = {line["charge"]: n for n, line in enumerate(budget.lines, 2) if is_note(line)}
@@ -373,7 +277,7 @@ def _charge_checks(budget: _File, found: dict[str, tuple[str, dict[str, Any]]]) 
             if line["digest"] not in noted:
                 absent.append(number)
             continue
-        where, record = found[digest]
+        where, record = found[digest].where, found[digest].record
         if line["digest"] in noted:
             differing.append(
                 f"{charge} is noted as released nothing, but its record {where} is there"
@@ -382,7 +286,7 @@ def _charge_checks(budget: _File, found: dict[str, tuple[str, dict[str, Any]]]) 
         earlier = budget.lines[: index - 1]
         problems = charge_differences(record, line, budget.header, index, earlier)
         if problems:
-            differing.append(f"{charge} ({where}): {_first(problems)}")
+            differing.append(f"{charge} ({where}): {first_of(problems)}")
         else:
             matched += 1
     checks = [
@@ -391,14 +295,14 @@ def _charge_checks(budget: _File, found: dict[str, tuple[str, dict[str, Any]]]) 
             not differing,
             f"{matched} charges recomputed from their records, each the same"
             if not differing
-            else _listed(differing),
+            else listed(differing),
         )
     ]
     if unrecorded:
         checks.append(
             Check.skipped(
                 "charges without a record",
-                f"{_charges(unrecorded)}: no record was written (a library call, or a run "
+                f"{numbered(unrecorded)}: no record was written (a library call, or a run "
                 f"without {option('record')}): nothing to recompute them from",
             )
         )
@@ -406,69 +310,102 @@ def _charge_checks(budget: _File, found: dict[str, tuple[str, dict[str, Any]]]) 
         checks.append(
             Check.skipped(
                 "charges whose record is not given",
-                f"{_charges(absent)}: their records are not in the folders given",
+                f"{numbered(absent)}: their records are not in the folders given",
             )
         )
     if unreleased:
         checks.append(
             Check.skipped(
                 "charged, no release",
-                f"{_listed(unreleased)}: spent, nothing out (their runs were cut short before "
+                f"{listed(unreleased)}: spent, nothing out (their runs were cut short before "
                 "their release, which a later run rolled back); counted in the total",
             )
         )
     return checks
 
 
-def _claim_checks(budget: _File, found: dict[str, tuple[str, dict[str, Any]]]) -> list[Check]:
-    """Every record naming this budget has its line; records naming this budget's path with
-    another id are another budget's (or this one's header was rewritten)."""
+def _claim_checks(budget: _File, claims: list[Claim]) -> list[Check]:
+    """Every record naming this budget has its line; a record naming another id but this
+    budget's place or name was charged to a budget re-created here; the budget this one
+    started again from is kept as its header says; records of other budgets are listed, and
+    those whose budget is not at its place are not accounted for (``pate_cli.budget.claims``)."""
     lines = budget.lines
     numbers = charge_numbers(lines)
-    mine, others, missing = 0, [], []
-    for digest, (where, record) in found.items():
-        block = _block(record)
-        if block is None:
-            continue
-        if block.get("id") == budget.id:
-            mine += 1
-            index = block.get("charge_index")
-            named = [
-                (number, n)
-                for n, (line, number) in enumerate(zip(lines, numbers, strict=True), 1)
-                if number is not None and line.get("record_digest") == digest
-            ]
-            places = [claimed_index(block, number, n) for number, n in named]
-            if not named:
-                missing.append(f"{where} says it charged this budget, which has no line naming it")
-            elif isinstance(index, int) and index not in places:
-                missing.append(
-                    f"{where}: {_place_name(block)} is {places[0]} here, its record says {index}"
-                )
-        elif _same_path(block.get("path"), budget.path) and not any(
-            line.get("record_digest") == digest for line in lines
-        ):
-            others.append(where)
+    missing = []
+    mine = [claim for claim in claims if claim.kind == THIS]
+    for claim in mine:
+        block, where = claim.block, claim.where
+        index = block.get("charge_index")
+        named = [
+            (number, n)
+            for n, (line, number) in enumerate(zip(lines, numbers, strict=True), 1)
+            if number is not None and line.get("record_digest") == claim.digest
+        ]
+        places = [claimed_index(block, number, n) for number, n in named]
+        if not named:
+            missing.append(f"{where} says it charged this budget, which has no line naming it")
+        elif isinstance(index, int) and index not in places:
+            missing.append(
+                f"{where}: {place_name(block)} is {places[0]} here, its record says {index}"
+            )
     checks = [
         Check.made(
             "records of this budget",
             not missing,
-            f"{mine} records name this budget, each has its line (a record withheld with its "
-            "line removed from the end shows only against a published head)"
+            f"{len(mine)} records name this budget, each has its line (a record withheld with "
+            "its line removed from the end shows only against a published head)"
             if not missing
-            else _listed(missing),
+            else listed(missing),
         )
     ]
-    if others:
+    kinds = {kind: [c for c in claims if c.kind == kind] for kind in (RE_CREATED, REPLACED)}
+    kinds |= {kind: [c for c in claims if c.kind == kind] for kind in (OTHER, LOST)}
+    if kinds[RE_CREATED]:
+        checks.append(
+            Check.made(
+                "a budget re-created here",
+                False,
+                f"{listed([_named(c) for c in kinds[RE_CREATED]])}: charged to a budget at this "
+                "place or of this name, which this one is not (its header was rewritten, or it "
+                "was made again): their charges are not in it",
+            )
+        )
+    if kinds[REPLACED]:
+        problem = kept_budget(budget.path, budget.header)
+        kept = budget.header["replaces"].get("kept")
+        checks.append(
+            Check.made(
+                "records of the budget started again from",
+                problem is None,
+                problem
+                or f"{len(kinds[REPLACED])} records of the budget this one started again from, "
+                f"kept beside it as {kept}: verify them against it",
+            )
+        )
+    if kinds[OTHER]:
+        checks.append(
+            Check.made(
+                "records of other budgets",
+                True,
+                f"{listed([_named(c) for c in kinds[OTHER]])}: not this budget's, each found at "
+                "its place with its id",
+            )
+        )
+    if kinds[LOST]:
         checks.append(
             Check.skipped(
-                "records of another budget here",
-                f"{_listed(others)}: they name this budget's path but another id (the budget "
-                "was started again, the old one kept beside it, or its header was rewritten); "
-                "verify them against their own budget",
+                "records of a budget not at its place",
+                f"{listed([_named(c) for c in kinds[LOST]])}: no budget with their id is where "
+                "they say (moved, renamed, or made again under another name): give their "
+                "budget, or verify them against it",
             )
         )
     return checks
+
+
+def _named(claim: Claim) -> str:
+    """A record and the budget it names: "releases/1/record.json (budget f89747717dec)"."""
+    return f"{claim.where} (budget {str(claim.block.get('id'))[:12]})"
 
 
 def _total_check(budget: _File) -> Check:
@@ -497,13 +434,15 @@ def record_charge_checks(
     """A record of a run charged to a budget: the budget it names (or ``budget_path``, where
     it is now) holds its charge, line for line as the record gives it
     (``charge_differences``), in a chain that holds."""
-    block = _block(record)
+    block = budget_block(record)
     if block is None:
         return []
-    path = str(block.get("path"))
+    path = str(block.get("place") or block.get("path"))
     folder = os.path.dirname(os.path.abspath(record_path))
-    places = (path, os.path.join(folder, os.path.basename(path)))
-    where = budget_path or next((c for c in places if os.path.isfile(c)), None)
+    # From the record's own folder (its place, or its path from a folder above it), never
+    # from where verify runs; then beside the record.
+    candidates = [*places(block, record_path), os.path.join(folder, os.path.basename(path))]
+    where = budget_path or next((c for c in candidates if is_budget(c)), None)
     if where is None or not is_budget(where):
         return [
             Check.skipped(
@@ -540,51 +479,9 @@ def record_charge_checks(
             not problems,
             f"{where}: charge {numbers[index - 1]} is this record's charge, recomputed from it"
             if not problems
-            else f"{where}: charge {numbers[index - 1]}: {_first(problems)}",
+            else f"{where}: charge {numbers[index - 1]}: {first_of(problems)}",
         )
     ]
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def same(a: Any, b: Any, *, rtol: float = _ACCOUNT_RTOL) -> bool:
-    """Two JSON values alike: numbers to ``rtol``, everything else exactly."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k], rtol=rtol) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y, rtol=rtol) for x, y in zip(a, b, strict=True))
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        x, y = float(a), float(b)
-        return x == y or (
-            math.isfinite(x) and math.isfinite(y) and math.isclose(x, y, rel_tol=rtol)
-        )
-    return type(a) is type(b) and bool(a == b)
-
-
-def _same_path(named: Any, path: str) -> bool:
-    return isinstance(named, str) and os.path.abspath(named) == os.path.abspath(path)
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _charges(numbers: list[int]) -> str:
-    shown = ", ".join(map(str, numbers[:10]))
-    more = f" and {len(numbers) - 10} more" if len(numbers) > 10 else ""
-    return f"charge{'s' if len(numbers) > 1 else ''} {shown}{more}"
-
-
-def _first(problems: list[str]) -> str:
-    """The first difference in full, and what else differs by name."""
-    others = [problem.split(" is ")[0] for problem in problems[1:]]
-    return problems[0] + (f" (also {', '.join(others)})" if others else "")
-
-
-def _listed(items: list[str]) -> str:
-    more = f" (and {len(items) - _SHOWN} more)" if len(items) > _SHOWN else ""
-    return "; ".join(items[:_SHOWN]) + more

@@ -30,6 +30,7 @@ from typing import Any
 
 from pate_cli.budget.accounts import Account, Total, compose
 from pate_cli.budget.charges import Charge, call_charge, charge_of, seed_file_commitment
+from pate_cli.budget.claims import place_of
 from pate_cli.budget.lines import SCHEMA, VERSION, is_note, line_bytes
 from pate_cli.budget.storage import (
     MARKER_SCHEMA,
@@ -147,12 +148,11 @@ class Budget:
             "conversion": checks.choice(Conversion, conversion, "conversion").value,
             "created": now(),
         }
-        content, _ = line_bytes(header)
         kept = None
         if force:
-            kept = start_again(where, content)
+            kept = start_again(where, header)
         else:
-            create(where, content)
+            create(where, line_bytes(header)[0])
         budget = cls.open(where)
         budget.kept = kept
         return budget
@@ -382,6 +382,7 @@ class Pending:
         """The chain's head after this charge (its line's digest), once ``prepare``d."""
         self.appended = False
         self._kept = False
+        self.record: str | None = None  # the run's record: its block says the budget's place
 
     @property
     def charge_index(self) -> int:
@@ -390,15 +391,16 @@ class Pending:
 
     @property
     def block(self) -> dict[str, Any]:
-        """What a report says of the charge (``"budget"``): the budget's path and ``id`` (its
-        header's digest, which names it wherever it is), the charge's number and the head
-        after it, the total with this run, the limit, what is left, the budget's delta and
-        conversion, the number of charges and of the file's lines with it."""
+        """What a report says of the charge (``"budget"``): the budget's path, ``id`` and name,
+        the charge's number and the head after it, the total with this run, the limit, what
+        is left, the budget's delta and conversion, its charges and lines with it; and the
+        budget's place from the folder of the run's record (``claims.place_of``)."""
         budget = self.budget
         pending = 0 if self.appended else 1
         return {
             "path": budget.path,
             "id": budget.id,
+            "name": budget.header.get("name"),
             "charge_index": self.charge_index,
             "head": self.head,
             "spent": self.total.epsilon,
@@ -409,6 +411,7 @@ class Pending:
             "conversion": budget.conversion.value,
             "entries": len(budget.entries) + pending,
             "lines": len(budget.lines) + 1 + pending,
+            **({} if self.record is None else {"place": place_of(budget.path, self.record)}),
         }
 
     def prepare(self, record_digest: str | None = None) -> str:

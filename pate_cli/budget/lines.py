@@ -7,8 +7,9 @@ A budget file is JSON lines, UTF-8, every line ended by a newline:
 - then *charges*: ``command``, ``created``, ``mechanism``, ``num_queries``, ``half_even``,
   ``release``, ``account``, ``record_digest``, ``seed_commitment``, ``purposes``;
 - and *notes* about an earlier charge: ``"note": "no-release"`` with ``charge`` (that line's
-  digest): its run was killed after its charge and before its release, and a later run
-  rolled its files back (spent, nothing out).
+  digest), ``detail``, ``created`` and ``prev``, no other key (:data:`NOTE_KEYS`): its run was
+  killed after its charge and before its release, and a later run rolled its files back
+  (spent, nothing out). A note lowers no total: the charge it names stays in it.
 
 Every line but the header has ``prev``, the digest of the line before, and every line its
 ``digest``: the SHA-256 of its canonical JSON (sorted keys, no spaces) without ``digest``.
@@ -32,6 +33,9 @@ SCHEMA = "pate-budget"
 VERSION = 1
 MAX_BYTES = 256 << 20  # a budget of a million charges is far smaller
 NO_RELEASE = "no-release"
+
+#: Every key of a note, and no other: a charge given a note's keys is no note.
+NOTE_KEYS = frozenset({"note", "charge", "detail", "created", "prev", "digest"})
 
 GAUSSIAN = "gaussian"
 PURE = "pure"
@@ -168,6 +172,9 @@ def entry_problem(entry: Any) -> str | None:
     if is_note(entry):
         if entry.get("note") != NO_RELEASE or not isinstance(entry.get("charge"), str):
             return f"not a note pate writes (a {NO_RELEASE!r} note naming a charge)"
+        extra = sorted(set(entry) - NOTE_KEYS)
+        if extra:  # a charge's fields under a note's name: a charge made to look like a note
+            return f"a note with a charge's fields ({', '.join(extra[:4])}): no note pate writes"
         return None
     if not isinstance(entry, dict) or "account" not in entry:
         return "not a charge (no account)"

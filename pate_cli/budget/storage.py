@@ -99,23 +99,30 @@ def create(path: str, content: bytes) -> None:
     os.close(fd)
 
 
-def start_again(path: str, content: bytes) -> str | None:
-    """A new budget at ``path``; an existing file there is kept beside it, named by its head
-    (``BUDGET.<head12>.jsonl``), never replaced. Returns where it was kept."""
+def start_again(path: str, header: dict[str, Any]) -> str | None:
+    """A new budget at ``path`` with ``header`` (its digest added here); an existing file there
+    is kept beside it, named by its head (``BUDGET.<head12>.jsonl``), never replaced, and the
+    new header says so: ``"replaces": {"id", "head", "kept"}`` (an audit then knows the
+    records of the old budget at this place for its own). Returns where it was kept."""
     if not os.path.lexists(path):
-        create(path, content)
+        create(path, line_bytes(header)[0])
         return None
     fd = open_budget(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # no charge is half made while it is set aside
         old = read_all(path, fd)
+        replaces = None
         try:
-            header, lines = parse(old)
-            head = str((lines[-1] if lines else header)["digest"])
+            first, lines = parse(old)
+            head = str((lines[-1] if lines else first)["digest"])
+            replaces = {"id": first["digest"], "head": head}
         except LineError:
             head = hashlib.sha256(old).hexdigest()
         root, ext = os.path.splitext(path)
         kept = f"{root}.{head[:12]}{ext or '.jsonl'}"
+        if replaces is not None:
+            header = {**header, "replaces": {**replaces, "kept": os.path.basename(kept)}}
+        content = line_bytes(header)[0]
         try:
             os.link(path, kept)
         except FileExistsError:

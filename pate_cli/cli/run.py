@@ -543,6 +543,7 @@ def _charging(
     if noise is not None and noise.commitment is not None and charge.purposes:
         charge = replace(charge, seed_commitment=noise.commitment)
     with Budget.open(invocation.budget).charging(charge) as pending:
+        pending.record = invocation.record  # its block says where the budget is from it
         yield pending
 
 

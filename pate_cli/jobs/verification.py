@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from pate_cli.budget import is_budget
 from pate_cli.budget.audit import record_charge_checks, verify_budget
 from pate_cli.common.spelling import given, option
 from pate_cli.errors import UsageError
 from pate_cli.records.record import load_record
+from pate_cli.records.verdict import Check
 from pate_cli.records.verify import CommandLine, Replay, VerifyReport
 from pate_cli.records.verify import verify as verify_record
 
@@ -28,7 +30,9 @@ def verify_file(
     seed_file: str | None = None,
     opening: str | None = None,
     records: Sequence[str] = (),
+    published: Sequence[str] = (),
     heads: Sequence[str] = (),
+    votes: Sequence[str] = (),
     budget: str | None = None,
     rtol: float | None = None,
     command_line: CommandLine | None = None,
@@ -36,22 +40,40 @@ def verify_file(
 ) -> VerifyReport:
     """Read a record and check it (``pate_cli.records.verify.verify``, its library call made
     again by ``replay``: ``pate_cli.api.replay.replay``), or a budget file against its
-    records and published heads (``pate_cli.budget.audit``: ``records`` the folders searched
-    for its records, ``heads`` the digests published earlier); ``command_line`` re-parses a
-    record's command line (``pate verify`` passes pate's parser)."""
+    records and published heads (``pate_cli.budget.audit``: ``records`` and ``published``
+    the folders searched for its records, ``published`` those from outside the owner's
+    reach, ``heads`` the digests published earlier, ``votes`` the files its records are
+    replayed from); ``command_line`` re-parses a record's command line (``pate verify``
+    passes pate's parser). A record takes one ``votes`` file at most (where its votes are
+    now), in ``overrides`` or ``votes``."""
     if rtol is not None and not 0 <= rtol < 1:
         raise UsageError(f"{given('rtol', rtol)}: expected a number in [0, 1)")
     if is_budget(record_path):
-        _check_budget_options(overrides, seed_file, opening, rtol, heads, budget)
+        _check_budget_options(overrides, seed_file, opening, heads, budget)
+        if votes and not (records or published):
+            raise UsageError(
+                f"{given('votes', votes[0])}: a budget's records are replayed from their votes: "
+                f"give them with {option('records')}"
+            )
+
+        def replayer(record: dict[str, Any], where: str, path: str) -> list[Check]:
+            return verify_record(record, where, {"votes": path}, replay, rtol=rtol)
+
         header = {"command": "budget", "kind": "budget"}
-        checks = verify_budget(record_path, records, heads)
-        return VerifyReport(record_path, header, tuple(checks))
-    if records:
-        raise UsageError(
-            f"{given('records', records[0])}: only a budget file's charges have records"
+        checks = verify_budget(
+            record_path, records, heads, published=published, votes=votes, replayer=replayer
         )
+        return VerifyReport(record_path, header, tuple(checks))
+    for flag, given_value in (("records", records), ("published-records", published)):
+        if given_value:
+            raise UsageError(
+                f"{given(flag, given_value[0])}: only a budget file's charges have records"
+            )
     if heads:
         raise UsageError(f"{given('head', heads[0])}: only a budget file has a head")
+    if len(votes) > 1:
+        raise UsageError(f"{given('votes', votes[1])}: a record reads one votes file")
+    overrides = {**(overrides or {}), **({"votes": votes[0]} if votes else {})}
     record = load_record(record_path)
     if budget is not None and not isinstance(record["report"].get("budget"), dict):
         raise UsageError(f"{given('budget', budget)}: the record was not charged to a budget")
@@ -77,25 +99,24 @@ def _check_budget_options(
     overrides: dict[str, str] | None,
     seed_file: str | None,
     opening: str | None,
-    rtol: float | None,
     heads: Sequence[str],
     budget: str | None,
 ) -> None:
-    """A budget is checked against its records and heads: the options of a record's replay
-    mean nothing for it (refused, rather than ignored)."""
+    """A budget is checked against its records and heads, its records replayed from the
+    votes given: the options of one record's replay mean nothing for it (refused, rather
+    than ignored)."""
     given_options = {
-        "votes": (overrides or {}).get("votes"),
         "input": next(iter((overrides or {}).values()), None) if overrides else None,
         "seed-file": seed_file,
         "opening": opening,
-        "rtol": rtol,
         "budget": budget,
     }
     for name, value in given_options.items():
         if value is not None:
             raise UsageError(
                 f"{given(name, value)}: a budget file is checked against its records "
-                f"({option('records')}) and published heads ({option('head')}), not replayed"
+                f"({option('records')}) and published heads ({option('head')}), its records "
+                f"replayed from their votes ({option('votes')})"
             )
     for head in heads:
         if not _HEAD.match(head):

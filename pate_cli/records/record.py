@@ -39,7 +39,9 @@ random sample; without the seed file (and always for noise from OS entropy, whic
 kept) the sample is reported as not re-derivable and everything else is checked.
 
 Schema stability: ``schema`` is "pate-record" and ``version`` an integer. Within a version
-fields are only ever added. Version 5 draws every purpose from its own noise stream and adds
+fields are only ever added. Version 6 makes a record charged to a budget hold its whole
+budget block (``BUDGET_FIELDS``: with the budget's name, and its place from the record's
+folder); version 5 draws every purpose from its own noise stream and adds
 ``commitments`` and ``opening`` to public records; version 4 added ``privacy`` and ``kind``.
 Versions 3 and 4 are still read (their random sample is not replayed: their noise came from
 one stream); earlier versions are refused with a hint: version 1 replayed its command line,
@@ -72,8 +74,25 @@ from pate_cli.votes import check_output_path, file_sha256
 SCHEMA = "pate-record"
 # A record holds one report (a few MB for the longest order grids); anything larger is not one.
 MAX_RECORD_BYTES = 64 << 20
-VERSION = 5
-SUPPORTED_VERSIONS = (3, 4, 5)
+VERSION = 6
+SUPPORTED_VERSIONS = (3, 4, 5, 6)
+#: The first version whose budget block is whole (``BUDGET_FIELDS``): a record of it missing
+#: one of them was edited; one of an earlier version is read by the rules of its version.
+WHOLE_BUDGET_VERSION = 6
+#: What the ``budget`` block of a record of ``WHOLE_BUDGET_VERSION`` or later always holds.
+BUDGET_FIELDS = (
+    "path",
+    "place",
+    "name",
+    "id",
+    "charge_index",
+    "head",
+    "spent",
+    "limit",
+    "delta",
+    "conversion",
+    "lines",
+)
 #: The first version whose noise streams are derived per purpose (``seeds.PURPOSES``): an
 #: older record's random sample cannot be replayed.
 STREAMS_VERSION = 5

@@ -55,6 +55,28 @@ class Check:
         return {"name": self.name, "status": self.status, "detail": self.detail}
 
 
+_SHOWN = 3  # items named in one check line
+
+
+def listed(items: list[str]) -> str:
+    """Items of a check's detail: the first few, and how many more."""
+    more = f" (and {len(items) - _SHOWN} more)" if len(items) > _SHOWN else ""
+    return "; ".join(items[:_SHOWN]) + more
+
+
+def numbered(numbers: list[int], noun: str = "charge") -> str:
+    """Numbered items by their numbers: "charge 3", "charges 1, 2 and 5 more"."""
+    shown = ", ".join(map(str, numbers[:10]))
+    more = f" and {len(numbers) - 10} more" if len(numbers) > 10 else ""
+    return f"{noun}{'s' if len(numbers) > 1 else ''} {shown}{more}"
+
+
+def first_of(problems: list[str]) -> str:
+    """The first difference in full, and what else differs by name."""
+    others = [problem.split(" is ")[0] for problem in problems[1:]]
+    return problems[0] + (f" (also {', '.join(others)})" if others else "")
+
+
 VERDICTS = ("verified", "differs", "incomplete")
 """``verified``: every check was made and holds; ``differs``: a check does not hold;
 ``incomplete``: none differs, but some were not checked."""

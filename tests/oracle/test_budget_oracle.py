@@ -137,11 +137,11 @@ def form(run: Run) -> tuple[object, ...]:
 
 @st.composite
 def releases(draw: st.DrawFn) -> tuple[float, float, float]:
-    """A GNSS release fixed in advance: 1 < order < 1 / (2 beta), some at orders up to 1.01
-    (where the improved conversion is not evaluated, as dp_accounting's)."""
+    """A GNSS release fixed in advance: 1 < order < 1 / (2 beta), beta > 0, some at orders up
+    to 1.01 (where the improved conversion is not evaluated, as dp_accounting's)."""
     sampled = st.sampled_from([1.005, 1.01, 1.5, 2.0, 8.0, 14.0, 32.0])
     order = draw(st.one_of(sampled, st.floats(1.001, 80.0)))
-    beta = draw(st.floats(0.0, 0.9)) / (2 * order)
+    beta = draw(st.floats(1e-6, 0.9)) / (2 * order)
     sigma_ss = draw(log_uniform(0.5, 500.0))
     return (order, beta, sigma_ss)
 

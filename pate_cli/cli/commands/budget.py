@@ -95,6 +95,7 @@ def init(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     **examples(
         "pate budget show team.budget.jsonl --max-epsilon 8",
+        "pate budget show team.budget.jsonl --records .",
         "pate budget show team.budget.jsonl --would-charge -- aggregate sample_data/mnist_250_teachers.npy --threshold 200 --sigma1 150 --sigma 40 --queries 640 --delta 1e-5 --output labels.out.npy --budget team.budget.jsonl",
     ),
 )
@@ -118,11 +119,21 @@ def show(
             "would be.",
         ),
     ] = False,
+    records: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--records",
+            metavar="DIR",
+            help="A folder of the budget's records, searched with its subfolders "
+            "(repeatable): each charge with its record file, its own epsilon at the budget's "
+            "delta and the running total, and the records no charge names.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Every charge of a budget, their total composed the tightest sound way, and the head
-    to publish.
+    to publish; with --records, which record is which charge.
     """
     from pate_cli.budget import Budget
     from pate_cli.cli import render
@@ -143,6 +154,12 @@ def show(
         payload["gate"] = {"on": "total", "epsilon": spent, "limit": max_epsilon, "passed": passed}
     if preview is not None:
         payload["would_charge"] = preview.to_dict()
+    if records:
+        from pate_cli.budget.charge_map import charge_map
+
+        rows, unnamed = charge_map(budget, records)
+        payload["charges"] = [row.to_dict() for row in rows]
+        payload["records_of_no_charge"] = [item.to_dict() for item in unnamed]
     emit(payload, render.render_budget(payload), (), as_json)
     if not passed:
         error_line(

@@ -16,8 +16,14 @@ RecordArg = Annotated[
     typer.Argument(metavar="RECORD", help="A record written by --record.", show_default=False),
 ]
 VerifyVotesOpt = Annotated[
-    str | None,
-    typer.Option("--votes", help="The votes file, when it is not where the record says."),
+    list[str] | None,
+    typer.Option(
+        "--votes",
+        metavar="FILE",
+        help="The votes file, when it is not where the record says. With a budget file: the "
+        "votes its records are replayed from (repeatable: each record takes the file whose "
+        "SHA-256 it holds), so that its charges are the runs' own.",
+    ),
 ]
 InputOpt = Annotated[
     list[str] | None,
@@ -62,6 +68,16 @@ RecordsDirOpt = Annotated[
         help="With a budget file: a folder of its runs' records, searched with its "
         "subfolders (repeatable): each charge is recomputed from its record, and each record "
         "naming the budget must have its line. Without it a budget is never fully verified.",
+    ),
+]
+PublishedRecordsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--published-records",
+        metavar="DIR",
+        help="With a budget file: a folder of records published outside the owner's reach "
+        "(a CI's artifacts; repeatable): read as --records, and each pins its charge and "
+        "every one before it, as the head it holds.",
     ),
 ]
 HeadOpt = Annotated[
@@ -116,6 +132,7 @@ def verify(
     opening: RecordOpeningOpt = None,
     allow_unchecked: AllowUncheckedOpt = False,
     records: RecordsDirOpt = None,
+    published_records: PublishedRecordsOpt = None,
     heads: HeadOpt = None,
     budget: VerifyBudgetOpt = None,
     rtol: RtolOpt = None,
@@ -142,8 +159,11 @@ def verify(
     checked. Given a budget file, each charge is recomputed from the record
     it names (--records DIR, searched with its subfolders), every record
     naming the budget must have its line, the chain must pass through every
-    --head published earlier, and the total must be within the limit;
-    without --records it is never fully verified.
+    --head published earlier, and the total must be within the limit; each
+    charge must be pinned by a published head or record, or its record
+    replayed from its votes (--votes), else it rests on the owner's files and
+    the budget is not fully verified (exit 3); without --records it never
+    is.
     """
     from pate_cli.api.replay import replay
     from pate_cli.cli import command_line, render
@@ -152,10 +172,12 @@ def verify(
     report = verify_file(
         record_path,
         replay=replay,
-        overrides=_overrides(votes, inputs or []),
+        overrides=_overrides(None, inputs or []),
+        votes=tuple(votes or ()),
         seed_file=seed_file,
         opening=opening,
         records=tuple(records or ()),
+        published=tuple(published_records or ()),
         heads=tuple(heads or ()),
         budget=budget,
         rtol=rtol,

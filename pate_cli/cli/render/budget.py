@@ -78,8 +78,34 @@ def render_budget(payload: dict[str, Any]) -> RenderableType:
                 f"({preview['total']['method']}): {verdict}"
             )
         )
+    if "charges" in payload:
+        parts.extend(_charge_map(payload))
     parts.append(Text(f"head {payload['head']}"))
     return Group(*parts)
+
+
+def _charge_map(payload: dict[str, Any]) -> list[RenderableType]:
+    """Which record is which charge (``--records``): each charge's record, its own epsilon and
+    the running total (both rounded up), then the records no charge names."""
+    table = Table(title="Charges and their records", title_justify="left", header_style="bold")
+    for column in ("charge", "record", "epsilon alone", "running total"):
+        table.add_column(column, overflow="fold")
+    for row in payload["charges"]:
+        table.add_row(
+            str(row["charge_index"]),
+            Text(row["record"] or "-"),
+            fmt_bound(row["epsilon"]),
+            fmt_bound(row["running_epsilon"]),
+        )
+    parts: list[RenderableType] = [table]
+    for item in payload["records_of_no_charge"]:
+        why = (
+            "names this budget, and no charge names it (removed?)"
+            if item["kind"] == "this"
+            else f"names budget {str(item['budget_id'])[:12]}, re-created at this place"
+        )
+        parts.append(Text(f"record of no charge: {item['record']}: {why}"))
+    return parts
 
 
 def charge_lines(block: dict[str, Any], release: Any, covers_release: bool) -> list[Text]:
