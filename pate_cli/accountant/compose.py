@@ -194,7 +194,9 @@ def answer_cost(mechanism: Mechanism, orders: FloatArray) -> Callable[[FloatArra
 
 
 CostKey = tuple[object, ...]
-"""Names a per-query cost function (its step and parameters), for callers that cache."""
+"""Names a per-query cost function at the caller's orders, for callers that cache: the step
+itself (a frozen dataclass equals only a step of its own class and fields) and what else
+the function depends on, never a subset of the step's numbers."""
 
 Total = Callable[
     [FloatArray, FloatArray | None, CostKey, Callable[[FloatArray], FloatArray]], FloatArray
@@ -310,7 +312,7 @@ def _threshold_costs(
     cost = step.cost(orders, moves)
     statistic = getattr(terms, cost.statistic)
     assert statistic is not None
-    return total(statistic, None, cost.key, cost.function), independent
+    return total(statistic, None, threshold_key(step, moves), cost.function), independent
 
 
 @dataclass(frozen=True)
@@ -407,8 +409,14 @@ def prefix_epsilons(
 
 
 def answer_key(mechanism: Mechanism) -> CostKey:
-    """What the answer step's per-query cost depends on besides log q."""
-    return mechanism.answer_step.key
+    """What the answer step's per-query cost depends on besides log q: the step itself."""
+    return (mechanism.answer_step,)
+
+
+def threshold_key(step: ThresholdStep, moves: int) -> CostKey:
+    """What the threshold step's per-query cost depends on besides its statistic: the step
+    itself and how far a neighbour moves the statistic."""
+    return (step, moves)
 
 
 def _data_independent_answer(mechanism: Mechanism, orders: FloatArray) -> FloatArray:

@@ -12,8 +12,10 @@ Each row is exactly what ``pate analyze`` reports for that setting (expected
 accounting; tested row by row). A grid repeats work across rows, so the rows
 are computed here on the core functions with shared terms rather than by one
 ``account`` call per row: log q and its distinct values' RDP curves once per
-sigma (or gamma), log Pr[answered] and the threshold step's RDP once per
-(T, sigma1). A row is then a weighted sum over distinct log q values, the same
+answer step, log Pr[answered] and the threshold step's RDP once per threshold
+step (and baseline or none). Terms are shared by the step itself, never by its
+numbers: a plugin's step with a built-in's numbers has terms of its own. A row
+is then a weighted sum over distinct log q values, the same
 sum ``accountant.compose.account`` forms, in the same order, so the numbers agree with
 ``analyze`` to the last few ulps (the tests ask for rtol 1e-12).
 
@@ -33,12 +35,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accountant.compose import CostKey, answer_key, compose, data_independent_rdp
+from pate_cli.accountant.compose import CostKey, compose, data_independent_rdp
 from pate_cli.accountant.figures import EpsilonResult, ExactBound, epsilon_result, exact_bound
 from pate_cli.accountant.pld import PldFigure, pld_figure
 from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE, QueryTerms, answer_weights, query_terms
@@ -52,6 +54,7 @@ from pate_cli.reports.models import InputSummary
 from pate_cli.reports.reprs import epsilon_at, short_repr
 
 FloatArray = NDArray[np.float64]
+T = TypeVar("T")
 
 #: More rows than this is almost certainly a typo in a list; say so rather than run for minutes.
 MAX_ROWS = 10_000
@@ -129,14 +132,40 @@ def mechanism_grid(
 # The rows: shared per-query terms, then one weighted sum per row.
 
 
+def _shared(cache: dict[object, T], key: object, compute: Callable[[], T]) -> T:
+    """``cache[key]``, computed once; a key that cannot be hashed (a plugin's step that is
+    no frozen dataclass) is never shared: computed again for each row."""
+    try:
+        found = cache.get(key)
+    except TypeError:
+        return compute()
+    if found is None:
+        found = cache[key] = compute()
+    return found
+
+
+@dataclass
+class _Distinct:
+    """The distinct values of one array of per-query scalars (held, so that its ``id`` is
+    never another's) and each cost function's value at them, by ``CostKey``."""
+
+    values: FloatArray
+    unique: FloatArray
+    inverse: NDArray[np.intp]
+    costs: dict[object, FloatArray] = field(default_factory=dict)
+
+
 @dataclass
 class _SharedTerms:
-    """Per-query terms of one grid, each computed once and reused by every row that needs it.
+    """Per-query terms of one grid, each computed once and reused by every row of the same
+    step.
 
-    Lives for one ``compare_rows`` call (no module-level cache): log q per answer-step
-    setting, log Pr[answered] and the threshold step's log q per threshold setting, and
-    each distinct value's cost per cost function. Every row is then ``compose``'s rule,
-    the one ``analyze`` applies, so every row equals ``analyze``.
+    Lives for one ``compare_rows`` call (no module-level cache). Every cache is keyed by the
+    step itself (a frozen dataclass equals only a step of its own class and fields), never by
+    its numbers: log q and the agreement by the answer step; log Pr[answered] and the
+    threshold step's scalars by the threshold step and whether it reads votes - baseline;
+    each distinct value's cost by its array and ``compose``'s key (the step again). Every row
+    is then ``compose``'s rule, the one ``analyze`` applies, so every row equals ``analyze``.
     """
 
     counts: FloatArray
@@ -144,49 +173,48 @@ class _SharedTerms:
     baseline: FloatArray | None
     half_even: bool
     chunk_size: int
-    logq: dict[CostKey, FloatArray] = field(default_factory=dict)
-    agreements: dict[CostKey, FloatArray] = field(default_factory=dict)
-    gate: dict[tuple[float, float, bool], QueryTerms] = field(default_factory=dict)
-    grouped: dict[int, tuple[FloatArray, NDArray[np.intp]]] = field(default_factory=dict)
-    costs: dict[tuple[int, CostKey], FloatArray] = field(default_factory=dict)
+    logq: dict[object, FloatArray] = field(default_factory=dict)
+    agreements: dict[object, FloatArray] = field(default_factory=dict)
+    gate: dict[object, QueryTerms] = field(default_factory=dict)
+    grouped: dict[int, _Distinct] = field(default_factory=dict)
 
     def answer_logq(self, mechanism: Mechanism) -> FloatArray:
         """log q per query of the answer step, shared by the rows of one answer step."""
-        key = answer_key(mechanism)
-        if key not in self.logq:
+
+        def compute() -> FloatArray:
             terms = query_terms(
                 self.counts, mechanism, answer_only=True, chunk_size=self.chunk_size
             )
             assert terms.logq is not None
-            self.logq[key] = terms.logq
-        return self.logq[key]
+            return terms.logq
+
+        return _shared(self.logq, mechanism.answer_step, compute)
 
     def agreement(self, mechanism: Mechanism) -> FloatArray:
         """Per query, the probability that the answer step's noisy label is the plurality
         label (``core.agreement``, by quadrature), shared by the rows of one answer step."""
-        key = answer_key(mechanism)
-        if key not in self.agreements:
-            self.agreements[key] = mechanism.answer_step.agreement(self.counts)
-        return self.agreements[key]
+        step = mechanism.answer_step
+        return _shared(self.agreements, step, lambda: step.agreement(self.counts))
 
     def terms(self, mechanism: Mechanism) -> QueryTerms:
-        """The per-query terms of one setting, shared with the rows that have the same."""
+        """The per-query terms of one setting, shared with the rows of the same steps."""
         logq = self.answer_logq(mechanism)
         step = mechanism.threshold_step
         if step is None:
             return QueryTerms(None, None, logq, logq.size)
-        interactive = mechanism.needs_baseline
-        key = (step.threshold, step.sigma1, interactive)
-        if key not in self.gate:
-            self.gate[key] = query_terms(
+        interactive = mechanism.needs_baseline  # its statistic reads votes - baseline
+        gate = _shared(
+            self.gate,
+            (step, interactive),
+            lambda: query_terms(
                 self.counts,
                 mechanism,
                 baseline=self.baseline if interactive else None,
                 half_even=self.half_even,
                 need_logq=False,
                 chunk_size=self.chunk_size,
-            )
-        gate = self.gate[key]
+            ),
+        )
         return QueryTerms(
             gate.log_pr_answered,
             gate.logq_threshold,
@@ -204,14 +232,13 @@ class _SharedTerms:
         cost: Callable[[FloatArray], FloatArray],
     ) -> FloatArray:
         """``sum_over_queries``, with the distinct values and their costs kept for later rows."""
-        if id(values) not in self.grouped:
+        found = self.grouped.get(id(values))
+        if found is None or found.values is not values:
             unique, inverse = np.unique(values, return_inverse=True)
-            self.grouped[id(values)] = (unique, inverse.ravel())
-        unique, inverse = self.grouped[id(values)]
-        if (id(values), key) not in self.costs:
-            self.costs[id(values), key] = cost(unique)
-        per_value = np.bincount(inverse, weights=weights, minlength=unique.size)
-        return np.asarray(per_value, dtype=np.float64) @ self.costs[id(values), key]
+            found = self.grouped[id(values)] = _Distinct(values, unique, inverse.ravel())
+        per_value = np.bincount(found.inverse, weights=weights, minlength=found.unique.size)
+        costs = _shared(found.costs, key, lambda: cost(found.unique))
+        return np.asarray(per_value, dtype=np.float64) @ costs
 
 
 @dataclass(frozen=True)

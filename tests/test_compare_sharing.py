@@ -1,0 +1,262 @@
+"""``compare`` shares per-query terms between rows of the same step only: every built-in and
+two plugins side by side, in every order, each row what ``analyze`` says of it alone; and a
+column for every parameter that varies across the rows (text, JSON, CSV).
+
+The plugins, registered in-process: docs/mechanisms.md's Gumbel-max, and a threshold plugin
+whose step has a Confident-GNMax row's very numbers (T, sigma1) but another statistic (the
+gap between the two largest counts), so that terms shared by parameter values alone would
+give one row the other's.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from pate_cli.choices import Conversion
+from pate_cli.core import threshold as threshold_core
+from pate_cli.jobs import comparison
+from pate_cli.jobs.analysis import analysis_report
+from pate_cli.mechanisms import (
+    ConfidentGNMax,
+    GNMax,
+    InteractiveGNMax,
+    LNMax,
+    Mechanism,
+    Parameter,
+    register,
+)
+from pate_cli.mechanisms.confident import THRESHOLD
+from pate_cli.mechanisms.gnmax import SIGMA
+from pate_cli.mechanisms.registry import unregister
+from pate_cli.mechanisms.steps import (
+    GaussianAnswer,
+    GaussianPart,
+    ThresholdCost,
+    ThresholdTerms,
+)
+from pate_cli.orders import parse_orders
+from pate_cli.votes import load_votes
+from tests.conftest import MNIST
+
+ROOT = Path(__file__).resolve().parent.parent
+ORDERS = parse_orders(None)
+DELTA = 1e-5
+QUERIES = 1000
+
+# ---------------------------------------------------------------------------
+# The plugins.
+
+GAP_SIGMA = Parameter(
+    "gap_sigma",
+    "Gap threshold: the std of the Gaussian noise on the gap between the two largest counts.",
+    symbol="G1",
+)
+
+
+@dataclass(frozen=True)
+class GapThreshold:
+    """Answer when the gap between the two largest counts plus N(0, sigma1^2) reaches
+    ``threshold``. A teacher's change moves that gap by up to 2 (one count down, another
+    up), so every bound is the Gaussian threshold's at a statistic moving by 2."""
+
+    threshold: float
+    sigma1: float
+    bound: ClassVar[str] = "theorem6"
+    name: ClassVar[str] = "gap-threshold"
+
+    def terms(self, values, half_even):  # type: ignore[no-untyped-def]
+        ordered = np.sort(np.asarray(values, dtype=np.float64), axis=1)
+        margins = (ordered[:, -1] - ordered[:, -2] - self.threshold) / self.sigma1
+        log_pr, logq = threshold_core.outcomes_from_margins(margins)
+        return ThresholdTerms(margins, log_pr, logq, 2)
+
+    def moves(self, values, half_even):  # type: ignore[no-untyped-def]
+        return 2
+
+    def cost(self, orders, moves):  # type: ignore[no-untyped-def]
+        function = partial(
+            threshold_core.rdp_threshold, sigma1=self.sigma1, orders=orders, sensitivity=moves
+        )
+        # The built-in threshold's own words: what a plugin copying it would name its cost.
+        return ThresholdCost("logq_threshold", ("threshold", self.sigma1, moves), function)
+
+    def data_independent(self, orders, moves):  # type: ignore[no-untyped-def]
+        return threshold_core.rdp_threshold_data_independent(self.sigma1, orders, sensitivity=moves)
+
+    def joint(self, margins, orders, answer, moves):  # type: ignore[no-untyped-def]
+        return threshold_core.rdp_threshold_joint(
+            margins, self.sigma1, orders, answer, shift=float(moves)
+        )
+
+    def part(self, queries, moves):  # type: ignore[no-untyped-def]
+        return GaussianPart.of(queries * moves**2, self.sigma1)
+
+
+@dataclass(frozen=True)
+class GapConfident(Mechanism):
+    """Confident-GNMax's answer behind a threshold on the top-two gap."""
+
+    name: ClassVar[str] = "gap-confident"
+    short: ClassVar[str] = "gap"
+    parameters: ClassVar[tuple[Parameter, ...]] = (THRESHOLD, GAP_SIGMA, SIGMA)
+    answers_every_query: ClassVar[bool] = False
+
+    threshold: float
+    gap_sigma: float
+    sigma: float
+
+    @property
+    def threshold_step(self) -> GapThreshold:  # type: ignore[override]
+        return GapThreshold(self.threshold, self.gap_sigma)
+
+    @property
+    def answer_step(self) -> GaussianAnswer:
+        return GaussianAnswer(self.sigma)
+
+
+LOOSE_SIGMA = Parameter(
+    "loose_sigma", "Loose GNMax: its noise std (log q bounded twice Prop. 7's).", symbol="LS"
+)
+
+
+@dataclass(frozen=True)
+class LooseAnswer(GaussianAnswer):
+    """GNMax's answer with q bounded by twice Prop. 7's bound (above it, so still a bound):
+    the built-in's numbers and the built-in's ``key``, another log q."""
+
+    def logq(self, counts):  # type: ignore[no-untyped-def]
+        return np.minimum(super().logq(counts) + np.log(2.0), 0.0)
+
+
+@dataclass(frozen=True)
+class LooseGNMax(Mechanism):
+    """GNMax through ``LooseAnswer``."""
+
+    name: ClassVar[str] = "loose-gnmax"
+    short: ClassVar[str] = "loose"
+    parameters: ClassVar[tuple[Parameter, ...]] = (LOOSE_SIGMA,)
+
+    loose_sigma: float
+
+    @property
+    def answer_step(self) -> LooseAnswer:
+        return LooseAnswer(self.loose_sigma)
+
+
+def _gumbel_module() -> types.ModuleType:
+    """docs/mechanisms.md's whole Gumbel-max plugin, as a module of its own."""
+    section = (ROOT / "docs" / "mechanisms.md").read_text().split("## Gumbel-max", 1)[1]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    module = types.ModuleType("gumbel_max_of_the_docs")
+    sys.modules[module.__name__] = module  # dataclasses read their module's names
+    exec(compile(code, "docs/mechanisms.md", "exec"), module.__dict__)
+    return module
+
+
+GUMBEL = _gumbel_module()
+GumbelMax = GUMBEL.GumbelMax
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plugins() -> Iterator[None]:
+    kinds = (GapConfident, LooseGNMax, GumbelMax)
+    for kind in kinds:
+        register(kind)
+    yield
+    for kind in kinds:
+        unregister(kind.name)
+
+
+# ---------------------------------------------------------------------------
+# Every row equals its own analysis, in any order.
+
+
+@pytest.fixture(scope="module")
+def votes():
+    return load_votes(MNIST, queries=QUERIES)
+
+
+@pytest.fixture(scope="module")
+def baseline(votes):
+    # A fractional baseline on the votes' scale (Interactive-GNMax's threshold reads votes -
+    # baseline).
+    rng = np.random.default_rng(3)
+    return np.round(rng.dirichlet(np.ones(10), size=votes.num_queries) * 250) / 2
+
+
+# One row of each kind: the Confident, Interactive and gap rows share T and sigma1, the gap
+# row's answer step is theirs and GNMax's (sigma 40), the loose row's has its numbers and key.
+SETTINGS = (
+    GNMax(40.0),
+    ConfidentGNMax(200.0, 150.0, 40.0),
+    InteractiveGNMax(200.0, 150.0, 40.0),
+    LNMax(0.05),
+    GapConfident(200.0, 150.0, 40.0),
+    LooseGNMax(40.0),
+    GumbelMax(temperature=4.0),
+)
+
+
+def _orders() -> list[tuple[int, ...]]:
+    """Every rotation of the settings and of their reverse: each setting comes first once and
+    every two come in both orders."""
+    n = len(SETTINGS)
+    ahead = [tuple((i + k) % n for i in range(n)) for k in range(n)]
+    return ahead + [tuple(reversed(order)) for order in ahead]
+
+
+@pytest.fixture(scope="module")
+def alone(votes, baseline):
+    """Each setting's analysis alone, and its compare row alone (for the agreement)."""
+    found = {}
+    for mechanism in SETTINGS:
+        base = baseline if mechanism.needs_baseline else None
+        report = analysis_report(votes, mechanism, ORDERS, DELTA, Conversion.CLASSIC, baseline=base)
+        (row,) = comparison.compare_rows(
+            votes.counts, [mechanism], ORDERS, DELTA, Conversion.CLASSIC, baseline=base
+        )
+        found[mechanism] = (report, row)
+    return found
+
+
+def _assert_is_its_own(row, report, single) -> None:
+    """A compare row equal to ``analyze`` of its setting alone, and to its row alone."""
+    for name in ("data_dependent", "data_independent", "worst_case"):
+        mine, theirs = getattr(row, name), getattr(report, name)
+        assert mine.order == theirs.order, (row.mechanism, name)
+        np.testing.assert_allclose(mine.epsilon, theirs.epsilon, rtol=1e-12)
+        np.testing.assert_allclose(mine.rdp, theirs.rdp, rtol=1e-12)
+    np.testing.assert_allclose(row.expected_answered, report.expected_answered, rtol=1e-12)
+    assert row.exact == report.exact_worst_case
+    assert row.agreement == single.agreement
+
+
+@pytest.mark.parametrize("order", _orders(), ids=lambda o: "".join(map(str, o)))
+def test_every_row_is_its_own_analysis_in_any_order(votes, baseline, alone, order):
+    grid = [SETTINGS[i] for i in order]
+    rows = comparison.compare_rows(
+        votes.counts, grid, ORDERS, DELTA, Conversion.CLASSIC, baseline=baseline
+    )
+    for mechanism, row in zip(grid, rows, strict=True):
+        assert row.mechanism == mechanism
+        _assert_is_its_own(row, *alone[mechanism])
+
+
+def test_the_steps_of_the_same_numbers_cost_differently(alone):
+    """The gap and the Confident threshold, the loose and the GNMax answer: the same numbers,
+    other figures; terms shared by the numbers would give one row the other's."""
+    confident, gap = alone[SETTINGS[1]][0], alone[SETTINGS[4]][0]
+    assert gap.expected_answered < 0.9 * confident.expected_answered
+    assert gap.data_dependent.epsilon > confident.data_dependent.epsilon
+    gnmax, loose = alone[SETTINGS[0]][0], alone[SETTINGS[5]][0]
+    assert loose.data_dependent.epsilon > gnmax.data_dependent.epsilon
