@@ -20,7 +20,8 @@ from pate_cli.errors import ExitCode, UnsupportedError
 from pate_cli.mechanisms import Mechanism, Parameter, register
 from pate_cli.mechanisms.aggregators import aggregate_gnmax
 from pate_cli.mechanisms.registry import unregister
-from pate_cli.mechanisms.steps import GaussianAnswer, LaplaceAnswer
+from pate_cli.mechanisms.lnmax import LaplaceAnswer
+from pate_cli.mechanisms.steps import GaussianAnswer
 from tests.conftest import MNIST, run_cli
 
 PACKAGE = Path(pate.__file__).parent
@@ -84,7 +85,7 @@ class OddAnswer:
     """An answer step of a kind no release has a local-sensitivity table for."""
 
     gamma: float
-    local_sensitivity: ClassVar[None] = None  # it says it has none (LNMax's costs otherwise)
+    release: ClassVar[None] = None  # it says it has none (LNMax's costs otherwise)
 
     def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
         return getattr(LaplaceAnswer(self.gamma), name)

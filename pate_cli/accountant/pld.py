@@ -23,7 +23,13 @@ from pate_cli.core.pld_exact import TooManyClassesError
 from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.errors import UnsupportedError, UsageError
 from pate_cli.mechanisms import Mechanism
-from pate_cli.mechanisms.steps import GaussianPart, PurePart, joined
+from pate_cli.mechanisms.steps import (
+    GaussianPart,
+    PurePart,
+    gaussian_threshold,
+    joined,
+    pld_answer,
+)
 
 FloatArray = NDArray[np.float64]
 
@@ -79,8 +85,9 @@ class _Mu:
 
 def check_pld(mechanism: Mechanism, method: str) -> None:
     """Refuse, before any work, a method or a mechanism the account does not cover: queries
-    chosen from earlier answers, noise that is not Gaussian, an answer step without the
-    members ``method`` reads (a plugin's, made before the account asked for them)."""
+    chosen from earlier answers, noise that is not Gaussian, a threshold step that is not a
+    Gaussian threshold (no ``gaussian`` member), an answer step without the members
+    ``method`` reads (a plugin's, made before the account asked for them)."""
     if method not in METHODS:
         raise UsageError(f"pld={method!r}: expected one of {', '.join(METHODS)}")
     if mechanism.adaptive_queries:
@@ -89,9 +96,10 @@ def check_pld(mechanism: Mechanism, method: str) -> None:
             "account stays on Renyi DP (--pld composes a fixed list of queries)"
         )
     _check_range(_query_mu(mechanism, 1), mechanism.name)
+    if mechanism.threshold_step is not None:
+        gaussian_threshold(mechanism.threshold_step, f"{mechanism.name}: --pld")
     member = "outcome_bounds" if method == "exact" else "logq_neighbour"
-    if not hasattr(mechanism.answer_step, member):
-        raise UnsupportedError(f"{mechanism.name}: its answer step has no {member} (--pld)")
+    pld_answer(mechanism.answer_step, mechanism.name, member)
 
 
 def _query_mu(mechanism: Mechanism, moves: int, *, answer_only: bool = False) -> float:
@@ -176,7 +184,7 @@ def _qbound(
     for every neighbour (every gap less 2) of the answer step; with a threshold step, its
     margin z = (h - T) / sigma1 and the most a neighbour moves it, moves / sigma1."""
     seen = terms.num_seen
-    answer = mechanism.answer_step
+    answer = pld_answer(mechanism.answer_step, mechanism.name, "logq_neighbour")
     assert terms.logq is not None
     neighbour = terms.logq_neighbour
     if neighbour is None:  # terms made without it (compare's, a library caller's)
@@ -188,7 +196,7 @@ def _qbound(
     if step is None:
         return pld.qbound_epsilon(terms.logq, neighbour, mu_answer, delta, grid=grid)
     assert terms.margins is not None
-    shift = terms.threshold_sensitivity / step.sigma1
+    shift = terms.threshold_sensitivity / gaussian_threshold(step, "--pld").sigma1
     return pld.confident_epsilon(
         terms.margins,
         shift,
@@ -207,7 +215,8 @@ def _exact(
     """The exact pairs: each distinct histogram's worst-neighbour profiles, composed."""
     from pate_cli.core.pld_exact import worst_neighbour_profiles_many
 
-    bounds = mechanism.answer_step.outcome_bounds(mechanism.threshold_step)
+    answer = pld_answer(mechanism.answer_step, mechanism.name, "outcome_bounds")
+    bounds = answer.outcome_bounds(mechanism.threshold_step)
     rows = []
     for start in range(0, seen, _CHUNK):
         block = read_rows(votes, start, min(start + _CHUNK, seen))

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from pate_cli.core._common import thread_count
 from pate_cli.core.compact import Counts, parts, read_rows
 from pate_cli.mechanisms import Mechanism
+from pate_cli.mechanisms.steps import pld_answer
 
 DEFAULT_CHUNK_SIZE = 1 << 16
 
@@ -96,6 +97,11 @@ def query_terms(
     step1_margins = np.empty(seen) if is_threshold else None
     logq = np.empty(seen) if need_logq else None
     neighbour = np.empty(seen) if need_neighbour else None
+    pld = (
+        pld_answer(mechanism.answer_step, mechanism.name, "logq_neighbour")
+        if need_neighbour
+        else None
+    )
     sensitivities = [1]
 
     def chunk(start: int) -> int:
@@ -111,8 +117,8 @@ def query_terms(
             sensitivities.append(found.moves)
         if logq is not None:
             logq[start:stop] = mechanism.answer_step.logq(counts)
-        if neighbour is not None:
-            neighbour[start:stop] = mechanism.answer_step.logq_neighbour(counts)
+        if neighbour is not None and pld is not None:
+            neighbour[start:stop] = pld.logq_neighbour(counts)
         return stop - start
 
     starts = range(0, seen, chunk_size)

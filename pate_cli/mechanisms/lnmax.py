@@ -1,19 +1,36 @@
-"""LNMax (2017): the plurality label plus Laplace noise on every count."""
+"""LNMax (2017): the plurality label plus Laplace noise on every count.
+
+Written as a plugin is (docs/mechanisms.md): every name it reads is one the docs document,
+its answer step's formulas from ``pate_cli.core``, its release the one it brings, its labels
+from the public samplers. It stays built in and registered as ever.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, ClassVar
 
-from pate_cli.mechanisms.base import Mechanism, Run
+from pate_cli.core.agreement import laplace_agreement
+from pate_cli.core.lnmax import logq_lnmax, rdp_lnmax, rdp_lnmax_data_independent
+from pate_cli.core.outcomes import laplace_log_probabilities
+from pate_cli.mechanisms.base import Mechanism
 from pate_cli.mechanisms.parameters import Cost, Parameter
-from pate_cli.mechanisms.steps import LaplaceAnswer
+from pate_cli.mechanisms.releases import LaplaceRelease
+from pate_cli.mechanisms.samplers import Laplace, answer_every_query, noisy_max
+from pate_cli.mechanisms.steps import PurePart
 
 if TYPE_CHECKING:
     import numpy as np
+    from numpy.typing import NDArray
 
+    from pate_cli.core.compact import Counts
     from pate_cli.files.seeds import Noise
+    from pate_cli.mechanisms.base import Run
     from pate_cli.mechanisms.samplers import AggregationResult
+
+    FloatArray = NDArray[np.float64]
 
 
 GAMMA = Parameter(
@@ -23,6 +40,42 @@ GAMMA = Parameter(
     unit="1/votes",
     cost=Cost.RISES,
 )
+
+
+@dataclass(frozen=True)
+class LaplaceAnswer:
+    """LNMax's answer (2017): argmax of the counts plus Laplace noise of scale 1/gamma."""
+
+    gamma: float
+    name: ClassVar[str] = "lnmax"
+
+    @property
+    def release(self) -> LaplaceRelease:
+        # F(q) of Theorem 3 of 2017 over the ball of q (core.ls_lnmax), at gamma.
+        return LaplaceRelease(self.gamma)
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        return ("lnmax", self.gamma)
+
+    def logq(self, counts: Counts) -> FloatArray:
+        return logq_lnmax(counts, self.gamma)  # Lemma 4 of 2017
+
+    def cost(self, orders: FloatArray) -> Callable[[FloatArray], FloatArray]:
+        return partial(rdp_lnmax, gamma=self.gamma, orders=orders)  # Theorem 3 of 2017
+
+    def data_independent(self, orders: FloatArray) -> FloatArray:
+        return rdp_lnmax_data_independent(self.gamma, orders)  # pure 2 gamma-DP
+
+    def part(self, answered: float) -> PurePart:
+        # Laplace noise on counts of L1 sensitivity 2: each answer is (2 gamma)-DP.
+        return PurePart(2.0 * self.gamma, int(answered))
+
+    def agreement(self, counts: Counts) -> FloatArray:
+        return laplace_agreement(counts, self.gamma)  # by quadrature
+
+    def log_probabilities(self, counts: FloatArray) -> FloatArray:
+        return laplace_log_probabilities(counts, self.gamma)  # by quadrature
 
 
 @dataclass(frozen=True)
@@ -41,7 +94,7 @@ class LNMax(Mechanism):
         return LaplaceAnswer(self.gamma)
 
     def run(self, counts: np.ndarray, noise: Noise, run: Run) -> AggregationResult:
-        from pate_cli.mechanisms.aggregators import aggregate_lnmax
-
-        rng = noise.generator("aggregate-answer")
-        return aggregate_lnmax(counts, self.gamma, rng, **run.limits)
+        # Laplace.of_rate: a subnormal gamma's scale overflows to inf, and the noise decides.
+        noise_of = Laplace.of_rate(self.gamma)
+        labels = noisy_max(counts, noise_of, noise.generator("aggregate-answer"))
+        return answer_every_query(labels, **run.limits)

@@ -55,12 +55,14 @@ import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Self
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtri
 
-from pate_cli.core.compact import Compact
+from pate_cli.core.compact import Compact, parts
+from pate_cli.core.threshold import round_votes
 from pate_cli.mechanisms.parameters import checked
 
 __all__ = [
@@ -71,8 +73,10 @@ __all__ = [
     "Gumbel",
     "Laplace",
     "answer_every_query",
+    "answer_where",
     "apply_stop_conditions",
     "noisy_max",
+    "noisy_threshold",
 ]
 
 # Class noise is drawn in blocks of about this many elements; results do not depend on it.
@@ -160,7 +164,7 @@ def _row_blocks(num_queries: int, num_classes: int) -> Iterator[slice]:
         yield slice(start, start + step)
 
 
-Unit = Callable[[tuple[int, int]], NDArray[np.float64]]
+Unit = Callable[[tuple[int, ...]], NDArray[np.float64]]
 """unit(shape): independent unit noises (scale 1) of that shape, drawn in row-major order."""
 Largest = Callable[[NDArray[np.int64]], NDArray[np.float64]]
 """largest(k): per row, the largest of k[row] independent unit noises (-inf for k = 0)."""
@@ -253,6 +257,19 @@ class _Scaled:
     def __post_init__(self) -> None:
         object.__setattr__(self, "scale", checked("scale", self.scale))  # frozen: set here only
 
+    @classmethod
+    def of_rate(cls, rate: float) -> Self:
+        """Noise of scale 1 / ``rate`` (LNMax's gamma): where 1 / rate overflows (a subnormal
+        rate), the scale is inf and the noise alone decides every label, as ``noisy_max``
+        decides a row whose noisy values leave the float range.
+
+        Raises:
+            UsageError: rate is not a finite number greater than 0 (a ``ValueError``).
+        """
+        noise = object.__new__(cls)
+        object.__setattr__(noise, "scale", 1.0 / checked("rate", rate))
+        return noise
+
 
 @dataclass(frozen=True)
 class Laplace(_Scaled):
@@ -315,6 +332,50 @@ def noisy_max(
         raise TypeError(f"noise must be Gaussian, Laplace or Gumbel, got {type(noise).__name__}")
     _check_rng(rng)
     return _noisy_argmax(counts, noise.scale, type(noise), rng)
+
+
+def noisy_threshold(
+    values: ArrayLike | Compact,
+    threshold: float,
+    noise: ClassNoise,
+    rng: np.random.Generator,
+    *,
+    half_even: bool = False,
+) -> NDArray[np.bool_]:
+    """Which queries a noisy threshold answers: round(max_j values[i, j]) + noise >= threshold.
+
+    Confident-GNMax's threshold step with ``Gaussian(sigma1)`` (2018, Algorithm 1), drawn
+    as its aggregator draws it: ``noise.scale`` times the unit noise of the kind, (Q,) from
+    ``rng``, whatever the values. ``round`` is ``core.threshold.round_votes`` (half up, or
+    half to even with ``half_even``), as in the accounting's probabilities.
+
+    Args:
+        values: the statistic's votes (Q, C): the counts, or the counts minus a baseline.
+        threshold: T, the noisy top count a query needs to be answered.
+        noise: what is added to the rounded top count (``Gaussian(sigma1)``, ...).
+        rng: the stream of this step (``noise.generator("aggregate-threshold")``).
+        half_even: round half to even, as the 2018 reference does.
+
+    Returns:
+        The answered mask, bool (Q,).
+
+    Raises:
+        ValueError: a NaN threshold, values not (Q, C).
+        TypeError: noise is not a ``ClassNoise``, or rng not a numpy Generator.
+    """
+    if not isinstance(noise, Gaussian | Laplace | Gumbel):
+        raise TypeError(f"noise must be Gaussian, Laplace or Gumbel, got {type(noise).__name__}")
+    _check_rng(rng)
+    if np.isnan(threshold):
+        raise ValueError("threshold must not be NaN")
+    rows, _, _ = parts(values if isinstance(values, Compact) else np.asarray(values, float))
+    if rows.ndim != 2:
+        raise ValueError(f"values must have shape (queries, classes), got {rows.shape}")
+    top = round_votes(rows.max(axis=1), half_even=half_even)
+    with np.errstate(over="ignore"):  # an infinite draw passes or fails, as it should
+        drawn = noise.scale * type(noise)._unit(rng)((rows.shape[0],))
+    answered: NDArray[np.bool_] = top + drawn >= threshold
+    return answered
 
 
 def _noisy_argmax(
@@ -475,6 +536,34 @@ def answer_every_query(
         labels,
         answered,
         _teacher_branch(answered),
+        max_answered=max_answered,
+        max_queries=max_queries,
+    )
+
+
+def answer_where(
+    answered: ArrayLike,
+    labels: ArrayLike,
+    *,
+    max_answered: int | None = None,
+    max_queries: int | None = None,
+) -> AggregationResult:
+    """The result of a mechanism with a threshold step: the teachers' label where
+    ``answered`` (``Branch.TEACHERS``), nothing elsewhere (-1, ``ABSTAINED``), under the stop
+    conditions of ``apply_stop_conditions``. Draws nothing: ``answered`` comes from a
+    threshold's sampler (``noisy_threshold``), ``labels`` from ``noisy_max``.
+
+    Raises:
+        ValueError: arrays not of one (Q,) shape, labels not integers, or bad limits.
+    """
+    mask = np.asarray(answered, dtype=bool)
+    labels = np.asarray(labels)
+    if mask.shape != labels.shape:
+        raise ValueError(f"answered {mask.shape} and labels {labels.shape} differ")
+    return apply_stop_conditions(
+        np.where(mask, labels, -1).astype(labels.dtype),
+        mask,
+        _teacher_branch(mask),
         max_answered=max_answered,
         max_queries=max_queries,
     )

@@ -3,13 +3,18 @@
 An answer step labels a query by a noisy argmax of its votes; a threshold step decides
 whether the query is answered at all. Each gives, from its own parameters: the per-query
 scalar its data-dependent cost depends on, that cost, its data-independent cost, and its
-share of an exact account (a :class:`Part`); an answer step also names the table that bounds
-the local sensitivity of its cost, for the smooth-sensitivity release (or has none). The
-formulas live in ``pate_cli.core``; a step only says which one is its own.
+share of an exact account (a :class:`Part`); an answer step also brings its
+smooth-sensitivity release (``release``, a value of ``pate_cli.mechanisms.releases``, or
+None). The formulas live in ``pate_cli.core``; a step only says which one is its own.
+docs/mechanisms.md documents both protocols, which members are optional and what each
+switches on.
 
 Everything above this package asks a step or a part, never its type: a part says how it
 composes (``joined``) and what it is (``read``), a step what it is called (``name``, the
-key of its entry in a release's JSON) and which table bounds it (``local_sensitivity``).
+key of its entry in a release's JSON), which release it brings (``release``) and, for a
+threshold step, whether it is the Gaussian threshold the Gaussian-only features read
+(``gaussian``). Steps are frozen dataclasses: hashable, and equal only to a step of their
+class with the same fields, so a step is its own key wherever terms or costs are shared.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar, cast
 
 from pate_cli.errors import UnsupportedError
+from pate_cli.mechanisms.releases import GaussianRelease, Release
 
 if TYPE_CHECKING:
     import numpy as np
@@ -30,14 +36,11 @@ if TYPE_CHECKING:
     from pate_cli.core.compact import Counts
 
     FloatArray = NDArray[np.float64]
+    BoolArray = NDArray[np.bool_]
 
 CostKey = tuple[object, ...]
 OutcomeBounds = Callable[["FloatArray"], tuple["FloatArray", "FloatArray"]]
 """histograms (K, C) -> lower and upper bounds on the log-probabilities of the outcomes."""
-_NO_PLD = (
-    "lnmax: the privacy-loss-distribution account (--pld) covers Gaussian noise "
-    "(GNMax, Confident-GNMax); LNMax stays on Renyi DP"
-)
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
@@ -158,29 +161,23 @@ def step_names(threshold: ThresholdStep | None, answer: AnswerStep) -> tuple[str
     return ("threshold" if threshold is None else threshold.name), answer.name
 
 
-@dataclass(frozen=True)
-class LocalSensitivity:
-    """The table that bounds the local sensitivity of an answer step's data-dependent RDP at
-    every distance, for its smooth-sensitivity release (2018, Appendix B): ``table`` names the
-    module of ``pate_cli.core`` that holds it ("ls_gnmax", composed with the threshold
-    step's in ``core.smooth``; "ls_lnmax"), ``noise`` the parameter of the step's noise it is
-    made for (GNMax's sigma, LNMax's gamma)."""
-
-    table: str
-    noise: float
-
-
 class AnswerStep(Protocol):
-    """What the accountant and the release ask of an answer step."""
+    """What the accountant, the release and ``pate_cli.testing`` ask of an answer step, the
+    noisy argmax that labels an answered query. The members below; and, each optional and
+    switching on one feature (docs/mechanisms.md), ``logq_neighbour`` and ``outcome_bounds``
+    (:class:`PldAnswer`: the privacy-loss-distribution account, ``--pld`` and ``--pld
+    exact``) and ``log_probabilities(counts)`` (per histogram, the log-probability of each
+    label, (Q, C), exact to rounding: the test kit's checks of the sampler and the RDP)."""
 
     @property
     def name(self) -> str:
         """What the step is called: its key in a release's ``data_independent_steps``."""
 
     @property
-    def local_sensitivity(self) -> LocalSensitivity | None:
-        """The table that bounds the local sensitivity of its data-dependent RDP, for the
-        smooth-sensitivity release; None where there is none (no release then)."""
+    def release(self) -> Release | None:
+        """Its smooth-sensitivity release (``releases.GaussianRelease(sigma)``,
+        ``releases.LaplaceRelease(gamma)``); None (or no such member): none, and the
+        release says so in one line."""
 
     @property
     def key(self) -> CostKey:
@@ -188,14 +185,6 @@ class AnswerStep(Protocol):
 
     def logq(self, counts: Counts) -> FloatArray:
         """log q per query: the probability of not releasing the plurality label, bounded."""
-
-    def logq_neighbour(self, counts: Counts) -> FloatArray:
-        """log of a bound on that probability for every neighbour of the votes (the same
-        plurality label), for the privacy-loss-distribution account."""
-
-    def outcome_bounds(self, threshold: ThresholdStep | None) -> OutcomeBounds:
-        """Bounds on the log-probabilities of one query's outcomes (after ``threshold``'s
-        abstention, when given) as a function of its histograms, for the exact pairs."""
 
     def cost(self, orders: FloatArray) -> Callable[[FloatArray], FloatArray]:
         """RDP of one answer as a function of log q, at ``orders``."""
@@ -210,25 +199,48 @@ class AnswerStep(Protocol):
         """Per query, the probability that the noisy label is the plurality label."""
 
 
+class PldAnswer(AnswerStep, Protocol):
+    """An answer step with the members of the privacy-loss-distribution account."""
+
+    def logq_neighbour(self, counts: Counts) -> FloatArray:
+        """(``--pld``) log of a bound on the probability of not releasing the plurality label
+        for every neighbour of the votes (the same plurality label)."""
+
+    def outcome_bounds(self, threshold: ThresholdStep | None) -> OutcomeBounds:
+        """(``--pld exact``) bounds on the log-probabilities of one query's outcomes (after
+        ``threshold``'s abstention, when given) as a function of its histograms."""
+
+
+def pld_answer(step: AnswerStep, name: str, member: str) -> PldAnswer:
+    """``step`` as the privacy-loss-distribution account reads it, once it has ``member``
+    ("logq_neighbour" or "outcome_bounds").
+
+    Raises:
+        UnsupportedError: it has no such member (a plugin's), in one line naming ``name``.
+    """
+    if not hasattr(step, member):
+        raise UnsupportedError(f"{name}: its answer step has no {member} (--pld)")
+    return cast("PldAnswer", step)
+
+
 class ThresholdStep(Protocol):
-    """What the accountant and the release ask of a threshold step: answer a query when its
-    noisy statistic reaches ``threshold``."""
+    """What the accountant, a run and ``pate_cli.testing`` ask of a threshold step: whether
+    a query is answered, drawn from a noisy statistic of its votes. Every threshold step has
+    a ``name``, its sampler (``sample``), its per-query scalars (``terms``, ``moves``), its
+    RDP (``cost``, ``data_independent``, ``joint``) and its share of an exact account
+    (``part``). ``gaussian`` (optional) is the :class:`GaussianThreshold` it is, which the
+    Gaussian-only features read (:func:`gaussian_threshold`): ``--pld``, and the Gaussian
+    release's threshold part, made for the rounded top count plus N(0, sigma1^2) against a
+    threshold; without it, those refuse the mechanism in one line."""
 
     @property
     def name(self) -> str:
         """What the step is called: its key in a release's ``data_independent_steps``."""
 
-    @property
-    def threshold(self) -> float:
-        """The threshold T the noisy statistic is compared with."""
-
-    @property
-    def sigma1(self) -> float:
-        """The standard deviation of the statistic's noise."""
-
-    @property
-    def bound(self) -> str:
-        """How its data-dependent RDP is bounded: "theorem6" or "exact"."""
+    def sample(self, values: FloatArray, rng: np.random.Generator, half_even: bool) -> BoolArray:
+        """Which queries are answered (Q,), drawn from ``rng`` (the run's
+        ``noise.generator("aggregate-threshold")``), for ``values`` (votes, or votes -
+        baseline), (Q, C)."""
 
     def terms(self, values: FloatArray, half_even: bool) -> ThresholdTerms:
         """The per-query scalars of ``values`` (votes, or votes - baseline)."""
@@ -259,9 +271,9 @@ class GaussianAnswer:
     name: ClassVar[str] = "gnmax"
 
     @property
-    def local_sensitivity(self) -> LocalSensitivity:
+    def release(self) -> GaussianRelease:
         # Algorithms 4-5 of 2018 (core.ls_gnmax), at the noise of the answer.
-        return LocalSensitivity("ls_gnmax", self.sigma)
+        return GaussianRelease(self.sigma)
 
     @property
     def key(self) -> CostKey:
@@ -282,12 +294,18 @@ class GaussianAnswer:
 
         if threshold is None:
             return partial(pld_exact.gnmax_log_prob_bounds, sigma=self.sigma)
+        gaussian = gaussian_threshold(threshold, "--pld exact")
         return partial(
             pld_exact.confident_log_prob_bounds,
-            threshold=threshold.threshold,
-            sigma1=threshold.sigma1,
+            threshold=gaussian.threshold,
+            sigma1=gaussian.sigma1,
             sigma=self.sigma,
         )
+
+    def log_probabilities(self, counts: FloatArray) -> FloatArray:
+        from pate_cli.core import outcomes
+
+        return outcomes.gaussian_log_probabilities(counts, self.sigma)  # by quadrature
 
     def cost(self, orders: FloatArray) -> Callable[[FloatArray], FloatArray]:
         from pate_cli.core import gnmax
@@ -310,57 +328,13 @@ class GaussianAnswer:
 
 
 @dataclass(frozen=True)
-class LaplaceAnswer:
-    """LNMax's answer (2017): argmax of the counts plus Laplace noise of scale 1/gamma."""
-
-    gamma: float
-    name: ClassVar[str] = "lnmax"
-
-    @property
-    def local_sensitivity(self) -> LocalSensitivity:
-        # F(q) of Theorem 3 of 2017 over the ball of q (core.ls_lnmax), at gamma.
-        return LocalSensitivity("ls_lnmax", self.gamma)
-
-    @property
-    def key(self) -> CostKey:
-        return ("lnmax", self.gamma)
-
-    def logq(self, counts: Counts) -> FloatArray:
-        from pate_cli.core import lnmax
-
-        return lnmax.logq_lnmax(counts, self.gamma)  # Lemma 4 of 2017
-
-    def logq_neighbour(self, counts: Counts) -> FloatArray:
-        raise UnsupportedError(_NO_PLD)
-
-    def outcome_bounds(self, threshold: ThresholdStep | None) -> OutcomeBounds:
-        raise UnsupportedError(_NO_PLD)
-
-    def cost(self, orders: FloatArray) -> Callable[[FloatArray], FloatArray]:
-        from pate_cli.core import lnmax
-
-        return partial(lnmax.rdp_lnmax, gamma=self.gamma, orders=orders)  # Theorem 3 of 2017
-
-    def data_independent(self, orders: FloatArray) -> FloatArray:
-        from pate_cli.core import lnmax
-
-        return lnmax.rdp_lnmax_data_independent(self.gamma, orders)  # pure 2 gamma-DP
-
-    def part(self, answered: float) -> Part:
-        # Laplace noise on counts of L1 sensitivity 2: each answer is (2 gamma)-DP.
-        return PurePart(2.0 * self.gamma, int(answered))
-
-    def agreement(self, counts: Counts) -> FloatArray:
-        from pate_cli.core import agreement
-
-        return agreement.laplace_agreement(counts, self.gamma)  # by quadrature
-
-
-@dataclass(frozen=True)
 class ThresholdTerms:
-    """A threshold step's per-query scalars: its statistic in noise units, (h - T) / sigma1,
-    log Pr[answered] and log of the less likely outcome (Q,), and how far a neighbour moves
-    the rounded statistic (1, or 2 under half to even at an exact half)."""
+    """A threshold step's per-query scalars (Q,): its statistic as its ``cost`` and ``joint``
+    read it (the Gaussian threshold's: (h - T) / sigma1, in noise units), log Pr[answered]
+    (the exact probability: the expected accounting's weight, and what ``pate_cli.testing``
+    checks the sampler against) and log of the less likely outcome, each from its own tail;
+    and how far a neighbour moves the statistic (1, or 2 under half to even at an exact
+    half)."""
 
     margins: FloatArray
     log_pr_answered: FloatArray
@@ -370,9 +344,9 @@ class ThresholdTerms:
 
 @dataclass(frozen=True)
 class ThresholdCost:
-    """A threshold step's per-query cost: which of its scalars it reads ("margins" or
-    "logq_threshold", fields of the accountant's terms), what it depends on besides them,
-    and the function."""
+    """A threshold step's per-query cost: which of its scalars it reads ("margins": the
+    terms' ``margins``; "logq_threshold": their ``logq``; fields of the accountant's
+    terms), what it depends on besides them, and the function (Q,) -> (Q, K)."""
 
     statistic: str
     key: CostKey
@@ -389,6 +363,18 @@ class GaussianThreshold:
     sigma1: float
     bound: str = "theorem6"
     name: ClassVar[str] = "threshold"
+
+    @property
+    def gaussian(self) -> GaussianThreshold:
+        return self
+
+    def sample(self, values: FloatArray, rng: np.random.Generator, half_even: bool) -> BoolArray:
+        """round(max values) + N(0, sigma1^2) >= threshold, per query (Algorithm 1, step 1)."""
+        from pate_cli.mechanisms.samplers import Gaussian, noisy_threshold
+
+        return noisy_threshold(
+            values, self.threshold, Gaussian(self.sigma1), rng, half_even=half_even
+        )
 
     def terms(self, values: FloatArray, half_even: bool) -> ThresholdTerms:
         """The per-query scalars of ``values`` (votes, or votes - baseline), (Q, C)."""
@@ -444,3 +430,18 @@ class GaussianThreshold:
     def part(self, queries: float, moves: float) -> Part:
         # The rounded top count moves by ``moves`` (1, or 2 under half to even).
         return GaussianPart.of(queries * moves**2, self.sigma1)
+
+
+def gaussian_threshold(step: ThresholdStep, feature: str) -> GaussianThreshold:
+    """The Gaussian threshold ``step`` is (its ``gaussian`` member), which ``feature`` reads.
+
+    Raises:
+        UnsupportedError: a step without one, in one line.
+    """
+    found: GaussianThreshold | None = getattr(step, "gaussian", None)
+    if found is None:
+        raise UnsupportedError(
+            f"{feature} reads a Gaussian threshold step (rounded top count plus N(0, sigma1^2)); "
+            f"the threshold step {step.name!r} is not one"
+        )
+    return found

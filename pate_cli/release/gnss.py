@@ -16,36 +16,37 @@ the way the reference's ``smooth_sensitivity_table.py`` does:
    answered mask for a realised run), beta and sigma_ss are chosen by the
    reference's rule unless given, and one noisy release is sampled.
 
-LNMax (2017) is released the same way from ``pate_cli.core.ls_lnmax``: one step, every query
-answered, and no condition to check (its per-query bound rises with q, proven there).
+The release is the one the mechanism's answer step brings (its ``release`` member, a value
+of ``pate_cli.mechanisms.releases``), made here by its kind: the GNMax family's
+(:func:`gaussian_release`, whose threshold step must be a Gaussian threshold) or LNMax's
+(``pate_cli.release.laplace``: one step, every query answered, no condition to check). An
+answer step without one is one line, as is a threshold step the release does not cover.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accountant.compose import StepCosts, compose
-from pate_cli.accountant.figures import eps_curve
+from pate_cli.accountant.compose import StepCosts
 from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE, QueryTerms, answer_weights, query_terms
 from pate_cli.choices import Conversion
-from pate_cli.common.spelling import given, option
+from pate_cli.common.spelling import option
 from pate_cli.core import conditions as cond_core
-from pate_cli.core import ls_lnmax
 from pate_cli.core import smooth as smooth_core
-from pate_cli.core.compact import Compact, DenseRows, parts
+from pate_cli.core.compact import Compact
 from pate_cli.core.theorem6 import NumericalRangeError
-from pate_cli.errors import UsageError
-from pate_cli.files.seeds import Noise, os_entropy
+from pate_cli.files.seeds import Noise
 from pate_cli.mechanisms import Mechanism, UnsupportedError
-from pate_cli.mechanisms.steps import LocalSensitivity, step_names
+from pate_cli.mechanisms.releases import GaussianRelease, LaplaceRelease
+from pate_cli.mechanisms.releases import Release as StepRelease
+from pate_cli.mechanisms.steps import GaussianThreshold, gaussian_threshold
+from pate_cli.release.common import AtOrder, Draw, Walk, num_seen, sampled
 from pate_cli.release.conditions import ConditionError, checked_conditions
+from pate_cli.release.laplace import laplace_release
 from pate_cli.release.model import (
     SAMPLE_DECIMALS,
     GnssRelease,
@@ -67,18 +68,14 @@ __all__ = [
     "Release",
     "fixed_beta_sigma_ss",
     "gated_epsilon",
+    "gaussian_release",
     "gnss_release",
+    "laplace_release",
     "not_private_note",
     "on_grid",
 ]
 
 FloatArray = NDArray[np.float64]
-
-
-def _epsilon_at(kind: Conversion, order: float, rdp: float, delta: float) -> float:
-    """Epsilon of an RDP value at one order under the chosen conversion (never below 0)."""
-    value = eps_curve(kind, np.array([order]), np.array([max(rdp, 0.0)]), delta)[0]
-    return float(max(value, 0.0))
 
 
 def _local_sensitivity_total(*args: Any, **kwargs: Any) -> FloatArray:
@@ -91,105 +88,6 @@ def _local_sensitivity_total(*args: Any, **kwargs: Any) -> FloatArray:
             f"{exc}: the local sensitivity cannot be bounded there; choose another "
             f"{option('sigma')}"
         ) from exc
-
-
-def _beta_for_sigma_ss(ls: FloatArray, rdp: float, order: float, sigma_ss: float) -> float:
-    """The reference's beta grid, minimising the release cost with sigma_ss fixed (its first
-    beta when every cost is infinite, as with a vanishing sigma_ss: the release then reports
-    an infinite cost, as it does for a beta given)."""
-    grid = np.arange(0.3 / order, 0.495 / order, 0.01 / order)
-    best, best_cost = float(grid[0]), math.inf
-    for beta in grid:
-        cost = rdp + smooth_core.rdp_gnss(beta, sigma_ss, order)
-        cost += 2 * smooth_core.smooth_sensitivity(ls, beta) * sigma_ss
-        if cost < best_cost:
-            best, best_cost = float(beta), cost
-    return best
-
-
-@dataclass(frozen=True)
-class _AtOrder:
-    """The order of the release, how RDP there becomes epsilon, and the analysis' step costs
-    at every order (``steps``, with ``order_index`` the index of ``order``) when it passes
-    them."""
-
-    order: float
-    delta: float
-    conversion: Conversion
-    steps: StepCosts | None
-    order_index: int | None
-
-    def fields(
-        self,
-        mechanism: Mechanism,
-        terms: QueryTerms,
-        weights: FloatArray | None,
-        data_independent: tuple[bool, bool],
-        num_seen: int,
-    ) -> dict[str, Any]:
-        """The release's fields known before its sensitivity: the costs at ``order`` (read
-        from the analysis' steps when it passes them, else composed), with the steps flagged
-        in ``data_independent`` (threshold, answer) at their data-independent bound."""
-        if self.steps is not None and self.order_index is not None:
-            at_order = self.steps.at(self.order_index, data_independent=data_independent)
-        else:
-            orders = np.array([self.order])
-            at_order = compose(
-                mechanism, terms, orders, weights=weights, data_independent=data_independent
-            )
-        rdp_at_order = float(at_order.data_dependent[0])
-        rdp_independent = float(at_order.data_independent[0])
-        return {
-            "order": self.order,
-            "data_independent_steps": data_independent,
-            "step_names": step_names(mechanism.threshold_step, mechanism.answer_step),
-            "expected_answered": float(num_seen if weights is None else weights.sum()),
-            "rdp_at_order": rdp_at_order,
-            "epsilon_data_dependent": _epsilon_at(
-                self.conversion, self.order, rdp_at_order, self.delta
-            ),
-            "epsilon_data_independent_at_order": _epsilon_at(
-                self.conversion, self.order, rdp_independent, self.delta
-            ),
-        }
-
-
-@dataclass(frozen=True)
-class _Draw:
-    """How the release is sampled: beta and sigma_ss when fixed (None: chosen on the votes),
-    the source of its noise, and whether its order was chosen on the votes."""
-
-    beta: float | None
-    sigma_ss: float | None
-    noise: Noise | None
-    order_chosen_on_data: bool
-
-
-@dataclass(frozen=True)
-class _Walk:
-    """The pass over the votes that bounds the local sensitivity, a chunk at a time."""
-
-    num_teachers: int
-    chunk_size: int
-    progress: Callable[[int], None] | None
-
-    def local_sensitivity(
-        self,
-        counts: FloatArray | Compact | DenseRows,
-        num_seen: int,
-        block_bound: Callable[[Any, slice], FloatArray],
-    ) -> FloatArray:
-        """The local sensitivity of the total RDP at each distance d = 0 .. M-1, over the
-        first ``num_seen`` queries: ``block_bound(block, rows)`` of each block of whole
-        counts (its rows of the votes given as a slice), summed."""
-        # Theorem 24: the bound of the total is the sum of the per-query bounds, chunk by chunk.
-        ls = np.zeros(self.num_teachers)
-        for start in range(0, num_seen, self.chunk_size):
-            stop = min(start + self.chunk_size, num_seen)
-            ls += block_bound(_whole_counts(counts[start:stop]), slice(start, stop))
-            if self.progress is not None:
-                self.progress(stop - start)
-        return ls
 
 
 def gnss_release(
@@ -254,15 +152,13 @@ def gnss_release(
         ConditionError: C5 or C6 fails at ``order`` and ``skip_conditions`` is off.
     """
     _check_releasable(counts)
-    at = _AtOrder(order, delta, conversion, steps, order_index)
-    draw = _Draw(beta, sigma_ss, noise, order_chosen_on_data)
-    walk = _Walk(num_teachers, chunk_size, progress)
-    return _release_of(mechanism)(
+    brought = release_of(mechanism)
+    maker = _Maker(
         counts=counts,
         mechanism=mechanism,
-        at=at,
-        draw=draw,
-        walk=walk,
+        at=AtOrder(order, delta, conversion, steps, order_index),
+        draw=Draw(beta, sigma_ss, noise, order_chosen_on_data),
+        walk=Walk(num_teachers, chunk_size, progress),
         baseline=baseline,
         answered=answered,
         terms=terms,
@@ -271,22 +167,36 @@ def gnss_release(
         half_even=half_even,
         published=(epsilon_data_independent, epsilon_worst_case),
     )
+    return brought.made_by(maker)
 
 
-def _release_of(mechanism: Mechanism) -> Callable[..., GnssRelease]:
-    """The release made with the local-sensitivity table the mechanism's answer step names
-    (bound as its first argument).
+def release_of(mechanism: Mechanism) -> StepRelease:
+    """The release the mechanism's answer step brings (its ``release`` member).
 
     Raises:
-        UnsupportedError: an answer step without one (or with one no release here reads).
+        UnsupportedError: an answer step that brings none (None, or no such member).
     """
-    table = mechanism.answer_step.local_sensitivity
-    if table is None or (found := _RELEASES.get(table.table)) is None:
+    brought: StepRelease | None = getattr(mechanism.answer_step, "release", None)
+    if brought is None:
         raise UnsupportedError(
             f"{mechanism.name}: its answer step has no local-sensitivity table, so its "
             "data-dependent epsilon has no smooth-sensitivity release"
         )
-    return partial(found, table)
+    return brought
+
+
+class _Maker:
+    """Makes the release an answer step brings (a ``releases.ReleaseMaker``), with the
+    run's arguments: the GNMax family's here, LNMax's in ``release.laplace``."""
+
+    def __init__(self, **arguments: Any) -> None:
+        self.arguments = arguments
+
+    def gaussian(self, release: GaussianRelease) -> GnssRelease:
+        return gaussian_release(release, **self.arguments)
+
+    def laplace(self, release: LaplaceRelease) -> GnssRelease:
+        return laplace_release(release, **self.arguments)
 
 
 def _check_releasable(counts: FloatArray | Compact) -> None:
@@ -304,33 +214,13 @@ def _check_releasable(counts: FloatArray | Compact) -> None:
         )
 
 
-def _reference_bounds_are_gnmax(local_sensitivity: LocalSensitivityBound) -> None:
-    """LNMax has only its sound bound: the reference's bounds and the walk are GNMax's."""
-    if local_sensitivity == "reference":
-        raise UsageError(
-            f"{option('reference-local-sensitivity')} reproduces the 2018 reference's "
-            "GNMax bounds; LNMax has only its sound bound "
-            f"(leave out {option('reference-local-sensitivity')})"
-        )
-    if local_sensitivity == "walk":
-        raise UsageError(
-            f"{option('walk-local-sensitivity')} is the GNMax family's exact walk; LNMax has "
-            f"only its tabulated bound (leave out {option('walk-local-sensitivity')})"
-        )
-
-
-def _num_seen(counts: FloatArray, answered: NDArray[np.bool_] | None) -> int:
-    """The queries the run saw: every one, or those of the answered mask (a prefix)."""
-    return len(counts) if answered is None else answered.shape[0]
-
-
 def gaussian_release(
-    table: LocalSensitivity,
+    release: GaussianRelease,
     counts: FloatArray,
     mechanism: Mechanism,
-    at: _AtOrder,
-    draw: _Draw,
-    walk: _Walk,
+    at: AtOrder,
+    draw: Draw,
+    walk: Walk,
     *,
     baseline: FloatArray | None,
     answered: NDArray[np.bool_] | None,
@@ -342,24 +232,29 @@ def gaussian_release(
 ) -> GnssRelease:
     """(Confident-, Interactive-)GNMax's release: the steps accounted data-independently at
     the order, conditions C5/C6 there, and the local sensitivity of ``core.smooth`` (at
-    sigma ``table.noise``). ``published`` (the data-independent and the worst-case epsilon)
-    is reported when both steps are data-independent: there is nothing to release then."""
-    num_seen = _num_seen(counts, answered)
-    threshold_step = mechanism.threshold_step
-    exact_threshold = threshold_step is not None and threshold_step.bound == "exact"
+    sigma ``release.sigma``, and the threshold step's as its ``gaussian`` member gives it).
+    ``published`` (the data-independent and the worst-case epsilon) is reported when both
+    steps are data-independent: there is nothing to release then.
+
+    Raises:
+        UnsupportedError: a threshold step that is not a Gaussian threshold, before any work.
+    """
+    step = mechanism.threshold_step
+    gate = None if step is None else gaussian_threshold(step, _feature(mechanism))
+    seen = num_seen(counts, answered)
     terms, forced = _data_independent_steps(
-        counts, mechanism, table.noise, at.order, walk, terms, num_seen, baseline, half_even
+        counts, mechanism, gate, release.sigma, at.order, walk, terms, seen, baseline, half_even
     )
     moves = terms.threshold_sensitivity
     weights = answer_weights(terms, answered)
     # As the reference: a data-independent step is accounted at Prop. 8's bound.
-    fields = at.fields(mechanism, terms, weights, forced, num_seen)
+    fields = at.fields(mechanism, terms, weights, forced, seen)
     if all(forced):
-        fixed_count = threshold_step is None and answered is None
+        fixed_count = gate is None and answered is None
         return _nothing_to_release(fields, fixed_count, *published)
     strict = local_sensitivity != "reference"
     conditions, warnings = checked_conditions(
-        table.noise, counts.shape[1], at.order, strict, skip_conditions
+        release.sigma, counts.shape[1], at.order, strict, skip_conditions
     )
 
     def block_bound(block: FloatArray, rows: slice) -> FloatArray:
@@ -368,9 +263,9 @@ def gaussian_release(
             block,
             walk.num_teachers,
             at.order,
-            table.noise,
-            threshold=None if threshold_step is None else threshold_step.threshold,
-            sigma1=None if threshold_step is None else threshold_step.sigma1,
+            release.sigma,
+            threshold=None if gate is None else gate.threshold,
+            sigma1=None if gate is None else gate.sigma1,
             step1_votes=None if baseline is None else block - baseline[rows],
             step2_weights=None if answered is None or weights is None else weights[rows],
             data_independent_step1=forced[0],
@@ -379,25 +274,30 @@ def gaussian_release(
             walk=local_sensitivity == "walk",
             increments_verified=conditions is not None and all(conditions),
             half_even=half_even,
-            threshold_exact=exact_threshold,
+            threshold_exact=gate is not None and gate.bound == "exact",
             threshold_sensitivity=moves,
         )
 
-    ls = walk.local_sensitivity(counts, num_seen, block_bound)
+    ls = walk.local_sensitivity(counts, seen, block_bound)
     fields.update(
         conditions=conditions,
         strict_local_sensitivity=strict,
         local_sensitivity_bound=local_sensitivity,
     )
-    return _sampled(ls, fields, warnings, at, draw)
+    return sampled(ls, fields, warnings, at, draw)
+
+
+def _feature(mechanism: Mechanism) -> str:
+    return f"{mechanism.name}: the smooth-sensitivity release of a Gaussian answer step"
 
 
 def _data_independent_steps(
     counts: FloatArray,
     mechanism: Mechanism,
+    gate: GaussianThreshold | None,
     sigma: float,
     order: float,
-    walk: _Walk,
+    walk: Walk,
     terms: QueryTerms | None,
     num_seen: int,
     baseline: FloatArray | None,
@@ -405,13 +305,12 @@ def _data_independent_steps(
 ) -> tuple[QueryTerms, tuple[bool, bool]]:
     """The per-query terms (the analysis' own, or one pass over the votes) and which steps
     (threshold, answer of noise ``sigma``) are accounted data-independently at ``order``:
-    those whose data-dependent bound can never beat the data-independent one there."""
-    threshold_step = mechanism.threshold_step
+    those whose data-dependent bound can never beat the data-independent one there (the
+    threshold step ``gate``, Gaussian)."""
     # The data-independent shortcut of the reference, per step, at this order.
     ind_gnmax = cond_core.is_data_independent_always_opt_gnmax(
         walk.num_teachers, counts.shape[1], sigma, order
     )
-    exact_threshold = threshold_step is not None and threshold_step.bound == "exact"
     # The per-query scalars once (the analysis passes its own); a second pass for the
     # sensitivities.
     if terms is None:
@@ -426,12 +325,12 @@ def _data_independent_steps(
         )
     # The exact divergence of the two outcomes is below Prop. 8's by data processing, so it
     # is the data-dependent one at every order.
-    ind_threshold = threshold_step is None or (
-        not exact_threshold
+    ind_threshold = gate is None or (
+        gate.bound != "exact"
         and cond_core.is_data_independent_always_opt_threshold(
             walk.num_teachers,
-            threshold_step.threshold,
-            threshold_step.sigma1,
+            gate.threshold,
+            gate.sigma1,
             order,
             terms.threshold_sensitivity,
         )
@@ -462,135 +361,5 @@ def _nothing_to_release(
         ),
         epsilon_data_independent=epsilon_data_independent,
         epsilon_worst_case=epsilon_worst_case,
-        **fields,
-    )
-
-
-_LNMAX_DENSE_CLASSES = 1 << 22  # LNMax's release reads a dense row of every class
-
-
-def laplace_release(
-    table: LocalSensitivity,
-    counts: FloatArray,
-    mechanism: Mechanism,
-    at: _AtOrder,
-    draw: _Draw,
-    walk: _Walk,
-    *,
-    answered: NDArray[np.bool_] | None,
-    terms: QueryTerms | None,
-    local_sensitivity: LocalSensitivityBound,
-    **unused: Any,
-) -> GnssRelease:
-    """LNMax's release: every query answered (or those of ``answered``), its bound F(q)
-    non-decreasing in q (proven in ``core.ls_lnmax``, so no condition to check), the local
-    sensitivity of ``ls_lnmax``. The rest of ``gaussian_release``'s arguments (``unused``:
-    a baseline, the conditions, the threshold's rounding) have no part in it."""
-    _reference_bounds_are_gnmax(local_sensitivity)
-    counts = counts[: _num_seen(counts, answered)]
-    if terms is None:
-        terms = query_terms(counts, mechanism, num_seen=len(counts), chunk_size=walk.chunk_size)
-    rows: FloatArray | DenseRows = counts
-    if isinstance(counts, Compact):  # its bounds read every class: dense blocks of rows
-        if counts.vocabulary > _LNMAX_DENSE_CLASSES:
-            raise UnsupportedError(
-                f"LNMax's release over {counts.vocabulary} classes reads every class of each "
-                f"query: at most {_LNMAX_DENSE_CLASSES}; its RDP figures are available"
-            )
-        rows, walk = DenseRows(counts), replace(walk, chunk_size=counts.dense_block_rows())
-    weights = None if answered is None else answered.astype(np.float64)
-    fields = at.fields(mechanism, terms, weights, (True, False), len(counts))
-    tables = ls_lnmax.LnmaxSensitivity(counts.shape[1], walk.num_teachers, table.noise, at.order)
-
-    def block_bound(block: FloatArray, rows: slice) -> FloatArray:
-        """One block's bound of ``ls_lnmax``."""
-        return tables.total(block, None if weights is None else weights[rows])
-
-    ls = walk.local_sensitivity(rows, len(counts), block_bound)
-    fields.update(
-        conditions=None,
-        conditions_apply=False,
-        strict_local_sensitivity=True,
-        local_sensitivity_bound="tabulated",
-    )
-    return _sampled(ls, fields, [], at, draw)
-
-
-# The releases there are, by the table an answer step names (``LocalSensitivity.table``):
-# the GNMax family's (core.smooth with core.ls_gnmax) and LNMax's (core.ls_lnmax).
-_RELEASES: dict[str, Callable[..., GnssRelease]] = {
-    "ls_gnmax": gaussian_release,
-    "ls_lnmax": laplace_release,
-}
-
-
-def _whole_counts(block: FloatArray | Compact) -> FloatArray | Compact:
-    """A block of votes as whole counts, or the error: a teacher change moves one vote."""
-    block = block if isinstance(block, Compact) else np.asarray(block, dtype=np.float64)
-    values, _, _ = parts(block)
-    if np.any(np.isfinite(values) & (values != np.round(values))):
-        raise ConditionError(
-            "the smooth sensitivity needs whole vote counts (a teacher change moves one vote); "
-            "these votes are fractional"
-        )
-    return block
-
-
-def _sampled(
-    ls: FloatArray, fields: dict[str, Any], warnings: list[str], at: _AtOrder, draw: _Draw
-) -> GnssRelease:
-    """beta and sigma_ss (given, or chosen by the reference's rule), the GNSS cost (Theorem
-    23) and one sampled release of the total's local sensitivities ``ls``; ``fields`` are
-    the release's other fields (``_AtOrder.fields`` and how its sensitivity was bounded)."""
-    delta, conversion = at.delta, at.conversion
-    beta, sigma_ss, noise = draw.beta, draw.sigma_ss, draw.noise
-    order = float(fields["order"])
-    rdp_at_order = float(fields["rdp_at_order"])
-    chosen_on_data = beta is None or sigma_ss is None
-    if beta is not None and not 0 < beta < 1 / (2 * order):
-        raise UsageError(
-            f"{given('beta', beta)}: expected 0 < beta < 1/(2 order) = {1 / (2 * order):.6g} "
-            "(Theorem 23)"
-        )
-    if beta is None and sigma_ss is None:
-        beta, smooth, sigma_ss = smooth_core.optimal_gnss_parameters(ls, rdp_at_order, order)
-    else:
-        if beta is None:
-            assert sigma_ss is not None
-            beta = _beta_for_sigma_ss(ls, rdp_at_order, order, sigma_ss)
-        smooth = smooth_core.smooth_sensitivity(ls, beta)
-        if sigma_ss is None:
-            # The minimiser of order e^{2 beta} / s^2 + 2 SS s, as the reference.
-            sigma_ss = (order * math.exp(2 * beta) / smooth) ** (1 / 3) if smooth > 0 else math.inf
-    if chosen_on_data:
-        warnings.append(not_private_note())
-    if math.isinf(smooth):
-        # An unbounded local sensitivity (a vanishing sigma1, say): no noise makes the
-        # release private, so its cost and its sample are infinite.
-        gnss_cost, noise_std = math.inf, math.inf
-    else:
-        gnss_cost = smooth_core.rdp_gnss(beta, sigma_ss, order)
-        noise_std = smooth * sigma_ss if smooth > 0 else 0.0
-    source = os_entropy() if noise is None else noise
-    warnings.extend(source.notes)
-    expected_only = source.source == "none"
-    drawn = 0 < noise_std < math.inf and not expected_only
-    sample = float(source.generator("gnss-sample").normal(0.0, noise_std)) if drawn else noise_std
-    return GnssRelease(
-        released=True,
-        beta=beta,
-        smooth_sensitivity=smooth,
-        sigma_ss=sigma_ss,
-        gnss_cost=gnss_cost,
-        epsilon_expected_release=_epsilon_at(conversion, order, rdp_at_order + gnss_cost, delta),
-        noise_std=noise_std,
-        epsilon_released=None
-        if expected_only
-        else on_grid(_epsilon_at(conversion, order, rdp_at_order + gnss_cost + sample, delta)),
-        noise=None if expected_only else source,
-        parameters_chosen_on_data=chosen_on_data,
-        order_chosen_on_data=draw.order_chosen_on_data,
-        local_sensitivity=ls,
-        warnings=tuple(warnings),
         **fields,
     )

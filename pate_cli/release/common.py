@@ -1,0 +1,214 @@
+"""What every smooth-sensitivity release shares: the order it is made at and the costs
+there (``AtOrder``), how it is drawn (``Draw``), the pass over the votes that bounds its local
+sensitivity (``Walk``), and the sampled GNSS release of a total's local sensitivities
+(``sampled``: beta and sigma_ss, Theorem 23's cost, one draw). ``pate_cli.release.gnss``
+(the GNMax family's release) and ``pate_cli.release.laplace`` (LNMax's) are made of them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pate_cli.accountant.compose import StepCosts, compose
+from pate_cli.accountant.figures import eps_curve
+from pate_cli.accountant.terms import QueryTerms
+from pate_cli.choices import Conversion
+from pate_cli.common.spelling import given
+from pate_cli.core import smooth as smooth_core
+from pate_cli.core.compact import Compact, DenseRows, parts
+from pate_cli.errors import UsageError
+from pate_cli.files.seeds import Noise, os_entropy
+from pate_cli.mechanisms import Mechanism
+from pate_cli.mechanisms.steps import step_names
+from pate_cli.release.conditions import ConditionError
+from pate_cli.release.model import GnssRelease, not_private_note, on_grid
+
+FloatArray = NDArray[np.float64]
+
+
+def epsilon_at(kind: Conversion, order: float, rdp: float, delta: float) -> float:
+    """Epsilon of an RDP value at one order under the chosen conversion (never below 0)."""
+    value = eps_curve(kind, np.array([order]), np.array([max(rdp, 0.0)]), delta)[0]
+    return float(max(value, 0.0))
+
+
+def _beta_for_sigma_ss(ls: FloatArray, rdp: float, order: float, sigma_ss: float) -> float:
+    """The reference's beta grid, minimising the release cost with sigma_ss fixed (its first
+    beta when every cost is infinite, as with a vanishing sigma_ss: the release then reports
+    an infinite cost, as it does for a beta given)."""
+    grid = np.arange(0.3 / order, 0.495 / order, 0.01 / order)
+    best, best_cost = float(grid[0]), math.inf
+    for beta in grid:
+        cost = rdp + smooth_core.rdp_gnss(beta, sigma_ss, order)
+        cost += 2 * smooth_core.smooth_sensitivity(ls, beta) * sigma_ss
+        if cost < best_cost:
+            best, best_cost = float(beta), cost
+    return best
+
+
+@dataclass(frozen=True)
+class AtOrder:
+    """The order of the release, how RDP there becomes epsilon, and the analysis' step costs
+    at every order (``steps``, with ``order_index`` the index of ``order``) when it passes
+    them."""
+
+    order: float
+    delta: float
+    conversion: Conversion
+    steps: StepCosts | None
+    order_index: int | None
+
+    def fields(
+        self,
+        mechanism: Mechanism,
+        terms: QueryTerms,
+        weights: FloatArray | None,
+        data_independent: tuple[bool, bool],
+        num_seen: int,
+    ) -> dict[str, Any]:
+        """The release's fields known before its sensitivity: the costs at ``order`` (read
+        from the analysis' steps when it passes them, else composed), with the steps flagged
+        in ``data_independent`` (threshold, answer) at their data-independent bound."""
+        if self.steps is not None and self.order_index is not None:
+            at_order = self.steps.at(self.order_index, data_independent=data_independent)
+        else:
+            orders = np.array([self.order])
+            at_order = compose(
+                mechanism, terms, orders, weights=weights, data_independent=data_independent
+            )
+        rdp_at_order = float(at_order.data_dependent[0])
+        rdp_independent = float(at_order.data_independent[0])
+        return {
+            "order": self.order,
+            "data_independent_steps": data_independent,
+            "step_names": step_names(mechanism.threshold_step, mechanism.answer_step),
+            "expected_answered": float(num_seen if weights is None else weights.sum()),
+            "rdp_at_order": rdp_at_order,
+            "epsilon_data_dependent": epsilon_at(
+                self.conversion, self.order, rdp_at_order, self.delta
+            ),
+            "epsilon_data_independent_at_order": epsilon_at(
+                self.conversion, self.order, rdp_independent, self.delta
+            ),
+        }
+
+
+@dataclass(frozen=True)
+class Draw:
+    """How the release is sampled: beta and sigma_ss when fixed (None: chosen on the votes),
+    the source of its noise, and whether its order was chosen on the votes."""
+
+    beta: float | None
+    sigma_ss: float | None
+    noise: Noise | None
+    order_chosen_on_data: bool
+
+
+@dataclass(frozen=True)
+class Walk:
+    """The pass over the votes that bounds the local sensitivity, a chunk at a time."""
+
+    num_teachers: int
+    chunk_size: int
+    progress: Callable[[int], None] | None
+
+    def local_sensitivity(
+        self,
+        counts: FloatArray | Compact | DenseRows,
+        num_seen: int,
+        block_bound: Callable[[Any, slice], FloatArray],
+    ) -> FloatArray:
+        """The local sensitivity of the total RDP at each distance d = 0 .. M-1, over the
+        first ``num_seen`` queries: ``block_bound(block, rows)`` of each block of whole
+        counts (its rows of the votes given as a slice), summed."""
+        # Theorem 24: the bound of the total is the sum of the per-query bounds, chunk by chunk.
+        ls = np.zeros(self.num_teachers)
+        for start in range(0, num_seen, self.chunk_size):
+            stop = min(start + self.chunk_size, num_seen)
+            ls += block_bound(whole_counts(counts[start:stop]), slice(start, stop))
+            if self.progress is not None:
+                self.progress(stop - start)
+        return ls
+
+
+def num_seen(counts: FloatArray, answered: NDArray[np.bool_] | None) -> int:
+    """The queries the run saw: every one, or those of the answered mask (a prefix)."""
+    return len(counts) if answered is None else answered.shape[0]
+
+
+def whole_counts(block: FloatArray | Compact) -> FloatArray | Compact:
+    """A block of votes as whole counts, or the error: a teacher change moves one vote."""
+    block = block if isinstance(block, Compact) else np.asarray(block, dtype=np.float64)
+    values, _, _ = parts(block)
+    if np.any(np.isfinite(values) & (values != np.round(values))):
+        raise ConditionError(
+            "the smooth sensitivity needs whole vote counts (a teacher change moves one vote); "
+            "these votes are fractional"
+        )
+    return block
+
+
+def sampled(
+    ls: FloatArray, fields: dict[str, Any], warnings: list[str], at: AtOrder, draw: Draw
+) -> GnssRelease:
+    """beta and sigma_ss (given, or chosen by the reference's rule), the GNSS cost (Theorem
+    23) and one sampled release of the total's local sensitivities ``ls``; ``fields`` are
+    the release's other fields (``AtOrder.fields`` and how its sensitivity was bounded)."""
+    delta, conversion = at.delta, at.conversion
+    beta, sigma_ss, noise = draw.beta, draw.sigma_ss, draw.noise
+    order = float(fields["order"])
+    rdp_at_order = float(fields["rdp_at_order"])
+    chosen_on_data = beta is None or sigma_ss is None
+    if beta is not None and not 0 < beta < 1 / (2 * order):
+        raise UsageError(
+            f"{given('beta', beta)}: expected 0 < beta < 1/(2 order) = {1 / (2 * order):.6g} "
+            "(Theorem 23)"
+        )
+    if beta is None and sigma_ss is None:
+        beta, smooth, sigma_ss = smooth_core.optimal_gnss_parameters(ls, rdp_at_order, order)
+    else:
+        if beta is None:
+            assert sigma_ss is not None
+            beta = _beta_for_sigma_ss(ls, rdp_at_order, order, sigma_ss)
+        smooth = smooth_core.smooth_sensitivity(ls, beta)
+        if sigma_ss is None:
+            # The minimiser of order e^{2 beta} / s^2 + 2 SS s, as the reference.
+            sigma_ss = (order * math.exp(2 * beta) / smooth) ** (1 / 3) if smooth > 0 else math.inf
+    if chosen_on_data:
+        warnings.append(not_private_note())
+    if math.isinf(smooth):
+        # An unbounded local sensitivity (a vanishing sigma1, say): no noise makes the
+        # release private, so its cost and its sample are infinite.
+        gnss_cost, noise_std = math.inf, math.inf
+    else:
+        gnss_cost = smooth_core.rdp_gnss(beta, sigma_ss, order)
+        noise_std = smooth * sigma_ss if smooth > 0 else 0.0
+    source = os_entropy() if noise is None else noise
+    warnings.extend(source.notes)
+    expected_only = source.source == "none"
+    drawn = 0 < noise_std < math.inf and not expected_only
+    sample = float(source.generator("gnss-sample").normal(0.0, noise_std)) if drawn else noise_std
+    return GnssRelease(
+        released=True,
+        beta=beta,
+        smooth_sensitivity=smooth,
+        sigma_ss=sigma_ss,
+        gnss_cost=gnss_cost,
+        epsilon_expected_release=epsilon_at(conversion, order, rdp_at_order + gnss_cost, delta),
+        noise_std=noise_std,
+        epsilon_released=None
+        if expected_only
+        else on_grid(epsilon_at(conversion, order, rdp_at_order + gnss_cost + sample, delta)),
+        noise=None if expected_only else source,
+        parameters_chosen_on_data=chosen_on_data,
+        order_chosen_on_data=draw.order_chosen_on_data,
+        local_sensitivity=ls,
+        warnings=tuple(warnings),
+        **fields,
+    )
