@@ -10,6 +10,7 @@ give one row the other's.
 
 from __future__ import annotations
 
+import csv
 import re
 import sys
 import types
@@ -24,7 +25,7 @@ import pytest
 
 from pate_cli.choices import Conversion
 from pate_cli.core import threshold as threshold_core
-from pate_cli.jobs import comparison
+from pate_cli.jobs import compare_columns, comparison
 from pate_cli.jobs.analysis import analysis_report
 from pate_cli.mechanisms import (
     ConfidentGNMax,
@@ -46,7 +47,7 @@ from pate_cli.mechanisms.steps import (
 )
 from pate_cli.orders import parse_orders
 from pate_cli.votes import load_votes
-from tests.conftest import MNIST
+from tests.conftest import MNIST, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 ORDERS = parse_orders(None)
@@ -260,3 +261,119 @@ def test_the_steps_of_the_same_numbers_cost_differently(alone):
     assert gap.data_dependent.epsilon > confident.data_dependent.epsilon
     gnmax, loose = alone[SETTINGS[0]][0], alone[SETTINGS[5]][0]
     assert loose.data_dependent.epsilon > gnmax.data_dependent.epsilon
+
+
+def test_one_compare_of_the_command_line_is_each_analyze():
+    """Through the CLI, the plugins beside the built-ins: each JSON row is ``analyze --json``
+    of its setting."""
+    common = [MNIST, "--queries", QUERIES, "--delta", DELTA]
+    flags = {
+        "--threshold": 200,
+        "--sigma1": 150,
+        "--gap-sigma": 150,
+        "--sigma": 40,
+        "--loose-sigma": 40,
+        "--gamma": 0.05,
+        "--temperature": 4,
+    }
+    given = [str(item) for pair in flags.items() for item in pair]
+    rows = run_cli(["compare", *common, *given, "--json"]).json["rows"]
+    names = {"gnmax", "confident-gnmax", "gap-confident", "loose-gnmax", "lnmax", "gumbel-max"}
+    assert {row["mechanism"]["name"] for row in rows} == names
+    for row in rows:
+        spec = dict(row["mechanism"])
+        del spec["name"]
+        mine = [str(item) for key, value in spec.items() for item in (_flag(key), value)]
+        analyzed = run_cli(["analyze", *common, *mine, "--no-release", "--json"]).json
+        assert analyzed["mechanism"] == row["mechanism"]
+        for block in ("data_dependent", "data_independent"):
+            assert row[block]["order"] == analyzed[block]["order"]
+            assert row[block]["epsilon"] == pytest.approx(analyzed[block]["epsilon"], rel=1e-12)
+        assert row["expected_answered"] == pytest.approx(analyzed["expected_answered"], rel=1e-12)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+# ---------------------------------------------------------------------------
+# A column for every parameter that varies.
+
+GUMBELS = ["compare", MNIST, "--temperature", "2,4,8", "--queries", 400, "--delta", DELTA]
+
+
+def _table_rows(text: str, label: str) -> list[list[str]]:
+    """The table's lines of rows labelled ``label``, split into cells."""
+    return [line.split() for line in text.splitlines() if re.match(rf"\d+ {label} ", line)]
+
+
+def test_three_gumbel_rows_are_told_apart_in_the_table(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    out = run_cli(GUMBELS).stdout
+    header = next(line for line in out.splitlines() if line.startswith("# mechanism"))
+    assert header.split()[:3] == ["#", "mechanism", "temperature"]
+    rows = _table_rows(out, "gumbel")
+    assert sorted(float(cells[2]) for cells in rows) == [2.0, 4.0, 8.0]
+    assert "in every row" not in out
+    # Too narrow for the table: a block per row, its setting named.
+    monkeypatch.setenv("COLUMNS", "40")
+    narrow = " ".join(run_cli(GUMBELS).stdout.split())
+    for value in ("2", "4", "8"):
+        assert f"gumbel temperature={value}:" in narrow
+
+
+def test_three_gumbel_rows_are_told_apart_in_json_and_csv(tmp_path):
+    out = tmp_path / "gumbel.csv"
+    rows = run_cli([*GUMBELS, "--csv", out, "--json"]).json["rows"]
+    assert sorted(row["mechanism"]["temperature"] for row in rows) == [2.0, 4.0, 8.0]
+    with open(out, newline="") as f:
+        lines = list(csv.DictReader(f))
+    assert [line["temperature"] for line in lines] == [
+        repr(row["mechanism"]["temperature"]) for row in rows
+    ]
+    header = out.read_text().splitlines()[0].split(",")
+    assert header == [
+        "mechanism",
+        *comparison.PARAMETERS,
+        "temperature",
+        "expected_answered",
+        "epsilon",
+        "order",
+        "data_independent_epsilon",
+        "data_independent_order",
+        "agreement",
+    ]
+    assert all(line["sigma"] == "" and line["mechanism"] == "gumbel-max" for line in lines)
+    assert [float(line["epsilon"]) for line in lines] == [
+        row["data_dependent"]["epsilon"] for row in rows
+    ]
+
+
+def test_a_parameter_every_row_has_at_one_value_is_said_once(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    out = run_cli(
+        ["compare", MNIST, "--queries", 400, "--delta", DELTA, "--mechanism", "confident-gnmax",
+         "--threshold", 200, "--sigma1", 150, "--sigma", "20,40"]
+    ).stdout  # fmt: skip
+    assert "in every row: T 200, sigma1 150" in out
+    header = next(line for line in out.splitlines() if line.startswith("# mechanism"))
+    assert header.split()[:3] == ["#", "mechanism", "sigma"]
+    assert sorted(float(cells[2]) for cells in _table_rows(out, "confident")) == [20.0, 40.0]
+
+
+def test_the_columns_of_a_mixed_grid(alone):
+    """Every parameter some rows lack varies (a column, "-" where a row has none); one every
+    row has at one value is said once; a field away from its default is a parameter too."""
+    rows = [single for _, single in alone.values()]
+    columns = compare_columns.ParameterColumns.of([row.mechanism for row in rows])
+    assert columns.varying == (
+        "threshold", "sigma1", "sigma", "gamma", "gap_sigma", "loose_sigma", "temperature"
+    )  # fmt: skip
+    assert columns.fixed == ()
+    kinds = [ConfidentGNMax(200.0, 150.0, 40.0, threshold_bound=b) for b in ("theorem6", "exact")]
+    both = comparison.compare_rows(
+        load_votes(MNIST, queries=50).counts, kinds, ORDERS, DELTA, Conversion.CLASSIC
+    )
+    found = compare_columns.ParameterColumns.of([row.mechanism for row in both])
+    assert found.varying == ("threshold_bound",)
+    assert found.fixed == (("threshold", 200.0), ("sigma1", 150.0), ("sigma", 40.0))

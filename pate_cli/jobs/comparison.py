@@ -46,6 +46,7 @@ from pate_cli.accountant.pld import PldFigure, pld_figure
 from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE, QueryTerms, answer_weights, query_terms
 from pate_cli.choices import Conversion, GateOn, SortColumn, ThresholdBound
 from pate_cli.errors import UnsupportedError, UsageError
+from pate_cli.jobs.compare_columns import PARAMETERS, csv_value, parameter_names, setting
 from pate_cli.mechanisms import Mechanism, grid
 from pate_cli.mechanisms.parameters import Parameter
 from pate_cli.reports.budget import Gate, apply_gate, figures, within_budget
@@ -511,12 +512,7 @@ def edge_warning(rows: Sequence[CompareRow]) -> list[str]:
     ]
 
 
-#: Mechanism parameters, in the order of the table and the CSV.
-PARAMETERS = ("threshold", "sigma1", "sigma", "gamma")
-
-_CSV_COLUMNS = (
-    "mechanism",
-    *PARAMETERS,
+_FIGURES = (
     "expected_answered",
     "epsilon",
     "order",
@@ -525,27 +521,38 @@ _CSV_COLUMNS = (
     "agreement",
 )
 
+#: The CSV's columns when every row is a built-in's.
+_CSV_COLUMNS = ("mechanism", *PARAMETERS, *_FIGURES)
 
-def _csv_row(row: CompareRow) -> list[str]:
-    """One row's fields, in ``_CSV_COLUMNS``' order: "" for a parameter it does not have."""
-    spec = row.mechanism.to_json_dict()
+
+def csv_columns(rows: Sequence[CompareRow]) -> tuple[str, ...]:
+    """The CSV's columns: the name, the built-ins' parameters (always, so that a script
+    reading them reads every CSV), any other parameter a row has, then the figures."""
+    found = parameter_names([row.mechanism for row in rows])
+    return ("mechanism", *PARAMETERS, *(p for p in found if p not in PARAMETERS), *_FIGURES)
+
+
+def _csv_row(row: CompareRow, parameters: Sequence[str]) -> list[str]:
+    """One row's fields: its name, ``parameters`` ("" for one it does not have), figures."""
+    spec = setting(row.mechanism)
+    figures = (
+        row.expected_answered,
+        row.data_dependent.epsilon,
+        row.data_dependent.order,
+        row.data_independent.epsilon,
+        row.data_independent.order,
+        row.agreement,
+    )
     return [
-        str(spec["name"]),
-        *(number_text(spec[p]) if p in spec else "" for p in PARAMETERS),
-        *map(
-            number_text,
-            (
-                row.expected_answered,
-                row.data_dependent.epsilon,
-                row.data_dependent.order,
-                row.data_independent.epsilon,
-                row.data_independent.order,
-                row.agreement,
-            ),
-        ),
+        row.mechanism.name,
+        *(csv_value(spec.get(name)) for name in parameters),
+        *map(number_text, figures),
     ]
 
 
 def compare_csv(report: CompareReport) -> str:
-    """The rows as CSV, in the report's order, numbers at full precision (``number_text``)."""
-    return csv_text([_CSV_COLUMNS, *map(_csv_row, report.rows)])
+    """The rows as CSV, in the report's order, numbers at full precision (``number_text``):
+    a column for every parameter any row has (``csv_columns``)."""
+    columns = csv_columns(report.rows)
+    parameters = columns[1 : len(columns) - len(_FIGURES)]
+    return csv_text([columns, *(_csv_row(row, parameters) for row in report.rows)])

@@ -14,7 +14,8 @@ from rich.text import Text
 
 from pate_cli.choices import GateOn
 from pate_cli.cli.render.common import PRIVATE, PUBLISHABLE, Fit, fmt_bound, fmt_order, input_line
-from pate_cli.jobs.comparison import NOTE, PARAMETERS, CompareReport, CompareRow
+from pate_cli.jobs.compare_columns import ParameterColumns, value_text
+from pate_cli.jobs.comparison import NOTE, CompareReport, CompareRow
 from pate_cli.mechanisms import Mechanism, flags_of
 from pate_cli.reports.budget import within_budget
 
@@ -37,9 +38,11 @@ _PARAMETER_LABELS = {"threshold": "T"}
 
 def render_compare(report: CompareReport) -> RenderableType:
     """The rows as a table (one line per setting, folded into a block per setting where the
-    console is too narrow), the best value of each column in bold."""
+    console is too narrow), the best value of each column in bold: a column for every
+    parameter that varies across the rows, those every row has at one value said above."""
     rows = report.rows
-    params = [p for p in PARAMETERS if any(p in r.mechanism.to_json_dict() for r in rows)]
+    columns = ParameterColumns.of([row.mechanism for row in rows])
+    params = list(columns.varying)
     table = _table(report, params)
     best = _Best.of(rows)
     blocks: list[RenderableType] = []
@@ -51,7 +54,7 @@ def render_compare(report: CompareReport) -> RenderableType:
         table.add_row(
             str(rank),
             name,
-            *(f"{spec[p]:g}" if p in spec else "-" for p in params),
+            *(value_text(spec[p]) if p in spec else "-" for p in params),
             *cells,
             style="dim" if over else None,
         )
@@ -65,7 +68,20 @@ def render_compare(report: CompareReport) -> RenderableType:
         Text(f"{len(rows)} settings, sorted by {report.sort.value} (best first)"), *blocks
     )
     legend = Text(_COMPARE_LEGEND, style="dim")
-    return Group(header, Fit(table, narrow), legend, *_notes(report))
+    return Group(header, *_fixed(columns), Fit(table, narrow), legend, *_notes(report))
+
+
+def _label(name: str) -> str:
+    """A parameter's label in the table, the blocks and the line above them."""
+    return _PARAMETER_LABELS.get(name, name)
+
+
+def _fixed(columns: ParameterColumns) -> list[Text]:
+    """The line above the table naming the parameters every row has at one value."""
+    if not columns.fixed:
+        return []
+    said = ", ".join(f"{_label(name)} {value_text(value)}" for name, value in columns.fixed)
+    return [Text(f"in every row: {said}")]
 
 
 def _table(report: CompareReport, params: list[str]) -> Table:
@@ -82,7 +98,7 @@ def _table(report: CompareReport, params: list[str]) -> Table:
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("mechanism", no_wrap=True)
     for name in params:
-        table.add_column(_PARAMETER_LABELS.get(name, name), justify="right", no_wrap=True)
+        table.add_column(_label(name), justify="right", no_wrap=True)
     for name in _COLUMNS:
         table.add_column(name, justify="right", no_wrap=True)
     return table
@@ -161,7 +177,7 @@ def _block(
     over: bool,
 ) -> Text:
     """One setting as a block of text, for a console too narrow for the table."""
-    setting = " ".join(f"{_PARAMETER_LABELS.get(p, p)}={spec[p]:g}" for p in params if p in spec)
+    setting = " ".join(f"{_label(p)}={value_text(spec[p])}" for p in params if p in spec)
     block = Text(f"{rank} {name} {setting}: ", style="dim" if over else "")
     for i, (label, value) in enumerate(zip(_COLUMNS, cells, strict=True)):
         block.append(("; " if i else "") + f"{label} ")
