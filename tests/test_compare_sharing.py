@@ -28,7 +28,9 @@ from pate_cli.core import threshold as threshold_core
 from pate_cli.jobs import compare_columns, comparison
 from pate_cli.jobs.analysis import analysis_report
 from pate_cli.mechanisms import (
+    FINITE,
     ConfidentGNMax,
+    Cost,
     GNMax,
     InteractiveGNMax,
     LNMax,
@@ -36,7 +38,6 @@ from pate_cli.mechanisms import (
     Parameter,
     register,
 )
-from pate_cli.mechanisms.confident import THRESHOLD
 from pate_cli.mechanisms.gnmax import SIGMA
 from pate_cli.mechanisms.registry import unregister
 from pate_cli.mechanisms.steps import (
@@ -57,6 +58,13 @@ QUERIES = 1000
 # ---------------------------------------------------------------------------
 # The plugins.
 
+GAP_THRESHOLD = Parameter(
+    "gap_threshold",
+    "Gap threshold: the gap between the two largest counts it answers from.",
+    symbol="GT",
+    domain=FINITE,
+    cost=Cost.FIXED,
+)
 GAP_SIGMA = Parameter(
     "gap_sigma",
     "Gap threshold: the std of the Gaussian noise on the gap between the two largest counts.",
@@ -109,16 +117,16 @@ class GapConfident(Mechanism):
 
     name: ClassVar[str] = "gap-confident"
     short: ClassVar[str] = "gap"
-    parameters: ClassVar[tuple[Parameter, ...]] = (THRESHOLD, GAP_SIGMA, SIGMA)
+    parameters: ClassVar[tuple[Parameter, ...]] = (GAP_THRESHOLD, GAP_SIGMA, SIGMA)
     answers_every_query: ClassVar[bool] = False
 
-    threshold: float
+    gap_threshold: float
     gap_sigma: float
     sigma: float
 
     @property
     def threshold_step(self) -> GapThreshold:  # type: ignore[override]
-        return GapThreshold(self.threshold, self.gap_sigma)
+        return GapThreshold(self.gap_threshold, self.gap_sigma)
 
     @property
     def answer_step(self) -> GaussianAnswer:
@@ -133,7 +141,7 @@ LOOSE_SIGMA = Parameter(
 @dataclass(frozen=True)
 class LooseAnswer(GaussianAnswer):
     """GNMax's answer with q bounded by twice Prop. 7's bound (above it, so still a bound):
-    the built-in's numbers and the built-in's ``key``, another log q."""
+    the built-in's numbers (and whatever else it inherits), another log q."""
 
     def logq(self, counts):  # type: ignore[no-untyped-def]
         return np.minimum(super().logq(counts) + np.log(2.0), 0.0)
@@ -196,7 +204,7 @@ def baseline(votes):
 
 
 # One row of each kind: the Confident, Interactive and gap rows share T and sigma1, the gap
-# row's answer step is theirs and GNMax's (sigma 40), the loose row's has its numbers and key.
+# row's answer step is theirs and GNMax's (sigma 40), the loose row's has their numbers.
 SETTINGS = (
     GNMax(40.0),
     ConfidentGNMax(200.0, 150.0, 40.0),
@@ -270,6 +278,7 @@ def test_one_compare_of_the_command_line_is_each_analyze():
     flags = {
         "--threshold": 200,
         "--sigma1": 150,
+        "--gap-threshold": 200,
         "--gap-sigma": 150,
         "--sigma": 40,
         "--loose-sigma": 40,
@@ -367,7 +376,8 @@ def test_the_columns_of_a_mixed_grid(alone):
     rows = [single for _, single in alone.values()]
     columns = compare_columns.ParameterColumns.of([row.mechanism for row in rows])
     assert columns.varying == (
-        "threshold", "sigma1", "sigma", "gamma", "gap_sigma", "loose_sigma", "temperature"
+        "threshold", "sigma1", "sigma", "gamma", "gap_threshold", "gap_sigma", "loose_sigma",
+        "temperature",
     )  # fmt: skip
     assert columns.fixed == ()
     kinds = [ConfidentGNMax(200.0, 150.0, 40.0, threshold_bound=b) for b in ("theorem6", "exact")]

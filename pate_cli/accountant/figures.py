@@ -12,9 +12,9 @@ import numpy as np
 
 from pate_cli.accountant.terms import FloatArray, QueryTerms
 from pate_cli.choices import Conversion
-from pate_cli.core import conversion, exact
+from pate_cli.core import conversion, exact, exact_pure
 from pate_cli.mechanisms import Mechanism, UnsupportedError, assert_never
-from pate_cli.mechanisms.steps import GaussianPart, PurePart, joined
+from pate_cli.mechanisms.steps import GaussianPart, Part, PurePart, PureParts, joined
 
 
 def delta_warnings(delta: float, num_queries: int) -> list[str]:
@@ -108,17 +108,21 @@ def guaranteed_rdp(
 @dataclass(frozen=True)
 class ExactBound:
     """A run's exact (epsilon, delta) curve, read at delta: no Renyi DP in between
-    (``pate_cli.core.exact``). A function of the parameters and the counts alone."""
+    (``pate_cli.core.exact``, ``pate_cli.core.exact_pure``). A function of the parameters
+    and the counts alone."""
 
     epsilon: float
     method: str
-    """"gaussian" (GNMax family: mu-Gaussian DP) or "pure-dp-optimal" (LNMax)."""
+    """"gaussian" (GNMax family: mu-Gaussian DP), "pure-dp-optimal" (LNMax: pure DP of one
+    epsilon0) or "pure-dp-heterogeneous" (pure-DP steps of several epsilon0)."""
     queries: int
     """Queries whose threshold step (or whole step, without one) is composed."""
     answered: int
     """Answer steps composed: every query (worst case) or a realised run's mask count."""
     mu: float | None = None
     eps0: float | None = None
+    parts: tuple[tuple[float, int], ...] = ()
+    """"pure-dp-heterogeneous": each (epsilon0, count) composed."""
 
     def to_json_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -131,6 +135,8 @@ class ExactBound:
             out["mu"] = self.mu
         if self.eps0 is not None:
             out["eps0"] = self.eps0
+        if self.parts:
+            out["parts"] = [{"eps0": eps0, "count": count} for eps0, count in self.parts]
         return out
 
 
@@ -148,17 +154,74 @@ def exact_bound(
     Gaussian mechanisms (the rounded top count moves by s = ``threshold_sensitivity``, 1 but
     2 under half to even at exact halves; a histogram by sqrt(2) in L2; Dong, Roth and Su
     2022, Corollary 3.3). LNMax: the optimal composition of ``answered`` (2 gamma)-DP steps
-    (Kairouz, Oh and Viswanath 2015, Theorem 3.5).
+    (Kairouz, Oh and Viswanath 2015, Theorem 3.5). Pure-DP steps of several epsilon0: their
+    optimal composition (Murtagh and Vadhan 2016, Theorem 1.5; ``core.exact_pure``).
+
+    Raises:
+        UnsupportedError: no exact account joins the steps' parts (Gaussian and pure DP
+            together), in words that say what each part is (:func:`no_exact_reason`).
     """
+    part = joined(_parts(mechanism, queries, answered, threshold_sensitivity))
+    if part is None:
+        raise UnsupportedError(no_exact_reason(mechanism, threshold_sensitivity))
+    return part.read(_ExactFigure(queries, answered, delta))
+
+
+def exact_or_reason(
+    mechanism: Mechanism,
+    queries: int,
+    answered: int,
+    delta: float,
+    threshold_sensitivity: int = 1,
+) -> tuple[ExactBound | None, str | None]:
+    """``exact_bound``'s figure, or None and why there is none (its steps' parts have no
+    exact joint account): a run without it still runs, its publishable figure the Renyi-DP
+    worst case."""
+    try:
+        return exact_bound(mechanism, queries, answered, delta, threshold_sensitivity), None
+    except UnsupportedError as error:
+        return None, error.message
+
+
+def no_exact_reason(mechanism: Mechanism, threshold_sensitivity: int = 1) -> str:
+    """Why ``mechanism``'s steps have no exact joint account, naming what each part is."""
+    step = mechanism.threshold_step
+    named = (
+        []
+        if step is None
+        else [(f"threshold step {step.name!r}", step.part(1, threshold_sensitivity))]
+    )
+    named.append((f"answer step {mechanism.answer_step.name!r}", mechanism.answer_step.part(1)))
+    what = " and ".join(f"the {name} ({part.read(_Described())})" for name, part in named)
+    return (
+        f"{mechanism.name}: no exact account joins {what}: its exact data-independent figure "
+        "is absent, and its publishable figure is the Renyi-DP worst case"
+    )
+
+
+def _parts(
+    mechanism: Mechanism, queries: int, answered: int, threshold_sensitivity: int
+) -> list[Part]:
+    """The steps' shares of an exact account: the threshold step's on ``queries`` queries
+    (when there is one), the answer step's on ``answered``."""
     step = mechanism.threshold_step
     parts = [] if step is None else [step.part(queries, threshold_sensitivity)]
-    part = joined([*parts, mechanism.answer_step.part(answered)])
-    if part is None:
-        raise UnsupportedError(
-            "no exact account composes these steps (Gaussian and pure DP together); use the "
-            "RDP figures"
-        )
-    return part.read(_ExactFigure(queries, answered, delta))
+    return [*parts, mechanism.answer_step.part(answered)]
+
+
+class _Described:
+    """What a part is, per step, in a few words (a ``PartReader``): "Gaussian DP, mu 0.025
+    a step", "pure 0.01-DP a step"."""
+
+    def gaussian(self, part: GaussianPart) -> str:
+        return f"Gaussian DP, mu {part.mu:.3g} a step"
+
+    def pure(self, part: PurePart) -> str:
+        return f"pure {part.epsilon0:.3g}-DP a step"
+
+    def pure_parts(self, part: PureParts) -> str:
+        each = ", ".join(f"{share.epsilon0:.3g}" for share in part.shares)
+        return f"pure DP of epsilon0 {each}"
 
 
 @dataclass(frozen=True)
@@ -181,4 +244,13 @@ class _ExactFigure:
         epsilon = exact.pure_composition_epsilon(part.epsilon0, part.count, self.delta)
         return ExactBound(
             epsilon, "pure-dp-optimal", self.queries, self.answered, eps0=part.epsilon0
+        )
+
+    def pure_parts(self, part: PureParts) -> ExactBound:
+        # The optimal composition of pure-DP steps of several epsilon0 (Murtagh and Vadhan
+        # 2016, Theorem 1.5), bounded above (core.exact_pure).
+        shares = tuple((share.epsilon0, share.count) for share in part.shares)
+        epsilon = exact_pure.heterogeneous_epsilon(shares, self.delta)
+        return ExactBound(
+            epsilon, "pure-dp-heterogeneous", self.queries, self.answered, parts=shares
         )

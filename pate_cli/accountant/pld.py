@@ -26,6 +26,7 @@ from pate_cli.mechanisms import Mechanism
 from pate_cli.mechanisms.steps import (
     GaussianPart,
     PurePart,
+    PureParts,
     gaussian_threshold,
     joined,
     pld_answer,
@@ -75,6 +76,9 @@ class _Mu:
 
     def gaussian(self, part: GaussianPart) -> float:
         return part.root_mu
+
+    def pure_parts(self, part: PureParts) -> float:
+        return self.pure(part.shares[0])
 
     def pure(self, part: PurePart) -> float:
         raise UnsupportedError(

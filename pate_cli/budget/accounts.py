@@ -11,7 +11,9 @@ forms (JSON objects, as a budget file holds them):
   per query, Laplace noise on counts of L1 sensitivity 2);
 - ``{"kind": "rdp", "orders": [...], "rdp": [...]}``: Renyi DP at the orders listed (a GNSS
   release of a data-dependent epsilon is (lambda, eps)-RDP at its one order, Theorem 23 of
-  Papernot et al. 2018, on top of the mechanism's own cost there). At an order not listed,
+  Papernot et al. 2018, on top of the mechanism's own cost there; a mechanism whose steps
+  are of no one form above, Gaussian and pure DP or pure DP of several E0, is its worst
+  case's RDP at the default orders, every query answered). At an order not listed,
   the value at the smallest listed order above it holds too (the Renyi divergence does not
   decrease with its order: van Erven and Harremoes 2014, Theorem 3); above the largest,
   nothing is known.
@@ -43,13 +45,14 @@ from typing import Any
 
 import numpy as np
 
+from pate_cli.accountant.compose import data_independent_rdp
 from pate_cli.accountant.figures import eps_curve
 from pate_cli.choices import Conversion
 from pate_cli.core import exact
 from pate_cli.core.smooth import rdp_gnss
 from pate_cli.errors import AccountError
-from pate_cli.mechanisms import Mechanism, UnsupportedError
-from pate_cli.mechanisms.steps import GaussianPart, PurePart, joined
+from pate_cli.mechanisms import Mechanism
+from pate_cli.mechanisms.steps import GaussianPart, PurePart, PureParts, joined
 from pate_cli.orders import DEFAULT_ORDERS
 
 Account = dict[str, Any]
@@ -85,24 +88,32 @@ class Release:
 
 def mechanism_account(mechanism: Mechanism, queries: int, *, half_even: bool = False) -> Account:
     """The data-independent account of ``queries`` queries of ``mechanism`` (module docstring):
-    every query answered."""
-    step, moves = mechanism.threshold_step, 2.0 if half_even else 1.0
-    parts = [] if step is None else [step.part(queries, moves)]
+    every query answered. Steps whose shares join into no one form an account holds
+    (Gaussian and pure DP, pure DP of several E0) are charged their worst case's RDP."""
+    step, moves = mechanism.threshold_step, 2 if half_even else 1
+    parts = [] if step is None else [step.part(queries, float(moves))]
     part = joined([*parts, mechanism.answer_step.part(queries)])
-    if part is None:
-        raise UnsupportedError(f"{mechanism.name}: no data-independent account to charge")
-    return part.read(_AccountOf())
+    account = None if part is None else part.read(_AccountOf())
+    if account is None:
+        # Each step's RDP whatever the votes, every query answered (Mironov 2017, Prop. 1).
+        worst = data_independent_rdp(mechanism, DEFAULT_ORDERS, queries, queries, moves)
+        account = {"kind": RDP, "orders": DEFAULT_ORDERS.tolist(), "rdp": worst.tolist()}
+    return _finite(account)
 
 
 class _AccountOf:
-    """The account of the steps' composed share (a ``PartReader``), as a budget holds it."""
+    """The account of the steps' composed share (a ``PartReader``), as a budget holds it;
+    None for a share of no form a budget holds."""
 
-    def gaussian(self, part: GaussianPart) -> Account:
+    def gaussian(self, part: GaussianPart) -> Account | None:
         # mu^2 summed over the steps, then the root (Corollary 3.3).
-        return _finite({"kind": GAUSSIAN, "mu": part.root_mu})
+        return {"kind": GAUSSIAN, "mu": part.root_mu}
 
-    def pure(self, part: PurePart) -> Account:
-        return _finite({"kind": PURE, "epsilon0": part.epsilon0, "count": part.count})
+    def pure(self, part: PurePart) -> Account | None:
+        return {"kind": PURE, "epsilon0": part.epsilon0, "count": part.count}
+
+    def pure_parts(self, part: PureParts) -> Account | None:
+        return None
 
 
 def _finite(account: Account) -> Account:
@@ -143,7 +154,13 @@ def _described(account: Account) -> str:
         return f"mu {float(account['mu']):.3g}"
     if kind == PURE:
         return f"epsilon0 {float(account['epsilon0']):.3g} x {account['count']}"
-    pairs = zip(account["rdp"], account["orders"], strict=True)
+    pairs = list(zip(account["rdp"], account["orders"], strict=True))
+    if len(pairs) > 3:  # the worst case at the default orders: its ends
+        (r0, o0), (r1, o1) = pairs[0], pairs[-1]
+        return (
+            f"rdp at {len(pairs)} orders, {float(r0):.3g} at order {float(o0):g} to "
+            f"{float(r1):.3g} at order {float(o1):g}"
+        )
     return ", ".join(f"rdp {float(r):.3g} at order {float(o):g}" for r, o in pairs)
 
 

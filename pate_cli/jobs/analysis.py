@@ -21,7 +21,7 @@ from pate_cli.accountant.figures import (
     ExactBound,
     delta_warnings,
     epsilon_result,
-    exact_bound,
+    exact_or_reason,
     guaranteed_rdp,
 )
 from pate_cli.accountant.pld import METHODS, check_pld, pld_figure
@@ -107,7 +107,7 @@ def analysis_report(
     if joint is not None:
         joint_result = epsilon_result(orders, joint, delta, conversion)
     moves = terms.threshold_sensitivity
-    exact, exact_worst_case = _exact_bounds(
+    exact, exact_worst_case, exact_absent = _exact_bounds(
         mechanism, votes.num_queries, result.num_queries_seen, answered, delta, moves
     )
     return AnalysisReport(
@@ -126,6 +126,7 @@ def analysis_report(
         exact=exact,
         guaranteed=joint_result,
         exact_worst_case=exact_worst_case,
+        exact_absent=exact_absent,
         warnings=_warnings(votes, delta, moves, dependent),
         account=result,
         terms=terms,
@@ -163,14 +164,16 @@ def _exact_bounds(
     answered: NDArray[np.bool_] | None,
     delta: float,
     moves: int,
-) -> tuple[ExactBound, ExactBound]:
+) -> tuple[ExactBound | None, ExactBound | None, str | None]:
     """The exact bound of the run (the queries it saw and answered) and of the worst case
-    (every query answered): the same bound when the run answered every query."""
+    (every query answered): the same bound when the run answered every query; None for
+    both where the steps' parts have no exact joint account, and why."""
     answered_count = seen if answered is None else int(np.count_nonzero(answered))
-    exact = exact_bound(mechanism, seen, answered_count, delta, moves)
+    exact, absent = exact_or_reason(mechanism, seen, answered_count, delta, moves)
     if (seen, answered_count) == (num_queries,) * 2:
-        return exact, exact
-    return exact, exact_bound(mechanism, num_queries, num_queries, delta, moves)
+        return exact, exact, absent
+    worst, worst_absent = exact_or_reason(mechanism, num_queries, num_queries, delta, moves)
+    return exact, worst, absent or worst_absent
 
 
 def _warnings(votes: Votes, delta: float, moves: int, dependent: EpsilonResult) -> tuple[str, ...]:

@@ -41,7 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.accountant.compose import CostKey, compose, data_independent_rdp
-from pate_cli.accountant.figures import EpsilonResult, ExactBound, epsilon_result, exact_bound
+from pate_cli.accountant.figures import EpsilonResult, ExactBound, epsilon_result, exact_or_reason
 from pate_cli.accountant.pld import PldFigure, pld_figure
 from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE, QueryTerms, answer_weights, query_terms
 from pate_cli.choices import Conversion, GateOn, SortColumn, ThresholdBound
@@ -258,6 +258,8 @@ class CompareRow:
     """Data-independent with every query answered: it does not depend on the votes."""
     exact: ExactBound | None = None
     """The exact data-independent epsilon with every query answered."""
+    exact_absent: str | None = None
+    """Why the row has no exact figure (its steps' parts have no exact joint account)."""
     data_dependent_pld: PldFigure | None = None
     """The privacy-loss-distribution figure (``pld``), where the mechanism has one."""
     pld_note: str | None = None
@@ -298,6 +300,14 @@ class CompareRow:
             **({} if self.exact is None else {"data_independent_exact": self.exact.to_json_dict()}),
             **(
                 {}
+                if self.exact_absent is None
+                else {
+                    "data_independent_exact": None,
+                    "data_independent_exact_absent": self.exact_absent,
+                }
+            ),
+            **(
+                {}
                 if self.data_dependent_pld is None
                 else {"data_dependent_pld": self.data_dependent_pld.to_json_dict()}
             ),
@@ -323,6 +333,7 @@ def _row(
     agreement = float(
         np.mean(right) if weights is None else np.sum(weights * right) / max(answered, 1e-300)
     )
+    exact, exact_absent = exact_or_reason(mechanism, num, num, delta, terms.threshold_sensitivity)
     return CompareRow(
         mechanism=mechanism,
         expected_answered=answered,
@@ -336,7 +347,8 @@ def _row(
             delta,
             conversion,
         ),
-        exact=exact_bound(mechanism, num, num, delta, terms.threshold_sensitivity),
+        exact=exact,
+        exact_absent=exact_absent,
         **_pld_of(shared, mechanism, terms, delta, pld),
     )
 

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.accountant.compose import data_independent_rdp
-from pate_cli.accountant.figures import epsilon_result, exact_bound
+from pate_cli.accountant.figures import epsilon_result, exact_bound, exact_or_reason
 from pate_cli.choices import Accountant, Conversion
 from pate_cli.common import checks, spelling
 from pate_cli.core.bisection import bisect_boundary
@@ -207,7 +207,11 @@ def plan(
     if pilot is not None:
         _check_pilot_mechanism(base)
         accountant = "rdp"
-    problem = _Problem(name, given, unknown, pilot, accountant, grid, delta, kind)
+    absent = None
+    if accountant == "exact":  # steps with no exact joint account: planned on Renyi DP
+        absent = exact_or_reason(base, 1, 1, delta)[1]
+        accountant = "exact" if absent is None else "rdp"
+    problem = _Problem(name, given, unknown, pilot, accountant, grid, delta, kind, absent)
     rising = unknown != "queries" and declarations()[unknown].cost is Cost.RISES
     return problem.report(_solve(problem.cost, unknown, epsilon, delta, rising), epsilon)
 
@@ -262,6 +266,8 @@ class _Problem:
     def mechanism(self, value: float) -> Mechanism:
         """The mechanism with the unknown at ``value``."""
         return _mechanism(self.name, dict(self.given, **{self.unknown: value}))
+    absent: str | None = None
+    """Why the exact accountant asked for was not used (no exact account of the steps)."""
 
     def num_queries(self, value: float) -> int:
         """The number of queries with the unknown at ``value`` (the pilot's, with one)."""
@@ -299,6 +305,8 @@ class _Problem:
         return PlanReport(
             solve_for=self.unknown,
             value=value,
+        if self.absent is not None:
+            notes = (*notes, f"{self.absent}: planned on it (the rdp accountant)")
             epsilon=final,
             target=target,
             delta=self.delta,

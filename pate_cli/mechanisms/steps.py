@@ -55,6 +55,10 @@ class PartReader(Protocol[T_co]):
     def pure(self, part: PurePart) -> T_co:
         """A share of pure DP: ``part.count`` mechanisms, each ``part.epsilon0``-DP."""
 
+    def pure_parts(self, part: PureParts) -> T_co:
+        """A share of pure DP of several epsilon0: ``part.shares``, each a :class:`PurePart`
+        of its own epsilon0 (their optimal composition: ``core.exact_pure``)."""
+
 
 class Part(Protocol):
     """A share of an exact account, no Renyi DP in between: what the exact figure and a
@@ -62,7 +66,7 @@ class Part(Protocol):
 
     def joined(self, other: Part) -> Part | None:
         """This share and ``other`` composed exactly, as one; None where no exact
-        composition covers the two (pure and Gaussian DP together, say)."""
+        composition covers the two (Gaussian and pure DP together)."""
 
     def read(self, reader: PartReader[T]) -> T:
         """What ``reader`` makes of this share's form and figures."""
@@ -136,23 +140,69 @@ class PurePart:
     count: int
 
     def joined(self, other: Part) -> Part | None:
-        # Pure with pure of one epsilon0: more of the same mechanisms, whose optimal
-        # composition is known (Kairouz, Oh and Viswanath 2015, Theorem 3.5).
-        if isinstance(other, PurePart) and other.epsilon0 == self.epsilon0:
-            return PurePart(self.epsilon0, self.count + other.count)
+        # Pure with pure: of one epsilon0, more of the same mechanisms (Kairouz, Oh and
+        # Viswanath 2015, Theorem 3.5); of several, their optimal composition (Murtagh and
+        # Vadhan 2016, Theorem 1.5). Pure with Gaussian: none.
+        if isinstance(other, PurePart | PureParts):
+            return PureParts.of((self, *_pure_shares(other)))
         return None
 
     def read(self, reader: PartReader[T]) -> T:
         return reader.pure(self)
 
 
+@dataclass(frozen=True)
+class PureParts:
+    """A share of a pure-DP account of several epsilon0: each of ``shares`` is ``count``
+    mechanisms of its own ``epsilon0`` (no two alike, in the order they were joined)."""
+
+    shares: tuple[PurePart, ...]
+
+    @staticmethod
+    def of(parts: Sequence[PurePart]) -> PurePart | PureParts:
+        """``parts`` as one share: those of one epsilon0 added up, those of no mechanism
+        (count 0) left out; a :class:`PurePart` where one epsilon0 is left."""
+        counts: dict[float, int] = {}
+        for part in parts:
+            if part.count:
+                counts[part.epsilon0] = counts.get(part.epsilon0, 0) + part.count
+        shares = tuple(PurePart(epsilon0, count) for epsilon0, count in counts.items())
+        if not shares:
+            return parts[0]
+        return shares[0] if len(shares) == 1 else PureParts(shares)
+
+    def joined(self, other: Part) -> Part | None:
+        # As PurePart's: pure with pure, never with Gaussian.
+        if isinstance(other, PurePart | PureParts):
+            return PureParts.of((*self.shares, *_pure_shares(other)))
+        return None
+
+    def read(self, reader: PartReader[T]) -> T:
+        return reader.pure_parts(self)
+
+
+def _pure_shares(part: PurePart | PureParts) -> tuple[PurePart, ...]:
+    return part.shares if isinstance(part, PureParts) else (part,)
+
+
 def joined(parts: Sequence[Part]) -> Part | None:
     """``parts`` (at least one) composed exactly, as one, in their order; None where no exact
-    composition covers them all."""
-    found: Part | None = parts[0]
-    for part in parts[1:]:
+    composition covers them all. A share of no mechanism (no step run: a count of 0, or no
+    sensitivity) joins any other: it is left out."""
+    kept = [part for part in parts if not _empty(part)] or [parts[0]]
+    found: Part | None = kept[0]
+    for part in kept[1:]:
         found = None if found is None else found.joined(part)
     return found
+
+
+def _empty(part: Part) -> bool:
+    """Whether ``part`` is a share of no mechanism (it changes no account)."""
+    if isinstance(part, PurePart):
+        return part.count == 0
+    if isinstance(part, GaussianPart):
+        return all(squares == 0 for squares, _ in part.shares)
+    return False
 
 
 def step_names(threshold: ThresholdStep | None, answer: AnswerStep) -> tuple[str, str]:

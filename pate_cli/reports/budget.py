@@ -117,6 +117,7 @@ def exact_figure(exact: ExactBound, delta: float) -> Figure:
     how = {
         "gaussian": "Gaussian DP of the whole run",
         "pure-dp-optimal": "the optimal composition of its pure-DP steps",
+        "pure-dp-heterogeneous": "the composition of its pure-DP steps of several epsilon0",
     }[exact.method]
     return Figure(
         "data-independent-exact",

@@ -187,6 +187,9 @@ class AnalysisReport:
     """The exact data-independent epsilon of the run (a realised run: its mask's count)."""
     exact_worst_case: ExactBound | None = None
     """The same with every query of the votes answered: publishable as it is."""
+    exact_absent: str | None = None
+    """Why there is no exact figure (the steps' parts have no exact joint account); None
+    where there is one, or where none was asked for."""
     guaranteed: EpsilonResult | None = None
     """Without averaging over the threshold noise (the joint outcome and label, by the
     chain rule); ``data_dependent`` for mechanisms without a threshold step."""
@@ -278,6 +281,10 @@ class AnalysisReport:
         }
         if self.exact is not None:
             out["data_independent_exact"] = self.exact.to_json_dict()
+        elif self.exact_absent is not None:
+            out["data_independent_exact"] = None
+        if self.exact_absent is not None:  # (a realised run with none answered may have one)
+            out["data_independent_exact_absent"] = self.exact_absent
         if self.guaranteed is not None:
             out["guaranteed"] = {
                 key: value

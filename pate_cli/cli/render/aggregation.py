@@ -73,5 +73,5 @@ def aggregate(report: AggregateReport) -> RenderableType:
         counts,
         cost,
         Text(written),
-        publishable_line(report.publishable),
+        publishable_line(report.publishable, report.privacy.exact_absent),
     )

@@ -79,7 +79,7 @@ def analysis(report: AnalysisReport, *, all_orders: bool = False) -> RenderableT
         parts.append(pld_line(report.data_dependent_pld))
     if report.release is not None:
         parts.append(release_line(report.release))
-    parts.append(publishable_line(report.publishable))
+    parts.append(publishable_line(report.publishable, report.exact_absent))
     return Group(*parts)
 
 

@@ -18,6 +18,9 @@ def _account(account: dict[str, Any]) -> str:
         return f"Gaussian mu={fmt_bound(account['mu'])}"
     if account["kind"] == "pure":
         return f"{account['count']} x {fmt_bound(account['epsilon0'])}-DP"
+    if len(account["orders"]) > 3:  # a worst case at the default orders: its range
+        listed = account["orders"]
+        return f"RDP at {len(listed)} orders ({listed[0]:g} to {listed[-1]:g})"
     orders = ", ".join(f"{o:g}" for o in account["orders"])
     return f"RDP at order {orders}: {', '.join(fmt_bound(r) for r in account['rdp'])}"
 

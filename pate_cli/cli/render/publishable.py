@@ -37,8 +37,9 @@ def headline(figures: tuple[Figure, ...], private: str, delta: float) -> Text:
     return text
 
 
-def publishable_line(figures: tuple[Figure, ...]) -> Text:
-    """The figures that may be published, best first; everything else above is private."""
+def publishable_line(figures: tuple[Figure, ...], absent: str | None = None) -> Text:
+    """The figures that may be published, best first; everything else above is private.
+    ``absent``: why there is no exact figure among them, said on a line of its own."""
     text = Text("publishable: ", style="bold")
     for i, figure in enumerate(figures):
         if i:
@@ -46,6 +47,8 @@ def publishable_line(figures: tuple[Figure, ...]) -> Text:
         text.append(f"epsilon = {fmt_bound(figure.epsilon)}", style=f"bold {PUBLISHABLE}")
         text.append(f" ({figure.basis}, delta {figure.delta:g})")
     text.append(". Every other figure depends on the votes: private.")
+    if absent is not None:
+        text.append(f"\n{absent}")
     return text
 
 

@@ -66,7 +66,7 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
         table.add_row("data-independent epsilon", _cost(release.epsilon_data_independent))
         table.add_row("worst case (every query answered)", _cost(release.epsilon_worst_case))
         nothing = Text(f"nothing to release: {release.reason}", style="bold")
-        return Group(header, table, nothing, publishable_line(report.publishable))
+        return Group(header, table, nothing, publishable_line(report.publishable, _absent(report)))
     table.add_row("beta", fmt(required(release.beta)))
     table.add_row("smooth sensitivity E[SS_beta]", _cost(release.smooth_sensitivity))
     table.add_row("sigma_ss", fmt(required(release.sigma_ss)))
@@ -89,7 +89,12 @@ def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
     withheld = release_withheld(release)
     if withheld is not None:
         closing.append(f" (the sample is private: {withheld})")
-    return Group(header, table, closing, publishable_line(report.publishable))
+    return Group(header, table, closing, publishable_line(report.publishable, _absent(report)))
+
+
+def _absent(report: SmoothSensitivityReport) -> str | None:
+    """Why the report has no exact figure (its analysis's), or None."""
+    return None if report.analysis is None else report.analysis.exact_absent
 
 
 def _cost(value: float | None) -> str:
