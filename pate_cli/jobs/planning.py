@@ -262,12 +262,12 @@ class _Problem:
     grid: NDArray[np.float64]
     delta: float
     kind: Conversion
+    absent: str | None = None
+    """Why the exact accountant asked for was not used (no exact account of the steps)."""
 
     def mechanism(self, value: float) -> Mechanism:
         """The mechanism with the unknown at ``value``."""
         return _mechanism(self.name, dict(self.given, **{self.unknown: value}))
-    absent: str | None = None
-    """Why the exact accountant asked for was not used (no exact account of the steps)."""
 
     def num_queries(self, value: float) -> int:
         """The number of queries with the unknown at ``value`` (the pilot's, with one)."""
@@ -301,12 +301,12 @@ class _Problem:
                 "a use of them, unless they are public or a pilot set apart from the private "
                 "data",
             )
+        if self.absent is not None:
+            notes = (*notes, f"{self.absent}: planned on it (the rdp accountant)")
         final = self.cost(value)
         return PlanReport(
             solve_for=self.unknown,
             value=value,
-        if self.absent is not None:
-            notes = (*notes, f"{self.absent}: planned on it (the rdp accountant)")
             epsilon=final,
             target=target,
             delta=self.delta,
