@@ -11,6 +11,7 @@ give one row the other's.
 from __future__ import annotations
 
 import csv
+import math
 import re
 import sys
 import types
@@ -49,6 +50,7 @@ from pate_cli.mechanisms.steps import (
 from pate_cli.orders import parse_orders
 from pate_cli.votes import load_votes
 from tests.conftest import MNIST, run_cli
+from tests.plugins.laplace_threshold import GaussianThresholdLNMax, LaplaceThreshold
 
 ROOT = Path(__file__).resolve().parent.parent
 ORDERS = parse_orders(None)
@@ -178,7 +180,7 @@ GumbelMax = GUMBEL.GumbelMax
 
 @pytest.fixture(scope="module", autouse=True)
 def plugins() -> Iterator[None]:
-    kinds = (GapConfident, LooseGNMax, GumbelMax)
+    kinds = (GapConfident, LooseGNMax, GumbelMax, LaplaceThreshold, GaussianThresholdLNMax)
     for kind in kinds:
         register(kind)
     yield
@@ -203,8 +205,11 @@ def baseline(votes):
     return np.round(rng.dirichlet(np.ones(10), size=votes.num_queries) * 250) / 2
 
 
-# One row of each kind: the Confident, Interactive and gap rows share T and sigma1, the gap
-# row's answer step is theirs and GNMax's (sigma 40), the loose row's has their numbers.
+# One row of each kind. The Confident, Interactive and gap rows share T and sigma1, and the
+# Laplace threshold's noise has sigma1's std (scale sigma1 / sqrt 2); the gap row's answer step
+# is theirs and GNMax's (sigma 40), the loose row's has their numbers. The Gaussian threshold
+# beside LNMax's answer is Confident's threshold step and LNMax's answer step: its terms are
+# theirs, shared.
 SETTINGS = (
     GNMax(40.0),
     ConfidentGNMax(200.0, 150.0, 40.0),
@@ -213,6 +218,8 @@ SETTINGS = (
     GapConfident(200.0, 150.0, 40.0),
     LooseGNMax(40.0),
     GumbelMax(temperature=4.0),
+    LaplaceThreshold(200.0, 150.0 / np.sqrt(2.0), 10.0),
+    GaussianThresholdLNMax(200.0, 150.0, 0.05),
 )
 
 
@@ -269,6 +276,8 @@ def test_the_steps_of_the_same_numbers_cost_differently(alone):
     assert gap.data_dependent.epsilon > confident.data_dependent.epsilon
     gnmax, loose = alone[SETTINGS[0]][0], alone[SETTINGS[5]][0]
     assert loose.data_dependent.epsilon > gnmax.data_dependent.epsilon
+    laplace = alone[SETTINGS[7]][0]
+    assert laplace.expected_answered < 0.99 * confident.expected_answered
 
 
 def test_one_compare_of_the_command_line_is_each_analyze():
@@ -284,10 +293,14 @@ def test_one_compare_of_the_command_line_is_each_analyze():
         "--loose-sigma": 40,
         "--gamma": 0.05,
         "--temperature": 4,
+        "--threshold-scale": repr(150.0 / math.sqrt(2.0)),
+        "--answer-scale": 10,
+        "--threshold-sigma": 150,
     }
     given = [str(item) for pair in flags.items() for item in pair]
     rows = run_cli(["compare", *common, *given, "--json"]).json["rows"]
     names = {"gnmax", "confident-gnmax", "gap-confident", "loose-gnmax", "lnmax", "gumbel-max"}
+    names |= {"laplace-threshold", "gaussian-threshold-lnmax"}
     assert {row["mechanism"]["name"] for row in rows} == names
     for row in rows:
         spec = dict(row["mechanism"])
@@ -377,7 +390,7 @@ def test_the_columns_of_a_mixed_grid(alone):
     columns = compare_columns.ParameterColumns.of([row.mechanism for row in rows])
     assert columns.varying == (
         "threshold", "sigma1", "sigma", "gamma", "gap_threshold", "gap_sigma", "loose_sigma",
-        "temperature",
+        "temperature", "threshold_scale", "answer_scale", "threshold_sigma",
     )  # fmt: skip
     assert columns.fixed == ()
     kinds = [ConfidentGNMax(200.0, 150.0, 40.0, threshold_bound=b) for b in ("theorem6", "exact")]
