@@ -111,9 +111,16 @@ def save(figure: Figure, path: str) -> None:
 
 
 def _setting(mechanism: Mapping[str, Any]) -> str:
-    """A short label of a setting: "T=200 s1=150 s=40"."""
+    """A short label of a setting: "T=200 s1=150 s=40", a plugin's numbers by their names
+    ("temperature=4")."""
     short = {"threshold": "T", "sigma1": "s1", "sigma": "s", "gamma": "g"}
-    return " ".join(f"{short[k]}={mechanism[k]:g}" for k in short if k in mechanism)
+    known = [f"{short[k]}={mechanism[k]:g}" for k in short if k in mechanism]
+    others = [
+        f"{k}={v:g}"
+        for k, v in mechanism.items()
+        if k not in short and isinstance(v, int | float) and not isinstance(v, bool)
+    ]
+    return " ".join(known + others)
 
 
 def _ledger(report: AnalysisReport) -> Ledger:

@@ -400,3 +400,15 @@ def test_the_columns_of_a_mixed_grid(alone):
     found = compare_columns.ParameterColumns.of([row.mechanism for row in both])
     assert found.varying == ("threshold_bound",)
     assert found.fixed == (("threshold", 200.0), ("sigma1", 150.0), ("sigma", 40.0))
+
+
+def test_three_gumbel_rows_are_told_apart_in_the_plot():
+    pytest.importorskip("matplotlib")
+    from pate_cli import plots
+
+    rows = run_cli([*GUMBELS, "--json"]).json["rows"]
+    _, key = plots.plot_compare(rows).axes
+    (text,) = key.texts
+    lines = [line.split(None, 1)[1] for line in text.get_text().splitlines()]
+    assert lines == [f"gumbel-max temperature={row['mechanism']['temperature']:g}" for row in rows]
+    assert sorted(lines) == [f"gumbel-max temperature={t}" for t in (2, 4, 8)]
