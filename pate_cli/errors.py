@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     NOT_CHECKED = 3  # verify: nothing differs, but something was not checked
     CHARGE_REFUSED = 4  # --budget: the run's charge would take the total over the limit
     INTERRUPTED_COMMITTED = 5  # a signal after the commit point: the release and charge stand
+    PLUGIN_FAILED = 6  # a mechanism plugin raised or returned out of contract: not pate's bug
     INTERNAL = 70  # a bug in pate (sysexits EX_SOFTWARE)
     STREAM = 74  # stdout or stderr cannot be written (sysexits EX_IOERR)
     INTERRUPTED = 130  # Ctrl-C; SIGTERM is 143 and SIGHUP 129 (128 + the signal)
@@ -73,3 +74,23 @@ class AccountError(InputError):
     """An account past what double precision composes: a number of it, or the total of the
     accounts, is not a finite double (a budget line made by hand, or a run's noise so small
     that its account overflows). Never a figure below the truth: no figure at all."""
+
+
+class PluginError(Exception):
+    """A mechanism from outside pate (a plugin's, or one registered in code) that failed:
+    something it raised, whatever it was, or something it returned out of its contract (a
+    NaN, a label out of range, a negative Renyi DP). The message names the mechanism, the
+    distribution and version it came from, and what it did.
+
+    Neither the user's input nor pate's bug: not a :class:`PateError` (nor a ``ValueError``,
+    which pate's own code may catch on the way), but its own exit code.
+    """
+
+    exit_code: ExitCode = ExitCode.PLUGIN_FAILED
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(str(message).split()))
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])

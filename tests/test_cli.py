@@ -232,7 +232,7 @@ def test_a_crash_exits_70_with_a_traceback(monkeypatch):
 
 
 def test_exit_code_values_are_the_documented_ones():
-    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 5, 70, 74, 130]
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 5, 6, 70, 74, 130]
 
 
 @pytest.mark.parametrize("document", ["README.md", "docs/cli.md", "pate --help"])

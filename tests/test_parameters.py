@@ -20,7 +20,7 @@ from pate_cli.errors import UsageError
 from pate_cli.jobs.planning import plan
 from pate_cli.mechanisms import Mechanism, Parameter, infer_mechanism, register, registry
 from pate_cli.mechanisms.gnmax import SIGMA
-from pate_cli.mechanisms.registry import RESERVED, declarations, problem, unregister
+from pate_cli.mechanisms.registry import RESERVED, builtins, declarations, problem, unregister
 from pate_cli.mechanisms.steps import GaussianAnswer
 from pate_cli.mechanisms.table import mechanisms_markdown, parameters_markdown
 from tests.conftest import run_cli
@@ -176,7 +176,9 @@ def test_the_docs_tables_are_the_declarations():
     assert mechanisms_markdown() in cli_doc
     assert parameters_markdown() in cli_doc
     assert mechanisms_markdown() in (ROOT / "README.md").read_text()
-    assert list(registry()) == ["gnmax", "confident-gnmax", "interactive-gnmax", "lnmax"]
+    # The built-ins, first whatever plugins are installed (the tables are theirs alone).
+    built_in = ["gnmax", "confident-gnmax", "interactive-gnmax", "lnmax"]
+    assert [kind.name for kind in builtins()] == list(registry())[:4] == built_in
 
 
 def test_help_lists_the_mechanisms_installed(extra):
@@ -187,3 +189,68 @@ def test_help_lists_the_mechanisms_installed(extra):
     for name in ("gnmax", "confident-gnmax", "interactive-gnmax", "lnmax"):
         assert name in out
     assert "registered in code" in out.split("Mechanisms:")[1]
+
+
+@pytest.mark.parametrize("builtin", builtins(), ids=lambda kind: kind.name)
+def test_no_plugin_takes_a_built_ins_name_or_label(extra, builtin):
+    """A plugin named as a built-in, or labelled as one, is refused, even with the built-in
+    asked to go first: records of the built-in keep reading as the built-in's."""
+    named = type("Named", (Wide,), {"name": builtin.name, "short": "named"})
+    labelled = type("Labelled", (Wide,), {"name": "labelled", "short": builtin.short})
+    assert problem(named) == f"the name {builtin.name!r} is a built-in's"
+    assert problem(labelled) == f"the short label {builtin.short!r} is a built-in's"
+    with pytest.raises(UsageError, match=f"mechanism {builtin.name!r} is built in"):
+        unregister(builtin.name)
+    for kind in (named, labelled):
+        with pytest.raises(UsageError, match="is a built-in's"):
+            register(kind)
+    assert registry()[builtin.name] is builtin
+
+
+def _mechanism(name: str, *parameters: Parameter) -> type[Mechanism]:
+    """A mechanism of these parameters (a dataclass of their fields), GNMax's answer at the
+    noise of the first."""
+    members = {
+        "__annotations__": {p.name: float for p in parameters},
+        "__module__": __name__,
+        "answer_step": property(lambda self: GaussianAnswer(getattr(self, parameters[0].name))),
+    }
+    base = dataclass(frozen=True)(type(name, (Mechanism,), members))
+    base.name, base.short, base.parameters = name, name, parameters  # type: ignore[misc]
+    return base
+
+
+def test_a_plugin_may_not_change_what_a_built_ins_flags_mean(extra):
+    """Confident-LNMax (--threshold --sigma1 --gamma) would make plan's --threshold --sigma1
+    (Confident-GNMax, solving for its --sigma) mean either: refused. One taking the two alone
+    would take them over: refused. One taking --sigma and more leaves --sigma alone GNMax's
+    (the one whose flags are exactly those given)."""
+    from pate_cli.mechanisms.confident import SIGMA1, THRESHOLD
+    from pate_cli.mechanisms.lnmax import GAMMA
+
+    both = _mechanism("confident-lnmax", THRESHOLD, SIGMA1, GAMMA)
+    assert problem(both) == (
+        "its flags would make --threshold --sigma1, which mean confident-gnmax, mean "
+        "confident-gnmax or confident-lnmax (a plugin may not change what a built-in's flags "
+        "mean)"
+    )
+    taker = _mechanism("threshold-only", THRESHOLD, SIGMA1)
+    assert "--threshold --sigma1, which mean confident-gnmax, mean it" in str(problem(taker))
+    register(_mechanism("wide-sigma", SIGMA, WIDTH))
+    extra.append("wide-sigma")
+    assert type(infer_mechanism(None, {"sigma": 40.0, "width": None})) is pate.GNMax
+    assert infer_mechanism(None, {"sigma": 40.0, "width": 2.0}).name == "wide-sigma"
+    assert plan(delta=1e-5, epsilon=2.0, sigma=40.0).mechanism == {"name": "gnmax", "sigma": 40.0}
+    table2 = plan(delta=1e-5, epsilon=2.0, queries=640, threshold=200.0, sigma1=150.0)
+    assert (table2.mechanism["name"], table2.solve_for) == ("confident-gnmax", "sigma")
+
+
+def test_plan_reads_a_plugins_flag_as_it_is_spelled(extra):
+    """plan --exp-scale 20 (a parameter exp_scale): the one mechanism that takes it, solving
+    for its queries; never refused as meaning every mechanism."""
+    exp_scale = Parameter("exp_scale", "The exponential mechanism's scale.", symbol="E")
+    register(_mechanism("rnm-exponential", exp_scale))
+    extra.append("rnm-exponential")
+    out = run_cli(["plan", "--delta", "1e-5", "--epsilon", "2", "--exp-scale", "20", "--json"])
+    assert out.json["mechanism"] == {"name": "rnm-exponential", "exp_scale": 20.0}
+    assert out.json["solve_for"] == "queries"

@@ -17,33 +17,15 @@ import numpy as np
 import pytest
 
 from tests.conftest import MNIST
+from tests.plugin_site import distribution, install_gumbel
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = (ROOT / "docs" / "mechanisms.md").read_text()
 QUERIES = 400
-
-
-def _example() -> str:
-    """The whole plugin, as docs/mechanisms.md shows it."""
-    section = DOC.split("## Gumbel-max, the whole plugin", 1)[1]
-    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
-    return code
-
-
-def _dist(site: Path, name: str, points: str) -> None:
-    """A distribution's metadata on ``site``: what pip leaves of an installed package."""
-    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[pate_cli.mechanisms]\n{points}\n")
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    site = tmp_path_factory.mktemp("site")
-    (site / "gumbel_max.py").write_text(_example())
-    _dist(site, "gumbel-max", "gumbel-max = gumbel_max:GumbelMax")
-    return site
+    return install_gumbel(tmp_path_factory.mktemp("site"))
 
 
 def _python(site: Path | str, *args: str, expect: int = 0) -> subprocess.CompletedProcess[str]:
@@ -63,7 +45,8 @@ def pate(site: Path | str, *args: object, expect: int = 0) -> subprocess.Complet
 
 def test_help_lists_it_as_a_plugin(site):
     out = pate(site, "--help").stdout
-    assert re.search(r"gumbel-max\s+plugin 'gumbel-max' \(gumbel_max:GumbelMax\)", out)
+    found = r"gumbel-max\s+plugin gumbel-max 1\.0, gumbel_max:GumbelMax\n"
+    assert re.search(found, out), out
     # One command's help here (each process costs a second); every command's options are
     # the registry's, checked in-process in tests/test_parameters.py.
     assert "--temperature FLOAT" in pate(site, "plan", "--help").stdout
@@ -171,7 +154,7 @@ def test_aggregate_records_and_verify_replays_it(site, tmp_path):
 def test_a_plugin_that_fails_is_one_warning_line(tmp_path, site):
     broken = tmp_path / "broken"
     broken.mkdir()
-    _dist(broken, "broken-plugin", "broken = no_such_module:Missing")
+    distribution(broken, "broken-plugin", "broken = no_such_module:Missing")
     path = os.pathsep.join([str(broken), str(site)])
     done = pate(path, "analyze", MNIST, "--temperature", 4, "--queries", 50,
                 "--delta", 1e-5, "--no-release", "--json")  # fmt: skip
@@ -192,3 +175,44 @@ def test_import_loads_no_plugin_until_a_mechanism_is_looked_up(site):
         "print(before, 'gumbel_max' in sys.modules)"
     )
     assert _python(site, "-c", code).stdout.split() == ["False", "True"]
+
+
+CONFIDENT_LNMAX = """
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pate_cli.mechanisms import Mechanism, Parameter
+from pate_cli.mechanisms.confident import SIGMA1, THRESHOLD
+from pate_cli.mechanisms.lnmax import GAMMA
+
+
+@dataclass(frozen=True)
+class ConfidentLNMax(Mechanism):
+    name: ClassVar[str] = "confident-lnmax"
+    short: ClassVar[str] = "confident-ln"
+    parameters: ClassVar[tuple[Parameter, ...]] = (THRESHOLD, SIGMA1, GAMMA)
+
+    threshold: float
+    sigma1: float
+    gamma: float
+"""
+
+
+def test_a_plugin_that_would_make_the_readme_ambiguous_is_not_loaded(tmp_path, site):
+    """Confident-LNMax installed: the README's plan --threshold 200 --sigma1 150 still plans
+    Confident-GNMax's sigma; the plugin is one warning line, never the command's ambiguity."""
+    (tmp_path / "confident_lnmax.py").write_text(CONFIDENT_LNMAX)
+    distribution(tmp_path, "confident-lnmax", "confident-lnmax = confident_lnmax:ConfidentLNMax")
+    done = pate(os.pathsep.join([str(tmp_path), str(site)]), "plan", "--delta", 1e-5,
+                "--epsilon", 2, "--queries", 640, "--threshold", 200, "--sigma1", 150,
+                "--json")  # fmt: skip
+    planned = json.loads(done.stdout)
+    assert (planned["mechanism"]["name"], planned["solve_for"]) == ("confident-gnmax", "sigma")
+    assert done.stderr.splitlines() == [
+        "pate: warning: the mechanism plugin 'confident-lnmax' "
+        "(confident_lnmax:ConfidentLNMax) was not loaded: UsageError: mechanism "
+        "'confident-lnmax' (plugin confident-lnmax 1.0, confident_lnmax:ConfidentLNMax): its "
+        "flags would make --threshold --sigma1, which mean "
+        "confident-gnmax, mean confident-gnmax or confident-lnmax (a plugin may not change "
+        "what a built-in's flags mean)"
+    ]

@@ -48,8 +48,16 @@ from pate_cli.cli.options import (
 from pate_cli.cli.suggestions import CloseSpellingGroup, with_close_options
 from pate_cli.common.spelling import command_line
 from pate_cli.common.version import __version__
-from pate_cli.errors import ExitCode, PateError
-from pate_cli.mechanisms.registry import PluginWarning, declarations, failures, installed
+from pate_cli.errors import ExitCode, PateError, PluginError
+from pate_cli.mechanisms.plugins import culprit
+from pate_cli.mechanisms.registry import (
+    PluginWarning,
+    declarations,
+    failures,
+    installed,
+    loading,
+    registry,
+)
 
 # One metavar style in every help: an upper-case word for a value, [a|b] for a choice.
 _LISTS = {"orders_text"}  # comma lists where str, with compare's mechanism parameters
@@ -150,6 +158,10 @@ class PateGroup(CloseSpellingGroup):
                 raise
             error_line(f"pate: error: {error.message}")
             raise typer.Exit(int(error.exit_code)) from None
+        except PluginError as error:  # a mechanism from outside pate failed: not pate's bug
+            _plugin_failed(error)
+        except SystemExit as error:  # never pate's own in a command (typer.Exit is not one)
+            _plugin_failed(culprit(error))
         except ClickUsageError as error:
             # Click's own parse errors, kept on one line; still exit 2.
             command = (
@@ -160,7 +172,11 @@ class PateGroup(CloseSpellingGroup):
         except KeyboardInterrupt as interrupt:
             # SIGINT, SIGTERM or SIGHUP (pate_cli.cli.interrupts raises them as an interrupt):
             # whatever was staged has been removed on the way here (pate_cli.files.transaction).
-            signum = getattr(interrupt, "signum", signal.SIGINT)
+            # One a plugin raised itself (no signal) is its failure.
+            signum = getattr(interrupt, "signum", None)
+            if signum is None and culprit(interrupt) is not None:
+                _plugin_failed(culprit(interrupt))
+            signum = signal.SIGINT if signum is None else signum
             error_line(f"pate: interrupted ({signal.Signals(signum).name})")
             raise typer.Exit(128 + int(signum)) from None
         except MemoryError as error:
@@ -174,12 +190,26 @@ class PateGroup(CloseSpellingGroup):
                 raise
             if _lacks_memory(error):
                 _out_of_memory(str(error))
+            _plugin_failed(culprit(error))
             sys.stderr.write(traceback.format_exc())
             error_line(
                 "pate: internal error: this is a bug in pate, please report it "
                 "with the traceback above and the command you ran"
             )
             raise typer.Exit(int(ExitCode.INTERNAL)) from None
+
+
+def _plugin_failed(error: PluginError | None) -> None:
+    """A mechanism from outside pate failed (``error``): its one line, exit 6. None: the
+    failure was no plugin's, and the caller goes on (a ``SystemExit`` is raised again)."""
+    if error is None:
+        if isinstance(sys.exc_info()[1], SystemExit):
+            raise  # the SystemExit being handled: no plugin's
+        return
+    if os.environ.get("PATE_DEBUG"):
+        raise  # the exception being handled, as it was raised
+    error_line(f"pate: error: {error.message}")
+    raise typer.Exit(int(ExitCode.PLUGIN_FAILED)) from None
 
 
 def _what_stands(code: int) -> None:
@@ -263,7 +293,8 @@ app = typer.Typer(
     "Exit codes: 0 ok, 1 budget exceeded (--max-epsilon) or a record that differs, 2 bad "
     "input or usage, 3 a record verified only in part, 4 a charge refused over its budget's "
     "limit (--budget), 5 interrupted after the release was committed (it and its charge stand), "
-    "70 a bug, 74 stdout cannot be written, 130/143/129 interrupted (nothing written).",
+    "6 a mechanism plugin failed (nothing written), 70 a bug, 74 stdout cannot be written, "
+    "130/143/129 interrupted (nothing written).",
     no_args_is_help=True,
     add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -356,6 +387,22 @@ def main() -> None:
     sane_environment()
     warnings.simplefilter("ignore", PluginWarning)  # said as one line (PateGroup)
     try:
+        _load_plugins()
         app(prog_name="pate")
     finally:
         _quiet_streams()
+
+
+def _load_plugins() -> None:
+    """The registry filled, its plugins loaded, with the signals let in: a plugin slow or hung
+    in its import stops on SIGINT, SIGTERM or SIGHUP, one line and 128 + the signal, before
+    anything is read or written (a signal held since the start is raised here too)."""
+    try:
+        with signals_admitted():
+            registry()
+    except KeyboardInterrupt as interrupt:
+        signum = getattr(interrupt, "signum", signal.SIGINT)
+        during = loading()
+        where = "" if during is None else f" while the mechanism {during} was loading"
+        error_line(f"pate: interrupted ({signal.Signals(signum).name}){where}")
+        sys.exit(128 + int(signum))

@@ -121,7 +121,11 @@ def _which(mechanism: str | None, given: dict[str, float | int | None]) -> type[
     LNMax; ``--threshold`` or ``--sigma1``: Confident-GNMax; else GNMax)."""
     if mechanism is not None:
         return registered(mechanism)
-    on = {f"--{key}" for key, value in given.items() if value is not None and key != "queries"}
+    on = {
+        "--" + key.replace("_", "-")  # a parameter's flag (--exp-scale for exp_scale)
+        for key, value in given.items()
+        if value is not None and key != "queries"
+    }
     return likeliest(on) if on else default()
 
 

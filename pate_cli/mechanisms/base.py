@@ -57,7 +57,9 @@ class Mechanism:
     ``short`` (the compare table's label), ``parameters`` (the declarations of the keywords
     that build it, which are also its command-line flags), ``source`` (where it is
     described, for the docs' table) and ``needs_baseline`` (the student's votes). Its
-    parameters are checked against their declarations when it is built.
+    parameters are checked against their declarations when it is built. A subclass defined
+    outside pate has its ``run``, ``answer_step`` and ``threshold_step`` guarded: what they
+    raise or return out of contract is its ``PluginError`` (``pate_cli.mechanisms.plugins``).
     """
 
     name: ClassVar[str]
@@ -72,6 +74,14 @@ class Mechanism:
     privacy-loss-distribution account composes a fixed list of queries)."""
     defaults_in_json: ClassVar[dict[str, Any]] = {}
     """Parameters left out of the JSON at these values (a block stays as it was)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A mechanism from outside pate: its members guarded, its failures its own
+        # (pate_cli.mechanisms.plugins).
+        super().__init_subclass__(**kwargs)
+        from pate_cli.mechanisms.plugins import guard
+
+        guard(cls)
 
     def __post_init__(self) -> None:
         # Each declared parameter checked, and kept as a float (frozen: set here only).

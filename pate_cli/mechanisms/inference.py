@@ -2,17 +2,27 @@
 ``smooth-sensitivity``, ``aggregate``, ``compare`` and ``plan``, read from the registry.
 
 A mechanism's flags are its parameters (``--sigma``...) and, when it needs the student's
-votes, the baseline. ``--mechanism NAME`` names one; without it the flags given choose: the
-mechanisms whose flags hold all of them, the smallest first (``--sigma`` alone is GNMax,
-``--threshold --sigma1 --sigma`` Confident-GNMax, with a baseline Interactive-GNMax). No
-two mechanisms take the same flags (the registry refuses it), and where two would fit the
-flags equally well the flags are refused naming both: which mechanism a set of flags means
-never depends on the order the mechanisms were registered in.
+votes, the baseline. ``--mechanism NAME`` names one; without it the flags given choose:
+
+1. among the mechanisms that take every flag given, the one whose flags are exactly those
+   (``--sigma`` alone is GNMax, even beside a plugin that takes ``--sigma`` and more;
+   ``--threshold --sigma1 --sigma`` Confident-GNMax, with a baseline Interactive-GNMax),
+   else the one with the fewest flags (``plan --threshold --sigma1``: Confident-GNMax,
+   solving for its ``--sigma``);
+2. when none takes them all, the one that takes the most flags no other mechanism takes
+   (``--gamma --sigma``: LNMax, which then refuses ``--sigma``): a flag only one mechanism
+   declares decides it;
+3. ``plan`` without a mechanism flag plans GNMax.
+
+Any remaining tie is refused naming both. No two mechanisms take the same flags, and no
+plugin may change what a built-in's flags mean (the registry refuses both; the rule is
+``pate_cli.mechanisms.flags``'), so which mechanism a set of flags means never depends on the
+order the mechanisms were registered in, and no plugin makes a documented command ambiguous.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from itertools import product
 from typing import Any
@@ -21,7 +31,9 @@ from pate_cli.choices import ThresholdBound
 from pate_cli.common import checks
 from pate_cli.common.spelling import given
 from pate_cli.errors import UsageError
+from pate_cli.mechanisms import flags as rule
 from pate_cli.mechanisms.base import Mechanism
+from pate_cli.mechanisms.plugins import calling
 from pate_cli.mechanisms.registry import BASELINE, flags_of, registered, registry
 
 
@@ -39,14 +51,6 @@ def _checked(
         )
     if missing:
         raise UsageError(f"{how}{kind.name} needs {', '.join(shown.get(f, f) for f in missing)}")
-
-
-def _distinctive(kind: type[Mechanism], flags: Mapping[str, bool]) -> int:
-    """How many of the flags flags only this mechanism takes."""
-    others = {
-        flag for other in registry().values() if other is not kind for flag in flags_of(other)
-    }
-    return sum(1 for flag in flags_of(kind) if flags.get(flag) and flag not in others)
 
 
 def chosen_one(
@@ -71,48 +75,22 @@ def chosen_one(
 
 
 def smallest_holding(on: set[str]) -> type[Mechanism] | None:
-    """The mechanism with the fewest flags among those whose flags hold all of ``on``; None
-    when no mechanism takes them all.
+    """The registered mechanism with the fewest flags among those that take all of ``on``
+    (``pate_cli.mechanisms.flags``); None when none takes them all.
 
     Raises:
-        UsageError: two of equal size hold them (the flags are refused naming both).
+        UsageError: two of equal size take them (refused naming both).
     """
-    holding = [kind for kind in registry().values() if on <= set(flags_of(kind))]
-    return _one_of(holding, lambda k: -len(flags_of(k)), on)
-
-
-def _one_of(
-    kinds: list[type[Mechanism]], score: Callable[[type[Mechanism]], Any], on: set[str]
-) -> type[Mechanism] | None:
-    """The kind of highest ``score``; refused when two share it (never the first
-    registered)."""
-    if not kinds:
-        return None
-    best = max(score(kind) for kind in kinds)
-    tied = [kind for kind in kinds if score(kind) == best]
-    if len(tied) > 1:
-        names = " or ".join(kind.name for kind in tied)
-        raise UsageError(
-            f"{' '.join(sorted(on))} could mean {names}: give --mechanism to say which"
-        )
-    return tied[0]
+    return rule.smallest_holding(on, registry().values())
 
 
 def likeliest(on: set[str]) -> type[Mechanism]:
-    """The mechanism the flags ``on`` most likely ask for: the smallest that takes them all,
-    else the one the most distinctive of them belong to (``--gamma`` with ``--sigma``:
-    LNMax, whose flag no other mechanism takes)."""
-    found = smallest_holding(on)
-    if found is not None:
-        return found
-    flags = dict.fromkeys(on, True)
-    found = _one_of(
-        list(registry().values()),
-        lambda k: (_distinctive(k, flags), len(on & set(flags_of(k)))),
-        on,
-    )
-    assert found is not None  # the registry always holds the built-ins
-    return found
+    """The registered mechanism the flags ``on`` mean (``pate_cli.mechanisms.flags``).
+
+    Raises:
+        UsageError: two fit equally well (refused naming both).
+    """
+    return rule.likeliest(on, registry().values())
 
 
 def chosen_all(name: str | None, flags: Mapping[str, bool]) -> list[type[Mechanism]]:
@@ -166,7 +144,8 @@ def build(kind: type[Mechanism], values: Mapping[str, Any], threshold_bound: str
             f"{given('threshold-bound', bound.value)}: {kind.name} has no threshold step"
         )
     extra = {"threshold_bound": bound.value} if takes_bound else {}
-    return kind(**{p: values[p] for p in kind.keywords()}, **extra)
+    with calling(kind, "its construction"):
+        return kind(**{p: values[p] for p in kind.keywords()}, **extra)
 
 
 def infer_mechanism(

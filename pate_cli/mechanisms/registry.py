@@ -4,15 +4,19 @@ packages offer through the entry-point group ``pate_cli.mechanisms``.
 The registry fills itself on first use (:func:`registry`): the built-ins first, then every
 entry point of the group, each loaded then and never at ``import pate_cli``. An entry point
 names a :class:`Mechanism` subclass (``gumbel = "my_package:GumbelMax"``) or a module whose
-mechanisms it registers; one that fails to load or to register is one warning naming it
-(:class:`PluginWarning`; the command line prints it as one line), never a crash and never a
-silent absence. ``pate --help`` lists what is installed (:func:`installed`).
+mechanisms it registers; one that fails to load or to register, whatever it raises, is one
+warning naming it (:class:`PluginWarning`; the command line prints it as one line), never a
+crash and never a silent absence. ``pate --help`` lists what is installed (:func:`installed`),
+a plugin's with the distribution and version it came from (:func:`provenance`, which records
+keep).
 
-Registration refuses, whoever registers: a name or a ``short`` label taken; a parameter that
-is not a :class:`Parameter`, whose name a command or library call uses for itself
-(:data:`RESERVED`), or that another mechanism declares differently; and a set of flags
-another mechanism already takes, so that which mechanism a set of flags means never depends
-on the order of registration.
+Registration refuses, whoever registers: a built-in's name or ``short`` label (even one
+unregistered), a name or label taken; a parameter that is not a :class:`Parameter`, whose
+name a command or library call uses for itself (:data:`RESERVED`), or that another mechanism
+declares differently; a set of flags another mechanism already takes; and flags that would
+change what a built-in's command line means (``pate_cli.mechanisms.inference``), so that
+which mechanism a set of flags means never depends on the order of registration, and no
+plugin makes a documented command ambiguous.
 """
 
 from __future__ import annotations
@@ -25,13 +29,15 @@ from typing import Any
 
 from pate_cli.common.spelling import given
 from pate_cli.errors import UsageError
+from pate_cli.mechanisms import plugins
 from pate_cli.mechanisms.base import Mechanism
+from pate_cli.mechanisms.flags import BASELINE, changed_meaning, flags_of
 from pate_cli.mechanisms.parameters import Parameter
+
+__all__ = ["BASELINE", "flags_of"]  # the flags' names, where the registry's users read them
 
 GROUP = "pate_cli.mechanisms"
 """The entry-point group packages declare their mechanisms in."""
-BASELINE = "--baseline"
-"""The flag of the student's votes, which a mechanism that ``needs_baseline`` takes."""
 
 #: Names the commands and the library's calls use for themselves: no mechanism parameter
 #: may take one (``tests/test_parameters.py`` checks every command's options against it).
@@ -59,8 +65,10 @@ class PluginWarning(UserWarning):
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
 _ORIGINS: dict[str, str] = {}
+_DISTRIBUTIONS: dict[str, tuple[str, str]] = {}  # a plugin's name -> (distribution, version)
 _FAILURES: list[str] = []
 _LOADED = False
+_LOADING: str | None = None  # the entry point being loaded, while it is
 
 
 def registry() -> dict[str, type[Mechanism]]:
@@ -85,6 +93,11 @@ def _builtins() -> tuple[type[Mechanism], ...]:
     return (GNMax, ConfidentGNMax, InteractiveGNMax, LNMax)
 
 
+def builtins() -> tuple[type[Mechanism], ...]:
+    """The built-in mechanisms, whatever else is installed (the docs' tables are theirs)."""
+    return _builtins()
+
+
 def default() -> type[Mechanism]:
     """The mechanism meant when no flag names one (``plan --queries N`` alone): GNMax."""
     return _builtins()[0]
@@ -104,25 +117,31 @@ def register(kind: type[Mechanism]) -> type[Mechanism]:
 
 
 def unregister(name: str) -> None:
-    """Forget the mechanism ``name`` (a test's, or a notebook's experiment)."""
-    _REGISTRY.pop(name, None)
+    """Forget the mechanism ``name`` (a test's, or a notebook's experiment).
+
+    Raises:
+        UsageError: ``name`` is a built-in's (records of it must keep reading).
+    """
+    if name in {kind.name for kind in _builtins()}:
+        raise UsageError(f"mechanism {name!r} is built in: it cannot be unregistered")
+    kind = _REGISTRY.pop(name, None)
     _ORIGINS.pop(name, None)
+    _DISTRIBUTIONS.pop(name, None)
+    if kind is not None:
+        plugins.forget(kind)
 
 
-def _add(kind: type[Mechanism], origin: str) -> None:
+def _add(kind: type[Mechanism], origin: str, distribution: tuple[str, str] | None = None) -> None:
     found = problem(kind)
     if found is not None:
         raise UsageError(f"mechanism {getattr(kind, 'name', kind)!r} ({origin}): {found}")
     _REGISTRY[kind.name] = kind
     _ORIGINS[kind.name] = origin
-
-
-def flags_of(kind: type[Mechanism]) -> tuple[str, ...]:
-    """The flags a mechanism takes, in order: its parameters, then the baseline."""
-    return (
-        *(parameter.flag for parameter in kind.parameters),
-        *((BASELINE,) if kind.needs_baseline else ()),
-    )
+    if distribution is not None:
+        _DISTRIBUTIONS[kind.name] = distribution
+    if kind not in _builtins():  # how its failures name it (pate_cli.mechanisms.plugins)
+        package = None if distribution is None else kind.__module__.split(".")[0]
+        plugins.know(kind, _described(kind, origin, distribution), package)
 
 
 def problem(kind: object) -> str | None:
@@ -134,11 +153,19 @@ def problem(kind: object) -> str | None:
     name, short = getattr(kind, "name", None), getattr(kind, "short", None)
     if not (isinstance(name, str) and name and isinstance(short, str) and short):
         return "name and short must be non-empty text"
+    if kind not in _builtins():
+        if name in {other.name for other in _builtins()}:
+            return f"the name {name!r} is a built-in's"
+        if short in {other.short for other in _builtins()}:
+            return f"the short label {short!r} is a built-in's"
     if name in _REGISTRY:
         return f"the name {name!r} is taken ({_ORIGINS[name]})"
     if any(other.short == short for other in _REGISTRY.values()):
         return f"the short label {short!r} is taken"
-    return _parameter_problem(kind)
+    found = _parameter_problem(kind)
+    if found is None and kind not in _builtins():
+        found = changed_meaning(kind, _builtins())
+    return found
 
 
 def _parameter_problem(kind: type[Mechanism]) -> str | None:
@@ -165,17 +192,47 @@ def _parameter_problem(kind: type[Mechanism]) -> str | None:
 
 
 def _load_entry_points() -> None:
-    """Register the mechanisms of the group's entry points; a failure is one warning."""
+    """Register the mechanisms of the group's entry points; a failure is one warning,
+    whatever the plugin raised (``SystemExit`` included), but a signal's interrupt."""
     from importlib.metadata import entry_points
 
+    global _LOADING
     for point in entry_points(group=GROUP):
         where = f"plugin {point.name!r} ({point.value})"
+        _LOADING = where
         try:
+            distribution = _distribution(point)
             for kind in _mechanisms_in(point.load()):
                 if _REGISTRY.get(getattr(kind, "name", "")) is not kind:  # not by its import
-                    _add(kind, where)
-        except Exception as error:  # whatever a plugin raises, it is one warning line
-            _fail(f"the mechanism {where} was not loaded: {_one_line(error)}")
+                    _add(kind, _shown(where, distribution), distribution)
+        except BaseException as error:  # whatever a plugin raises, it is one warning line
+            if plugins.is_interrupt(error):
+                raise  # ``loading()`` still names the plugin, for the line that says so
+            _fail(f"the mechanism {where} was not loaded: {plugins.one_line(error)}")
+        _LOADING = None
+
+
+def _shown(where: str, distribution: tuple[str, str] | None) -> str:
+    """Where a plugin's mechanism comes from, as ``pate --help`` lists it: "plugin gumbel-max
+    1.0, gumbel_max:GumbelMax" (its distribution and version, and its entry point's object),
+    or "plugin 'gumbel-max' (gumbel_max:GumbelMax)" where its distribution is not known."""
+    if distribution is None:
+        return where
+    return f"plugin {' '.join(distribution)}, {where.split(' (', 1)[1][:-1]}"
+
+
+def _distribution(point: Any) -> tuple[str, str] | None:
+    """The distribution an entry point comes from, and its version (None: not known)."""
+    found = getattr(point, "dist", None)
+    if found is None or found.metadata["Name"] is None:
+        return None
+    return str(found.metadata["Name"]), str(found.version)
+
+
+def loading() -> str | None:
+    """The plugin whose entry point is being loaded ("plugin 'x' (module:Class)"), while it
+    is; None otherwise."""
+    return _LOADING
 
 
 def _mechanisms_in(loaded: Any) -> Iterable[type[Mechanism]]:
@@ -192,10 +249,6 @@ def _mechanisms_in(loaded: Any) -> Iterable[type[Mechanism]]:
     return [loaded]
 
 
-def _one_line(error: BaseException) -> str:
-    return " ".join(f"{type(error).__name__}: {error}".split())
-
-
 def _fail(message: str) -> None:
     _FAILURES.append(message)
     warnings.warn(message, PluginWarning, stacklevel=3)
@@ -210,6 +263,26 @@ def failures() -> tuple[str, ...]:
 def installed() -> list[tuple[str, str]]:
     """Each mechanism's name and where it comes from ("built in", or its plugin)."""
     return [(name, _ORIGINS[name]) for name in registry()]
+
+
+def provenance(name: str) -> dict[str, str]:
+    """The distribution the mechanism ``name`` came from, with its version (``{"gumbel-max":
+    "1.0"}``): what a record keeps beside pate's version. Empty for a built-in, and for a
+    mechanism registered in code or not registered."""
+    registry()
+    found = _DISTRIBUTIONS.get(name)
+    return {} if found is None else {found[0]: found[1]}
+
+
+def _described(kind: type, origin: str, distribution: tuple[str, str] | None) -> str:
+    """A mechanism from outside pate as its failure names it: "the mechanism 'gumbel-max' of
+    the plugin gumbel-max 1.0", "... 'wide' (registered in code, module tests.test_x)"."""
+    name = getattr(kind, "name", kind.__name__)
+    if distribution is not None:
+        return f"the mechanism {name!r} of the plugin {' '.join(distribution)}"
+    if origin.startswith("plugin"):
+        return f"the mechanism {name!r} of the {origin}"
+    return f"the mechanism {name!r} ({origin}, module {kind.__module__})"
 
 
 def registered(name: object) -> type[Mechanism]:
@@ -258,10 +331,13 @@ def mechanism_from_dict(block: dict[str, Any]) -> Mechanism:
     kind = known.get(str(parameters.pop("name", None)))
     if kind is None:
         raise UsageError(f"mechanism {block!r}: unknown name; expected one of {', '.join(known)}")
-    try:
-        return kind(**parameters)
-    except TypeError:
-        raise UsageError(f"mechanism {block!r}: parameters that do not fit it") from None
+    from pate_cli.mechanisms.plugins import calling
+
+    with calling(kind, "its construction"):
+        try:
+            return kind(**parameters)
+        except TypeError:
+            raise UsageError(f"mechanism {block!r}: parameters that do not fit it") from None
 
 
 def answers_every_query(block: dict[str, Any]) -> bool:

@@ -1,16 +1,17 @@
-"""The docs' tables of mechanisms and their parameters, made from the declarations (the
-tests hold docs/cli.md and the README to them)."""
+"""The docs' tables of the built-in mechanisms and their parameters, made from the
+declarations (the tests hold docs/cli.md and the README to them, whatever plugins are
+installed)."""
 
 from __future__ import annotations
 
 from pate_cli.mechanisms.parameters import Cost
-from pate_cli.mechanisms.registry import BASELINE, declarations, registry
+from pate_cli.mechanisms.registry import BASELINE, builtins
 
 
 def mechanisms_markdown() -> str:
     """One row a mechanism: its name, its flags with their placeholders, its source."""
     rows = ["| mechanism | flags | source |", "|---|---|---|"]
-    for kind in registry().values():
+    for kind in builtins():
         flags = [f"{p.flag} {p.symbol}" for p in kind.parameters]
         flags += [f"{BASELINE} FILE"] if kind.needs_baseline else []
         rows.append(f"| `{kind.name}` | `{' '.join(flags)}` | {kind.source} |")
@@ -29,7 +30,8 @@ def parameters_markdown() -> str:
         Cost.RISES: "solves for it (cost rises with it)",
         Cost.FIXED: "never solves for it (no planned cost moves with it)",
     }
-    for p in declarations().values():
+    declared = {p.name: p for kind in builtins() for p in kind.parameters}
+    for p in declared.values():
         flag = " ".join(f"`{f}`" for f in (p.flag, *p.aliases))
         listed = "a comma list" if p.listable else "one value"
         rows.append(
