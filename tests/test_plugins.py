@@ -140,9 +140,29 @@ def test_aggregate_records_and_verify_replays_it(site, tmp_path):
     report = json.loads(done.stdout)
     drawn = np.load(labels)
     assert drawn.shape == (QUERIES,) and drawn.min() >= 0 and drawn.max() < 10
-    assert json.loads(record.read_text())["call"]["mechanism"]["name"] == "gumbel-max"
+    written = json.loads(record.read_text())
+    assert written["call"]["mechanism"]["name"] == "gumbel-max"
+    # The plugin's distribution and version beside pate's, numpy's, scipy's and Python's.
+    assert written["versions"]["plugins"] == {"gumbel-max": "1.0"}
+    assert set(written["versions"]) == {"pate", "numpy", "scipy", "python", "plugins"}
     verified = json.loads(pate(site, "verify", record, "--seed-file", seed, "--json").stdout)
     assert verified["verdict"] == "verified", verified
+    # The plugin uninstalled, or another version of it: the record cannot be checked (3),
+    # which is not a difference (1).
+    other = install_gumbel(tmp_path / "other")
+    info = other / "gumbel_max-1.0.dist-info" / "METADATA"
+    info.write_text(info.read_text().replace("Version: 1.0", "Version: 1.1"))
+    for where, said in (
+        (tmp_path / "nothing", "cannot be checked: gumbel-max 1.0 is not installed"),
+        (other, "cannot be checked: gumbel-max 1.0 is not installed (gumbel-max 1.1 is)"),
+    ):
+        done = pate(where, "verify", record, "--seed-file", seed, "--json", expect=3)
+        checked = json.loads(done.stdout)
+        assert checked["verdict"] == "incomplete" and checked["differs"] == []
+        assert checked["checks"] == [{"name": "mechanism", "status": "not-checked", "detail": said}]
+        text = pate(where, "verify", record, expect=3).stdout
+        assert text.rstrip().endswith("nothing differs, but the record is not fully verified; "
+                                      "not checked: mechanism")  # fmt: skip
     # The labels follow the exponential mechanism: agreement with the plurality as expected.
     (row,) = json.loads(pate(site, "compare", MNIST, "--temperature", 4, "--queries", QUERIES,
                              "--delta", 1e-5, "--json").stdout)["rows"]  # fmt: skip

@@ -15,7 +15,7 @@ from pate_cli.budget import is_budget
 from pate_cli.budget.audit import record_charge_checks, verify_budget
 from pate_cli.common.spelling import given, option
 from pate_cli.errors import UsageError
-from pate_cli.records.record import load_record
+from pate_cli.records.record import load_record, missing_plugin
 from pate_cli.records.verdict import Check
 from pate_cli.records.verify import CommandLine, Replay, VerifyReport
 from pate_cli.records.verify import verify as verify_record
@@ -57,6 +57,9 @@ def verify_file(
             )
 
         def replayer(record: dict[str, Any], where: str, path: str) -> list[Check]:
+            absent = missing_plugin(record)
+            if absent is not None:
+                return [Check.skipped("mechanism", absent)]
             return verify_record(record, where, {"votes": path}, replay, rtol=rtol)
 
         header = {"command": "budget", "kind": "budget"}
@@ -77,6 +80,9 @@ def verify_file(
     record = load_record(record_path)
     if budget is not None and not isinstance(record["report"].get("budget"), dict):
         raise UsageError(f"{given('budget', budget)}: the record was not charged to a budget")
+    absent = missing_plugin(record)
+    if absent is not None:  # its plugin gone or of another version: nothing to replay it with
+        return VerifyReport(record_path, record, (Check.skipped("mechanism", absent),))
     checks = verify_record(
         record,
         record_path,

@@ -3,7 +3,8 @@
 A record holds the JSON report of ``analyze``, ``smooth-sensitivity`` or ``aggregate``
 together with what is needed to recompute it: the library call that computed it
 (``call``), the command line that made that call (``argv``), where its noise came from,
-the sha256 of the files, and the versions of pate, numpy, scipy and Python. This module
+the sha256 of the files, and the versions of pate, numpy, scipy and Python (and of the
+plugin that brought its mechanism, when a plugin did: ``versions.plugins``). This module
 builds, writes and reads records; ``pate_cli.records.verify`` recomputes one and compares.
 
 Two kinds of record, named by their first field (``privacy``) and by ``kind``:
@@ -230,7 +231,7 @@ def build_record(
             for role, path in outputs.items()
             if path is not None
         },
-        "versions": current_versions(),
+        "versions": current_versions(call.get("mechanism")),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "report": report,
     }
@@ -371,14 +372,53 @@ def walked_by_default(record: dict[str, Any]) -> str | None:
     )
 
 
-def current_versions() -> dict[str, str]:
-    """The software a record was made with: a difference allows last-digit deviations."""
-    return {
+def current_versions(mechanism: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The software a record was made with: a difference allows last-digit deviations. For
+    a ``mechanism`` block of a mechanism a plugin brought, ``plugins`` too: its distribution
+    and version (``{"gumbel-max": "1.0"}``); a built-in's record is as it always was."""
+    from pate_cli.mechanisms.registry import provenance
+
+    versions: dict[str, Any] = {
         "pate": __version__,
         "numpy": np.__version__,
         "scipy": scipy.__version__,
         "python": platform.python_version(),
     }
+    plugins = provenance(str((mechanism or {}).get("name")))
+    if plugins:
+        versions["plugins"] = plugins
+    return versions
+
+
+def missing_plugin(record: dict[str, Any]) -> str | None:
+    """Why the record's mechanism cannot be run here, or None: the plugin it came from
+    (``versions.plugins``) is not installed at the version the record names, or no
+    mechanism of its name is (a built-in's record names no plugin, and one it names is not
+    read: no built-in's name is a plugin's)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from pate_cli.mechanisms.registry import builtins, provenance, registry
+
+    call = record.get("call")
+    block = call.get("mechanism") if isinstance(call, dict) else None
+    name = block.get("name") if isinstance(block, dict) else None
+    if not isinstance(name, str) or name in {kind.name for kind in builtins()}:
+        return None
+    wanted = (record.get("versions") or {}).get("plugins") or {}
+    for distribution, made in wanted.items() if isinstance(wanted, dict) else ():
+        try:
+            here = version(distribution)
+        except PackageNotFoundError:
+            here = None
+        if here != made:
+            other = "" if here is None else f" ({distribution} {here} is)"
+            return f"cannot be checked: {distribution} {made} is not installed{other}"
+    if name not in registry():
+        return f"cannot be checked: no mechanism {name!r} is installed"
+    if wanted and provenance(name) != wanted:
+        made = ", ".join(f"{key} {value}" for key, value in wanted.items())
+        return f"cannot be checked: the mechanism {name!r} installed is not {made}'s"
+    return None
 
 
 def record_text(record: dict[str, Any]) -> bytes:

@@ -351,7 +351,7 @@ def verify(
     with ``replay``, compare every number, warning and note.
 
     With ``rtol`` None, numbers must agree to ``SAME_VERSION_RTOL`` when the record was
-    made with the same versions of pate, numpy, scipy and Python, and to
+    made with the same versions of pate, numpy, scipy, Python and its plugin, and to
     ``OTHER_VERSION_RTOL`` otherwise; ``rtol`` 0 asks for exact equality. The random
     sample is replayed from a public seed or from ``seed_file`` and must then match;
     otherwise its figures are not checked (nothing drawn afresh is ever compared with
@@ -362,7 +362,7 @@ def verify(
     checked. Files on disk are always compared with the record's hashes.
     """
     if rtol is None:
-        same = record.get("versions") == current_versions()
+        same = record.get("versions") == current_versions(record["call"].get("mechanism"))
         rtol = SAME_VERSION_RTOL if same else OTHER_VERSION_RTOL
     if rtol == 0:
         atol = 0.0

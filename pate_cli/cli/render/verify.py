@@ -33,15 +33,20 @@ def render_verify(report: VerifyReport) -> RenderableType:
     verdict = Text(report.summary, style=_VERDICT_STYLE[report.verdict])
     if record.get("command") == "budget":
         return Group(Text(f"budget {record_path}"), table, verdict)
-    versions = record.get("versions", {})
+    versions = dict(record.get("versions", {}))
+    plugins = versions.pop("plugins", None)  # a plugin's mechanism: its distribution's version
     made = ", ".join(f"{k} {v}" for k, v in versions.items())
+    if isinstance(plugins, dict) and plugins:
+        made += ", plugin " + ", ".join(f"{k} {v}" for k, v in plugins.items())
     kind = record.get("kind", "private")
     # The command line is shown only once it is known to be the recorded call.
-    matched = any(c.name == "command line" and c.ok for c in checks)
+    compared = [c for c in checks if c.name == "command line"]
     line = (
         f"command line: pate {shlex.join(record['argv'])}"
-        if matched
+        if any(c.ok for c in compared)
         else "command line: not shown (it does not match the recorded call)"
+        if compared
+        else "command line: not shown (not checked)"
     )
     return Group(
         Text(f"{kind} {record['command']} record made with {made}; {line}"),
