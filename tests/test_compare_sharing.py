@@ -412,3 +412,27 @@ def test_three_gumbel_rows_are_told_apart_in_the_plot():
     lines = [line.split(None, 1)[1] for line in text.get_text().splitlines()]
     assert lines == [f"gumbel-max temperature={row['mechanism']['temperature']:g}" for row in rows]
     assert sorted(lines) == [f"gumbel-max temperature={t}" for t in (2, 4, 8)]
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2, 3, 4, 5, 6, 7, 8), (4, 3, 2, 1, 0, 8, 7, 6, 5)])
+def test_the_privacy_loss_distribution_of_each_row_is_its_own(votes, baseline, order):
+    """compare --pld reads the shared terms: each row's figure (or why it has none) is the
+    one of its setting alone, the gap row (whose own --pld is refused) before or after the
+    Confident row of its numbers."""
+    grid = [SETTINGS[i] for i in order]
+    rows = comparison.compare_rows(
+        votes.counts, grid, ORDERS, DELTA, Conversion.CLASSIC, baseline=baseline, pld="q-bound"
+    )
+    figures = 0
+    for mechanism, row in zip(grid, rows, strict=True):
+        base = baseline if mechanism.needs_baseline else None
+        (single,) = comparison.compare_rows(
+            votes.counts, [mechanism], ORDERS, DELTA, Conversion.CLASSIC, baseline=base,
+            pld="q-bound",
+        )  # fmt: skip
+        assert (row.data_dependent_pld, row.pld_note) == (
+            single.data_dependent_pld,
+            single.pld_note,
+        )
+        figures += row.data_dependent_pld is not None
+    assert figures >= 3  # GNMax, Confident-GNMax and the loose GNMax have one
