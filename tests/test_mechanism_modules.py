@@ -19,8 +19,8 @@ import pate_cli as pate
 from pate_cli.errors import ExitCode, UnsupportedError
 from pate_cli.mechanisms import Mechanism, Parameter, register
 from pate_cli.mechanisms.aggregators import aggregate_gnmax
-from pate_cli.mechanisms.registry import unregister
 from pate_cli.mechanisms.lnmax import LaplaceAnswer
+from pate_cli.mechanisms.registry import unregister
 from pate_cli.mechanisms.steps import GaussianAnswer
 from tests.conftest import MNIST, run_cli
 

@@ -130,7 +130,8 @@ _FIRST_DISTANCE_BLOCK = 32
 def _term_table(gamma: float, largest_gap: int) -> NDArray[np.float64]:
     """h(gamma k) e^_SHIFT for k = 0 .. largest_gap (Lemma 4's term, h(x) = (2 + x) / (4
     e^x)), cut where the terms underflow to 0: read it through ``_terms_at``."""
-    size = min(largest_gap, math.ceil(_ZERO_SCALED_GAP / gamma)) + 1
+    # A subnormal gamma's cut overflows to inf: the whole table, never ceil(inf).
+    size = math.ceil(min(float(largest_gap), _ZERO_SCALED_GAP / gamma)) + 1
     terms = np.empty(size)
     for start in range(0, size, _ENTRY_CHUNK):  # with many teachers the table is large
         scaled = gamma * np.arange(start, min(start + _ENTRY_CHUNK, size), dtype=np.float64)

@@ -54,10 +54,6 @@ class LaplaceAnswer:
         # F(q) of Theorem 3 of 2017 over the ball of q (core.ls_lnmax), at gamma.
         return LaplaceRelease(self.gamma)
 
-    @property
-    def key(self) -> tuple[object, ...]:
-        return ("lnmax", self.gamma)
-
     def logq(self, counts: Counts) -> FloatArray:
         return logq_lnmax(counts, self.gamma)  # Lemma 4 of 2017
 

@@ -229,10 +229,6 @@ class AnswerStep(Protocol):
         ``releases.LaplaceRelease(gamma)``); None (or no such member): none, and the
         release says so in one line."""
 
-    @property
-    def key(self) -> CostKey:
-        """What the per-query cost depends on besides log q (runs sharing it share terms)."""
-
     def logq(self, counts: Counts) -> FloatArray:
         """log q per query: the probability of not releasing the plurality label, bounded."""
 
@@ -325,10 +321,6 @@ class GaussianAnswer:
         # Algorithms 4-5 of 2018 (core.ls_gnmax), at the noise of the answer.
         return GaussianRelease(self.sigma)
 
-    @property
-    def key(self) -> CostKey:
-        return ("gnmax", self.sigma)
-
     def logq(self, counts: Counts) -> FloatArray:
         from pate_cli.core import gnmax
 
@@ -396,7 +388,8 @@ class ThresholdTerms:
 class ThresholdCost:
     """A threshold step's per-query cost: which of its scalars it reads ("margins": the
     terms' ``margins``; "logq_threshold": their ``logq``; fields of the accountant's
-    terms), what it depends on besides them, and the function (Q,) -> (Q, K)."""
+    terms), what it depends on besides them (its name and numbers, for the reader: the step
+    itself keys every cache), and the function (Q,) -> (Q, K)."""
 
     statistic: str
     key: CostKey
