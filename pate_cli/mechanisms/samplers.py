@@ -24,7 +24,8 @@ all Q queries is drawn first, in this order, whatever the outcomes and the stop 
 
 1. threshold noise, Confident- and Interactive-GNMax only: ``z1 = threshold_rng.standard_normal(Q)``
    (``threshold_rng`` defaults to ``rng``; ``pate_cli.jobs.aggregation`` passes each step its own
-   stream, ``pate_cli.files.seeds.PURPOSES``);
+   stream, ``pate_cli.files.seeds.PURPOSES``); ``noisy_threshold`` draws the same, the unit
+   noise of its kind (Q,) from the ``rng`` it is given;
 2. class noise, row-major: ``z = rng.standard_normal((Q, C))`` for the GNMax step (and
    ``Gaussian``), ``rng.laplace(0.0, 1.0, (Q, C))`` times 1 / gamma for LNMax (``Laplace``:
    times its scale), ``rng.gumbel(0.0, 1.0, (Q, C))`` for ``Gumbel`` (drawn even where the
