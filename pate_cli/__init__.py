@@ -56,6 +56,7 @@ _WHERE = {
     "UsageError": "pate_cli.errors",
     "ConditionError": "pate_cli.release.gnss",
     "UnsupportedError": "pate_cli.errors",
+    "PluginError": "pate_cli.errors",
     "Budget": "pate_cli.budget",
     "BudgetExceeded": "pate_cli.budget",
 }
@@ -90,6 +91,7 @@ __all__ = [
     "UsageError",
     "ConditionError",
     "UnsupportedError",
+    "PluginError",
     "Budget",
     "BudgetExceeded",
 ]
@@ -119,7 +121,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     )
     from pate_cli.api.replay import verify
     from pate_cli.budget import Budget, BudgetExceeded
-    from pate_cli.errors import InputError, PateError, UnsupportedError, UsageError
+    from pate_cli.errors import InputError, PateError, PluginError, UnsupportedError, UsageError
     from pate_cli.jobs.aggregation import AggregateResult
     from pate_cli.jobs.comparison import CompareReport
     from pate_cli.jobs.inspection import InspectReport

@@ -22,6 +22,8 @@ from subprocess import Popen
 import pytest
 
 from pate_cli.errors import ExitCode
+from pate_cli.mechanisms import register
+from pate_cli.mechanisms.registry import unregister
 from tests import faulty_plugin as faulty
 from tests.conftest import MNIST
 from tests.plugin_site import distribution
@@ -198,3 +200,26 @@ def test_a_signal_in_a_plugins_run_is_an_interrupt_not_its_failure(site, tmp_pat
         out, err = process.communicate(timeout=30)
     assert (process.returncode, err.splitlines(), out) == (130, ["pate: interrupted (SIGINT)"], "")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["running"]
+
+
+def test_in_python_a_plugins_failure_is_a_plugin_error():
+    """The library raises the same failure as a PluginError (not a ValueError, which a
+    caller catching bad input would take for its own), naming a mechanism registered in code
+    by its module; the same mechanism working runs."""
+    import pate_cli as pate
+
+    votes = pate.load_votes(MNIST, queries=40)
+    named = "the mechanism 'faulty' (registered in code, module tests.faulty_plugin) failed: "
+    register(faulty.Faulty)
+    try:
+        with pytest.raises(pate.PluginError) as raised:
+            pate.analyze(votes, faulty.Faulty(20, faulty.NAN_LOGQ), delta=1e-5, release=False)
+        assert not isinstance(raised.value, ValueError)
+        assert raised.value.message == named + "its answer step's logq returned NaN at [3]" + BLAME
+        with pytest.raises(pate.PluginError) as raised:
+            pate.aggregate(votes, faulty.Faulty(20, faulty.RUN_EXITS), delta=1e-5, seed=1)
+        assert raised.value.message == named + "its run raised SystemExit: 0" + BLAME
+        working = pate.analyze(votes, faulty.Faulty(20, 0), delta=1e-5, release=False)
+    finally:
+        unregister("faulty")
+    assert 0 < working.data_dependent.epsilon <= working.data_independent.epsilon
