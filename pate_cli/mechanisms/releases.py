@@ -28,7 +28,7 @@ class ReleaseMaker(Protocol[T_co]):
         """The release of a Laplace noisy max that answers every query (no threshold step)."""
 
 
-class Release(Protocol):
+class StepRelease(Protocol):
     """What an answer step's ``release`` returns: a release ``maker`` can make."""
 
     def made_by(self, maker: ReleaseMaker[T]) -> T:

@@ -27,7 +27,7 @@ from functools import partial
 from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar, cast
 
 from pate_cli.errors import UnsupportedError
-from pate_cli.mechanisms.releases import GaussianRelease, Release
+from pate_cli.mechanisms.releases import GaussianRelease, StepRelease
 
 if TYPE_CHECKING:
     import numpy as np
@@ -224,7 +224,7 @@ class AnswerStep(Protocol):
         """What the step is called: its key in a release's ``data_independent_steps``."""
 
     @property
-    def release(self) -> Release | None:
+    def release(self) -> StepRelease | None:
         """Its smooth-sensitivity release (``releases.GaussianRelease(sigma)``,
         ``releases.LaplaceRelease(gamma)``); None (or no such member): none, and the
         release says so in one line."""

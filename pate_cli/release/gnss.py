@@ -41,8 +41,7 @@ from pate_cli.core.compact import Compact
 from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.files.seeds import Noise
 from pate_cli.mechanisms import Mechanism, UnsupportedError
-from pate_cli.mechanisms.releases import GaussianRelease, LaplaceRelease
-from pate_cli.mechanisms.releases import Release as StepRelease
+from pate_cli.mechanisms.releases import GaussianRelease, LaplaceRelease, StepRelease
 from pate_cli.mechanisms.steps import GaussianThreshold, gaussian_threshold
 from pate_cli.release.common import AtOrder, Draw, Walk, num_seen, sampled
 from pate_cli.release.conditions import ConditionError, checked_conditions
