@@ -1,7 +1,7 @@
 """Mechanism plugins installed as pip leaves them: a module, and a dist-info naming the
 distribution, its version and its entry points in the group ``pate_cli.mechanisms``, in a
-folder put on ``PYTHONPATH``. For the tests, and for CI, which runs the whole suite with
-docs/mechanisms.md's Gumbel-max installed so::
+folder put on ``PYTHONPATH``. For the tests, and for CI, which runs the whole suite with a
+plugin installed so (:func:`install_suite_plugin`)::
 
     python -m tests.plugin_site DIR    # then PYTHONPATH=DIR python -m pytest
 """
@@ -42,7 +42,21 @@ def install_gumbel(site: Path) -> Path:
     return site
 
 
+def install_suite_plugin(site: Path) -> Path:
+    """The plugin the whole suite runs beside (CI): docs/mechanisms.md's Gumbel-max under
+    names no test gives a mechanism of its own (the tests register and install Gumbel-max
+    itself, whose name and flag one installed copy would take): the mechanism 'suite-gumbel'
+    of the parameter ``spread``, module ``suite_gumbel``, distribution suite-gumbel 1.0."""
+    source = gumbel_source().replace('"gumbel-max"', '"suite-gumbel"')
+    source = source.replace('short: ClassVar[str] = "gumbel"', 'short: ClassVar[str] = "suite"')
+    source = source.replace("temperature", "spread").replace("TEMPERATURE", "SPREAD")
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "suite_gumbel.py").write_text(source)
+    distribution(site, "suite-gumbel", "suite-gumbel = suite_gumbel:GumbelMax")
+    return site
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: python -m tests.plugin_site DIR")
-    print(install_gumbel(Path(sys.argv[1])))
+    print(install_suite_plugin(Path(sys.argv[1])))
