@@ -236,3 +236,41 @@ def test_a_plugin_that_would_make_the_readme_ambiguous_is_not_loaded(tmp_path, s
         "confident-gnmax, mean confident-gnmax or confident-lnmax (a plugin may not change "
         "what a built-in's flags mean)"
     ]
+
+
+def test_a_budget_whose_records_need_a_plugin_not_installed_is_not_checked(site, tmp_path):
+    """verify BUDGET of a charge recorded by a plugin's run: recomputed with the plugin;
+    without it, neither recomputed nor replayed, and said so (3), never a difference (1)."""
+    budget, records, seed = tmp_path / "b.jsonl", tmp_path / "records", tmp_path / "seed"
+    records.mkdir()
+    pate(site, "budget", "init", budget, "--delta", 1e-5, "--max-epsilon", 100)
+    pate(site, "aggregate", MNIST, "--temperature", 4, "--queries", 50, "--delta", 1e-5,
+         "--seed-file", seed, "--output", records / "labels.npy", "--record",
+         records / "run.json", "--budget", budget)  # fmt: skip
+    checks = {
+        check["name"]: check
+        for check in json.loads(
+            pate(site, "verify", budget, "--records", records, "--json", expect=3).stdout
+        )["checks"]
+    }
+    assert checks["charges and their records"]["status"] == "verified"
+    gone = pate(tmp_path / "nothing", "verify", budget, "--records", records, "--votes", MNIST,
+                "--json", expect=3)  # fmt: skip
+    report = json.loads(gone.stdout)
+    assert report["differs"] == [] and report["verdict"] == "incomplete"
+    checks = {check["name"]: check for check in report["checks"]}
+    said = "cannot be checked: gumbel-max 1.0 is not installed"
+    where = records / "run.json"
+    assert checks["charges whose mechanism is not installed"] == {
+        "name": "charges whose mechanism is not installed",
+        "status": "not-checked",
+        "detail": f"charge 1 ({where}): {said}",
+    }
+    assert checks["records not replayed"]["detail"] == (
+        f"charge 1: charge 1: {where}: {said}; their records are taken as written"
+    )
+    assert checks["accounts of mechanisms not installed"]["detail"] == (
+        "charge 1 (gumbel-max): their mechanisms are not installed: their accounts are taken "
+        "as written"
+    )
+    assert checks["chain"]["status"] == "verified"

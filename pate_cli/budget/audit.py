@@ -68,9 +68,8 @@ from pate_cli.budget.recompute import (
 from pate_cli.budget.storage import is_budget
 from pate_cli.common.spelling import option
 from pate_cli.errors import AccountError, InputError, PateError
-from pate_cli.records.record import (
-    record_digest,
-)
+from pate_cli.mechanisms import registry
+from pate_cli.records.record import missing_plugin, record_digest
 from pate_cli.records.verdict import Check, first_of, listed, numbered
 from pate_cli.reports.rounding import bound_significant
 
@@ -137,6 +136,8 @@ def verify_budget(
         _header_check(budget.header),
     ]
     checks.append(_chain_check(budget))
+    if _links(budget):
+        checks.extend(_uninstalled_check(budget.lines))
     checks.extend(_head_check(budget, head) for head in heads)
     # A line whose account is not its own parameters' is named above; its record is still
     # compared: only a chain that does not link stops the comparison.
@@ -194,12 +195,13 @@ def _chain_check(budget: _File) -> Check:
         return Check.made("chain", False, f"line {text}: {budget.lines[text - 2]}")
     problem = chain_problem(budget.header, budget.lines) or _own_accounts(budget.lines)
     charges = sum(1 for line in budget.lines if not is_note(line))
+    unseen = any(_uninstalled(line) for line in budget.lines if not is_note(line))
     return Check.made(
         "chain",
         problem is None,
         problem
         or f"{charges} charges, each line following the one before, each account its own "
-        "parameters'",
+        f"parameters'{' (but those of mechanisms not installed)' if unseen else ''}",
     )
 
 
@@ -215,7 +217,7 @@ def _own_accounts(lines: list[dict[str, Any]]) -> str | None:
     inconsistency), named by its number and its line."""
     numbers = charge_numbers(lines)
     for number, line in enumerate(lines, start=2):
-        if is_note(line):
+        if is_note(line) or _uninstalled(line) is not None:
             continue
         charge = f"charge {numbers[number - 2]} (line {number})"
         try:
@@ -225,6 +227,26 @@ def _own_accounts(lines: list[dict[str, Any]]) -> str | None:
         if not same(recomputed, line["account"]):
             return f"{charge}: its account is not its own parameters' ({recomputed})"
     return None
+
+
+def _uninstalled(line: dict[str, Any]) -> str | None:
+    """The name of a charge's mechanism where no installed mechanism has it (a plugin's, since
+    uninstalled): its account cannot be recomputed from its parameters here."""
+    name = (line.get("mechanism") or {}).get("name")
+    return None if not isinstance(name, str) or name in registry() else name
+
+
+def _uninstalled_check(lines: list[dict[str, Any]]) -> list[Check]:
+    """The charges whose accounts were not recomputed: their mechanism is not installed."""
+    found = [
+        f"charge {number} ({name})"
+        for line, number in zip(lines, charge_numbers(lines), strict=True)
+        if number is not None and (name := _uninstalled(line)) is not None
+    ]
+    if not found:
+        return []
+    why = "their mechanisms are not installed: their accounts are taken as written"
+    return [Check.skipped("accounts of mechanisms not installed", f"{listed(found)}: {why}")]
 
 
 def _head_check(budget: _File, head: str) -> Check:
@@ -261,6 +283,7 @@ def _no_total() -> Check:
 def _charge_checks(budget: _File, found: dict[str, Claim]) -> list[Check]:
     """Each line naming a record, against the record; lines without one, by name."""
     differing, matched, unrecorded, absent, unreleased = [], 0, [], [], []
+    unrunnable = []  # records whose mechanism's plugin is not installed here
     noted = {line["charge"]: n for n, line in enumerate(budget.lines, 2) if is_note(line)}
     numbers = charge_numbers(budget.lines)
     for index, (line, number) in enumerate(zip(budget.lines, numbers, strict=True), start=1):
@@ -282,6 +305,10 @@ def _charge_checks(budget: _File, found: dict[str, Claim]) -> list[Check]:
             differing.append(
                 f"{charge} is noted as released nothing, but its record {where} is there"
             )
+            continue
+        gone = missing_plugin(record)
+        if gone is not None:  # nothing to recompute its charge with: not checked, not differs
+            unrunnable.append(f"{charge} ({where}): {gone}")
             continue
         earlier = budget.lines[: index - 1]
         problems = charge_differences(record, line, budget.header, index, earlier)
@@ -313,6 +340,8 @@ def _charge_checks(budget: _File, found: dict[str, Claim]) -> list[Check]:
                 f"{numbered(absent)}: their records are not in the folders given",
             )
         )
+    if unrunnable:
+        checks.append(Check.skipped("charges whose mechanism is not installed", listed(unrunnable)))
     if unreleased:
         checks.append(
             Check.skipped(

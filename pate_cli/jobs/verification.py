@@ -14,7 +14,7 @@ from typing import Any
 from pate_cli.budget import is_budget
 from pate_cli.budget.audit import record_charge_checks, verify_budget
 from pate_cli.common.spelling import given, option
-from pate_cli.errors import UsageError
+from pate_cli.errors import InputError, UsageError
 from pate_cli.records.record import load_record, missing_plugin
 from pate_cli.records.verdict import Check
 from pate_cli.records.verify import CommandLine, Replay, VerifyReport
@@ -58,8 +58,8 @@ def verify_file(
 
         def replayer(record: dict[str, Any], where: str, path: str) -> list[Check]:
             absent = missing_plugin(record)
-            if absent is not None:
-                return [Check.skipped("mechanism", absent)]
+            if absent is not None:  # not replayed (budget.pins), never taken as replayed
+                raise InputError(f"{where}: {absent}")
             return verify_record(record, where, {"votes": path}, replay, rtol=rtol)
 
         header = {"command": "budget", "kind": "budget"}
