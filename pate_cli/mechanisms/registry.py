@@ -108,8 +108,9 @@ def register(kind: type[Mechanism]) -> type[Mechanism]:
     records (usable as a class decorator).
 
     Raises:
-        UsageError: what :func:`problem` finds (a name taken, flags another mechanism
-            takes, a parameter declared differently elsewhere...).
+        UsageError: what :func:`problem` finds (a built-in's name or label, a name taken,
+            flags another mechanism takes or that would change what a built-in's flags
+            mean, a parameter declared differently elsewhere...).
     """
     registry()
     _add(kind, "registered in code")
