@@ -27,11 +27,11 @@ import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from pate_cli.errors import PateError, PluginError
 
 if TYPE_CHECKING:  # a mechanism is any class here: this module imports no other of pate's
+    import numpy as np
+
     Mechanism = Any
 
 _BUILT_IN = "pate_cli."
@@ -225,6 +225,8 @@ def _checked_function(
 
 def _per_query(result: Any, counts: Any, kind: type, what: str) -> None:
     """One figure a query of ``counts``, in a numpy array."""
+    import numpy as np  # here: pate --version and --help load no numpy (README)
+
     queries = getattr(counts, "shape", (None,))[0]
     if not isinstance(result, np.ndarray):
         raise failure(kind, f"{what} returned {type(result).__name__}, not a numpy array")
@@ -238,6 +240,8 @@ def _figures(value: Any, kind: type, said: str, rule: str | None) -> None:
     """The numbers of ``value`` (a number, an array, a tuple of them; anything else is not
     looked at): none NaN, and each within ``rule``; else the failure ``said`` begins ("its
     answer step's logq returned")."""
+    import numpy as np
+
     if isinstance(value, tuple | list):
         for item in value:
             _figures(item, kind, said, rule)
@@ -262,6 +266,8 @@ def _figures(value: Any, kind: type, said: str, rule: str | None) -> None:
 
 def _where(mask: np.ndarray) -> str:
     """Where the first bad figure of an array is ("at [3, 0]"), or nothing for a number."""
+    import numpy as np
+
     if mask.ndim == 0:
         return ""
     first = np.argwhere(mask)[0]
@@ -272,6 +278,8 @@ def check_labels(kind: type, result: Any, counts: Any) -> None:
     """What a mechanism's ``run`` returns: an ``AggregationResult`` of one entry a query, its
     labels whole numbers, -1 (nothing released) or a class of the votes, a class wherever
     the teachers answered."""
+    import numpy as np
+
     from pate_cli.mechanisms.samplers import AggregationResult
 
     if not isinstance(result, AggregationResult):
