@@ -638,6 +638,13 @@ QUOTES = [
 TABLE = "table: "  # the rows of the Markdown table whose header row starts with this text
 
 NOT_COMMAND_OUTPUTS: list[tuple[str, str, str]] = [
+    (CLI, "`RDP at 302 orders (1.1 to 500)`", "the default order grid, an input"),
+    (
+        "docs/mechanisms.md",
+        "at order 1.25 on the histogram [0, 3, 5] (8 teachers, 3 classes): 0.0 < 0.5526...",
+        "the words of the test kit's failure, an example of its message",
+    ),
+    ("docs/mechanisms.md", "of `ORDERS` (1.25 to 64)", "the test kit's orders, an input"),
     (CLI, "exceeds chance by at least 0.25 (a quarter", "a constant of the layout test"),
     (
         CLI,

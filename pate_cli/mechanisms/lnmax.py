@@ -12,13 +12,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, ClassVar
 
-from pate_cli.core.agreement import laplace_agreement
-from pate_cli.core.lnmax import logq_lnmax, rdp_lnmax, rdp_lnmax_data_independent
-from pate_cli.core.outcomes import laplace_log_probabilities
 from pate_cli.mechanisms.base import Mechanism
 from pate_cli.mechanisms.parameters import Cost, Parameter
 from pate_cli.mechanisms.releases import LaplaceRelease
-from pate_cli.mechanisms.samplers import Laplace, answer_every_query, noisy_max
 from pate_cli.mechanisms.steps import PurePart
 
 if TYPE_CHECKING:
@@ -54,13 +50,21 @@ class LaplaceAnswer:
         # F(q) of Theorem 3 of 2017 over the ball of q (core.ls_lnmax), at gamma.
         return LaplaceRelease(self.gamma)
 
+    # The formulas are imported where they are used: a mechanism's module is loaded by every
+    # command, --version and --help too, which need no numpy.
     def logq(self, counts: Counts) -> FloatArray:
+        from pate_cli.core.lnmax import logq_lnmax
+
         return logq_lnmax(counts, self.gamma)  # Lemma 4 of 2017
 
     def cost(self, orders: FloatArray) -> Callable[[FloatArray], FloatArray]:
+        from pate_cli.core.lnmax import rdp_lnmax
+
         return partial(rdp_lnmax, gamma=self.gamma, orders=orders)  # Theorem 3 of 2017
 
     def data_independent(self, orders: FloatArray) -> FloatArray:
+        from pate_cli.core.lnmax import rdp_lnmax_data_independent
+
         return rdp_lnmax_data_independent(self.gamma, orders)  # pure 2 gamma-DP
 
     def part(self, answered: float) -> PurePart:
@@ -68,9 +72,13 @@ class LaplaceAnswer:
         return PurePart(2.0 * self.gamma, int(answered))
 
     def agreement(self, counts: Counts) -> FloatArray:
+        from pate_cli.core.agreement import laplace_agreement
+
         return laplace_agreement(counts, self.gamma)  # by quadrature
 
     def log_probabilities(self, counts: FloatArray) -> FloatArray:
+        from pate_cli.core.outcomes import laplace_log_probabilities
+
         return laplace_log_probabilities(counts, self.gamma)  # by quadrature
 
 
@@ -90,6 +98,8 @@ class LNMax(Mechanism):
         return LaplaceAnswer(self.gamma)
 
     def run(self, counts: np.ndarray, noise: Noise, run: Run) -> AggregationResult:
+        from pate_cli.mechanisms.samplers import Laplace, answer_every_query, noisy_max
+
         # Laplace.of_rate: a subnormal gamma's scale overflows to inf, and the noise decides.
         noise_of = Laplace.of_rate(self.gamma)
         labels = noisy_max(counts, noise_of, noise.generator("aggregate-answer"))
