@@ -48,7 +48,7 @@ from scipy.special import logsumexp
 
 from pate_cli.core.logmath import log1mexp
 from pate_cli.files.seeds import from_seed
-from pate_cli.mechanisms import Mechanism, Run, infer_mechanism, mechanism_from_dict, registry
+from pate_cli.mechanisms import Mechanism, Run, by_name, infer_mechanism, mechanism_from_dict
 
 __all__ = [
     "CASES",
@@ -126,7 +126,7 @@ def check_registration(mechanism: Mechanism) -> None:
     """
     kind = type(mechanism)
     name = getattr(kind, "name", kind.__name__)
-    if registry().get(name) is not kind:
+    if by_name().get(name) is not kind:
         _fail(name, "registration", "it is not registered (register(Kind), or an entry point)")
     params = getattr(kind, "__dataclass_params__", None)
     if not (dataclasses.is_dataclass(kind) and params is not None and params.frozen):

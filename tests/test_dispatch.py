@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import pate_cli
-from pate_cli.mechanisms import registry
+from pate_cli.mechanisms import by_name
 
 PACKAGE = Path(pate_cli.__file__).parent
 TYPE_QUESTIONS = ("isinstance", "issubclass")
@@ -111,7 +111,7 @@ def violations(root: Path) -> dict[str, list[str]]:
     mechanisms = root / "mechanisms"
     classes, names = defined_classes(mechanisms), declared_names(mechanisms)
     if root == PACKAGE:
-        names |= set(registry())
+        names |= set(by_name())
     outside = {
         path: tree
         for path, tree in _sources(root).items()
@@ -124,7 +124,7 @@ def violations(root: Path) -> dict[str, list[str]]:
 
 def test_nothing_outside_the_mechanisms_asks_what_a_mechanism_step_or_part_is():
     classes = defined_classes(PACKAGE / "mechanisms")
-    names = declared_names(PACKAGE / "mechanisms") | set(registry())
+    names = declared_names(PACKAGE / "mechanisms") | set(by_name())
     # What the check looks for is there to find.
     assert {"GNMax", "LNMax", "GaussianAnswer", "GaussianThreshold", "GaussianPart"} <= classes
     assert {"PurePart", "LaplaceAnswer", "Mechanism"} <= classes

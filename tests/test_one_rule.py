@@ -21,9 +21,9 @@ from pate_cli.jobs.analysis import analysis_report
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, LNMax
 from pate_cli.orders import parse_orders
 from pate_cli.reports import ledger
-from pate_cli.reports.budget import Gate, within_budget, within_limit
 from pate_cli.reports.encoding import csv_text, dumps, number_text, plain
 from pate_cli.reports.models import InputSummary
+from pate_cli.reports.publishable import Gate, within_budget, within_limit
 from pate_cli.votes import load_votes
 
 COUNTS = np.array([[8, 1, 1], [5, 4, 1], [3, 3, 4], [10, 0, 0]], dtype=np.float64)

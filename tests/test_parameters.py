@@ -18,12 +18,19 @@ import pate_cli as pate
 from pate_cli.cli.app import app
 from pate_cli.errors import UsageError
 from pate_cli.jobs.planning import plan
-from pate_cli.mechanisms import Mechanism, Parameter, infer_mechanism, register, registry
+from pate_cli.mechanisms import Mechanism, Parameter, infer_mechanism, register
 from pate_cli.mechanisms.gnmax import SIGMA
-from pate_cli.mechanisms.registry import RESERVED, builtins, declarations, problem, unregister
+from pate_cli.mechanisms.registry import (
+    RESERVED,
+    builtins,
+    by_name,
+    declarations,
+    problem,
+    unregister,
+)
 from pate_cli.mechanisms.steps import GaussianAnswer
-from pate_cli.mechanisms.table import mechanisms_markdown, parameters_markdown
 from tests.conftest import run_cli
+from tests.mechanism_tables import mechanisms_markdown, parameters_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDTH = Parameter("width", "The noise's width.", symbol="W")
@@ -178,7 +185,7 @@ def test_the_docs_tables_are_the_declarations():
     assert mechanisms_markdown() in (ROOT / "README.md").read_text()
     # The built-ins, first whatever plugins are installed (the tables are theirs alone).
     built_in = ["gnmax", "confident-gnmax", "interactive-gnmax", "lnmax"]
-    assert [kind.name for kind in builtins()] == list(registry())[:4] == built_in
+    assert [kind.name for kind in builtins()] == list(by_name())[:4] == built_in
 
 
 def test_help_lists_the_mechanisms_installed(extra):
@@ -204,7 +211,7 @@ def test_no_plugin_takes_a_built_ins_name_or_label(extra, builtin):
     for kind in (named, labelled):
         with pytest.raises(UsageError, match="is a built-in's"):
             register(kind)
-    assert registry()[builtin.name] is builtin
+    assert by_name()[builtin.name] is builtin
 
 
 def _mechanism(name: str, *parameters: Parameter) -> type[Mechanism]:

@@ -78,7 +78,9 @@ from pate_cli.mechanisms import Mechanism, as_mechanism, is_mechanism
 from pate_cli.orders import as_orders, fixed_order
 from pate_cli.release.gnss import GnssRelease
 from pate_cli.release.model import bound_of, release_mode
-from pate_cli.reports.budget import (
+from pate_cli.reports.ledger import build_ledger
+from pate_cli.reports.models import AnalysisReport, InputSummary, SmoothSensitivityReport
+from pate_cli.reports.publishable import (
     analysis_epsilons,
     apply_gate,
     as_gate_on,
@@ -86,8 +88,6 @@ from pate_cli.reports.budget import (
     gate_warnings,
     release_epsilons,
 )
-from pate_cli.reports.ledger import build_ledger
-from pate_cli.reports.models import AnalysisReport, InputSummary, SmoothSensitivityReport
 from pate_cli.votes import Input, VoteFormat, Votes, as_vote_format
 from pate_cli.votes import load_votes as _load_votes
 

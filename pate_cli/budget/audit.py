@@ -68,7 +68,7 @@ from pate_cli.budget.recompute import (
 from pate_cli.budget.storage import is_budget
 from pate_cli.common.spelling import option
 from pate_cli.errors import AccountError, InputError, PateError
-from pate_cli.mechanisms import registry
+from pate_cli.mechanisms import by_name
 from pate_cli.records.record import missing_plugin, record_digest
 from pate_cli.records.verdict import Check, first_of, listed, numbered
 from pate_cli.reports.rounding import bound_significant
@@ -233,7 +233,7 @@ def _uninstalled(line: dict[str, Any]) -> str | None:
     """The name of a charge's mechanism where no installed mechanism has it (a plugin's, since
     uninstalled): its account cannot be recomputed from its parameters here."""
     name = (line.get("mechanism") or {}).get("name")
-    return None if not isinstance(name, str) or name in registry() else name
+    return None if not isinstance(name, str) or name in by_name() else name
 
 
 def _uninstalled_check(lines: list[dict[str, Any]]) -> list[Check]:

@@ -52,11 +52,11 @@ from pate_cli.errors import ExitCode, PateError, PluginError
 from pate_cli.mechanisms.plugins import culprit
 from pate_cli.mechanisms.registry import (
     PluginWarning,
+    by_name,
     declarations,
     failures,
     installed,
     loading,
-    registry,
 )
 
 # One metavar style in every help: an upper-case word for a value, [a|b] for a choice.
@@ -399,7 +399,7 @@ def _load_plugins() -> None:
     anything is read or written (a signal held since the start is raised here too)."""
     try:
         with signals_admitted():
-            registry()
+            by_name()
     except KeyboardInterrupt as interrupt:
         signum = getattr(interrupt, "signum", signal.SIGINT)
         during = loading()

@@ -47,7 +47,7 @@ from pate_cli.cli.options import (
     WalkOpt,
     mechanism_name,
 )
-from pate_cli.mechanisms import registry
+from pate_cli.mechanisms import by_name
 from pate_cli.mechanisms.parameters import Parameter
 from pate_cli.mechanisms.registry import declarations
 
@@ -125,7 +125,7 @@ def mechanism_block(*, lists: bool = False, baseline: bool = True) -> Callable[[
     take one), and ``--baseline`` where a mechanism needs it and the command takes it."""
 
     def build() -> Block:
-        kinds = registry().values()
+        kinds = by_name().values()
         help_text = _RESTRICT_HELP if lists else "Aggregator; inferred from the flags when omitted."
         chooser = typer.Option("--mechanism", callback=mechanism_name, help=help_text)
         block = [option("mechanism", Annotated[str | None, chooser])]

@@ -20,13 +20,13 @@ import typer
 from pate_cli.choices import Conversion, GateOn, TableGateOn, ThresholdBound, VoteFormat
 from pate_cli.common import checks
 from pate_cli.errors import ExitCode
-from pate_cli.mechanisms import registered, registry
+from pate_cli.mechanisms import by_name, registered
 
 if TYPE_CHECKING:  # the rest loads when a command runs, not when the app starts
     from rich.console import Console
 
     from pate_cli.jobs.analysis import Progress
-    from pate_cli.reports.budget import Gate
+    from pate_cli.reports.publishable import Gate
     from pate_cli.votes import Votes
 
 # The command line of the run in progress (after ``pate``), set by the CLI group as it
@@ -125,7 +125,7 @@ def mechanism_name(value: str | None) -> str | None:
 
 def mechanism_choices() -> str:
     """The names --mechanism accepts (every registered one), as a choice's metavar."""
-    return f"[{'|'.join(registry())}]"
+    return f"[{'|'.join(by_name())}]"
 
 
 BaselineOpt = Annotated[

@@ -300,7 +300,7 @@ def run(invocation: Invocation, view: View) -> None:
     over the budget's limit prints, with ``--json``, the run's object (``_refusal_shown``)."""
     from pate_cli.common import checks
     from pate_cli.files.outputs import check_not_replaced, identities, spent_again
-    from pate_cli.reports.budget import check_public_gate
+    from pate_cli.reports.publishable import check_public_gate
 
     call = invocation.call
     checks.delta(call.options["delta"])

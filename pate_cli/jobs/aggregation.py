@@ -38,11 +38,12 @@ from pate_cli.errors import UsageError
 from pate_cli.files.outputs import StrPath as PathLike
 from pate_cli.files.seeds import Noise, noise_source
 from pate_cli.jobs.analysis import Progress, analysis_report
-from pate_cli.mechanisms import Mechanism, registry
+from pate_cli.mechanisms import Mechanism, by_name
 from pate_cli.mechanisms.base import Run
 from pate_cli.mechanisms.samplers import AggregationResult
 from pate_cli.orders import as_orders
-from pate_cli.reports.budget import (
+from pate_cli.reports.models import AggregateReport, AnalysisReport, InputSummary
+from pate_cli.reports.publishable import (
     Gate,
     analysis_epsilons,
     apply_gate,
@@ -50,7 +51,6 @@ from pate_cli.reports.budget import (
     check_gate_choice,
     gate_warnings,
 )
-from pate_cli.reports.models import AggregateReport, AnalysisReport, InputSummary
 from pate_cli.reports.reprs import cost_fields, short_repr
 from pate_cli.votes import Votes, load_student_probs, load_true_labels
 
@@ -215,7 +215,7 @@ def _student_probs(
             raise UsageError(f"{mechanism.name} needs the student's probabilities")
         return None
     if not mechanism.needs_baseline:
-        takers = " or ".join(kind.name for kind in registry().values() if kind.needs_baseline)
+        takers = " or ".join(kind.name for kind in by_name().values() if kind.needs_baseline)
         raise UsageError(f"student probabilities go with {takers} only")
     return load_student_probs(value, votes)
 

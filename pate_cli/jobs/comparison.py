@@ -49,9 +49,9 @@ from pate_cli.errors import UnsupportedError, UsageError
 from pate_cli.jobs.compare_columns import PARAMETERS, csv_value, parameter_names, setting
 from pate_cli.mechanisms import Mechanism, grid
 from pate_cli.mechanisms.parameters import Parameter
-from pate_cli.reports.budget import Gate, apply_gate, figures, within_budget
 from pate_cli.reports.encoding import csv_text, number_text, plain
 from pate_cli.reports.models import InputSummary
+from pate_cli.reports.publishable import Gate, apply_gate, figures, within_budget
 from pate_cli.reports.reprs import epsilon_at, short_repr
 
 FloatArray = NDArray[np.float64]

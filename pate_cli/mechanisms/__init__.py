@@ -24,12 +24,12 @@ from pate_cli.mechanisms.registry import (
     PluginWarning,
     answers_every_query,
     as_mechanism,
+    by_name,
     flags_of,
     is_mechanism,
     mechanism_from_dict,
     register,
     registered,
-    registry,
 )
 
 __all__ = [
@@ -57,5 +57,5 @@ __all__ = [
     "mechanism_from_dict",
     "register",
     "registered",
-    "registry",
+    "by_name",
 ]

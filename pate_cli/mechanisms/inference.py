@@ -34,7 +34,7 @@ from pate_cli.errors import UsageError
 from pate_cli.mechanisms import flags as rule
 from pate_cli.mechanisms.base import Mechanism
 from pate_cli.mechanisms.plugins import calling
-from pate_cli.mechanisms.registry import BASELINE, flags_of, registered, registry
+from pate_cli.mechanisms.registry import BASELINE, by_name, flags_of, registered
 
 
 def _checked(
@@ -81,7 +81,7 @@ def smallest_holding(on: set[str]) -> type[Mechanism] | None:
     Raises:
         UsageError: two of equal size take them (refused naming both).
     """
-    return rule.smallest_holding(on, registry().values())
+    return rule.smallest_holding(on, by_name().values())
 
 
 def likeliest(on: set[str]) -> type[Mechanism]:
@@ -90,7 +90,7 @@ def likeliest(on: set[str]) -> type[Mechanism]:
     Raises:
         UsageError: two fit equally well (refused naming both).
     """
-    return rule.likeliest(on, registry().values())
+    return rule.likeliest(on, by_name().values())
 
 
 def chosen_all(name: str | None, flags: Mapping[str, bool]) -> list[type[Mechanism]]:
@@ -107,8 +107,8 @@ def chosen_all(name: str | None, flags: Mapping[str, bool]) -> list[type[Mechani
     on = {flag for flag, value in flags.items() if value}
     if not on:
         raise UsageError(f"nothing to compare: give {_menu()}, each a comma list")
-    complete = [kind for kind in registry().values() if set(flags_of(kind)) <= on]
-    for kind in registry().values():  # a mechanism begun: its distinctive flags flags
+    complete = [kind for kind in by_name().values() if set(flags_of(kind)) <= on]
+    for kind in by_name().values():  # a mechanism begun: its distinctive flags flags
         begun = on & set(flags_of(kind)) - {f for c in complete for f in flags_of(c)}
         if begun and not any(set(flags_of(c)) >= begun for c in complete):
             wanted = smallest_holding(begun) or kind
@@ -120,7 +120,7 @@ def chosen_all(name: str | None, flags: Mapping[str, bool]) -> list[type[Mechani
 def _menu() -> str:
     """The flags of every mechanism: "--sigma (gnmax), --threshold --sigma1 --sigma
     (confident-gnmax), ..."."""
-    return ", ".join(f"{' '.join(flags_of(kind))} ({kind.name})" for kind in registry().values())
+    return ", ".join(f"{' '.join(flags_of(kind))} ({kind.name})" for kind in by_name().values())
 
 
 def _flags(given: Mapping[str, bool], has_baseline: bool) -> dict[str, bool]:

@@ -71,7 +71,7 @@ _LOADED = False
 _LOADING: str | None = None  # the entry point being loaded, while it is
 
 
-def registry() -> dict[str, type[Mechanism]]:
+def by_name() -> dict[str, type[Mechanism]]:
     """Every mechanism by name, in order of registration: the built-ins, then the entry
     points' (loaded on this first call), then those registered in code."""
     global _LOADED
@@ -112,7 +112,7 @@ def register(kind: type[Mechanism]) -> type[Mechanism]:
             flags another mechanism takes or that would change what a built-in's flags
             mean, a parameter declared differently elsewhere...).
     """
-    registry()
+    by_name()
     _add(kind, "registered in code")
     return kind
 
@@ -257,20 +257,20 @@ def _fail(message: str) -> None:
 
 def failures() -> tuple[str, ...]:
     """The plugins that could not be loaded, one line each (the registry loaded first)."""
-    registry()
+    by_name()
     return tuple(_FAILURES)
 
 
 def installed() -> list[tuple[str, str]]:
     """Each mechanism's name and where it comes from ("built in", or its plugin)."""
-    return [(name, _ORIGINS[name]) for name in registry()]
+    return [(name, _ORIGINS[name]) for name in by_name()]
 
 
 def provenance(name: str) -> dict[str, str]:
     """The distribution the mechanism ``name`` came from, with its version (``{"gumbel-max":
     "1.0"}``): what a record keeps beside pate's version. Empty for a built-in, and for a
     mechanism registered in code or not registered."""
-    registry()
+    by_name()
     found = _DISTRIBUTIONS.get(name)
     return {} if found is None else {found[0]: found[1]}
 
@@ -292,7 +292,7 @@ def registered(name: object) -> type[Mechanism]:
     Raises:
         UsageError: no mechanism has that name.
     """
-    known = registry()
+    known = by_name()
     try:
         return known[str(name)]
     except KeyError:
@@ -308,7 +308,7 @@ def is_mechanism(value: object) -> bool:
 def _mechanism_classes() -> str:
     """The mechanism classes, as a caller writes them: "pate.GNMax(sigma), ... or
     pate.LNMax(gamma)" (every registered one)."""
-    shown = [f"pate.{kind.__name__}({', '.join(kind.keywords())})" for kind in registry().values()]
+    shown = [f"pate.{kind.__name__}({', '.join(kind.keywords())})" for kind in by_name().values()]
     return f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else shown[0]
 
 
@@ -328,7 +328,7 @@ def mechanism_from_dict(block: dict[str, Any]) -> Mechanism:
         UsageError: an unknown name, or parameters that do not fit it.
     """
     parameters = dict(block)
-    known = registry()
+    known = by_name()
     kind = known.get(str(parameters.pop("name", None)))
     if kind is None:
         raise UsageError(f"mechanism {block!r}: unknown name; expected one of {', '.join(known)}")
@@ -348,4 +348,4 @@ def answers_every_query(block: dict[str, Any]) -> bool:
 
 def declarations() -> dict[str, Parameter]:
     """Every registered mechanism's parameters by name, in order (each once)."""
-    return {p.name: p for kind in registry().values() for p in kind.parameters}
+    return {p.name: p for kind in by_name().values() for p in kind.parameters}

@@ -397,7 +397,7 @@ def missing_plugin(record: dict[str, Any]) -> str | None:
     read: no built-in's name is a plugin's)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from pate_cli.mechanisms.registry import builtins, provenance, registry
+    from pate_cli.mechanisms.registry import builtins, by_name, provenance
 
     call = record.get("call")
     block = call.get("mechanism") if isinstance(call, dict) else None
@@ -413,7 +413,7 @@ def missing_plugin(record: dict[str, Any]) -> str | None:
         if here != made:
             other = "" if here is None else f" ({distribution} {here} is)"
             return f"cannot be checked: {distribution} {made} is not installed{other}"
-    if name not in registry():
+    if name not in by_name():
         return f"cannot be checked: no mechanism {name!r} is installed"
     if wanted and provenance(name) != wanted:
         made = ", ".join(f"{key} {value}" for key, value in wanted.items())

@@ -26,9 +26,9 @@ from pate_cli.accountant.terms import QueryTerms
 from pate_cli.choices import GateOn
 from pate_cli.files.outputs import SPENT_AGAIN
 from pate_cli.release.gnss import gated_epsilon
-from pate_cli.reports.budget import Figure, Gate, figures, gate_figure
 from pate_cli.reports.encoding import dumps as dumps
 from pate_cli.reports.encoding import plain
+from pate_cli.reports.publishable import Figure, Gate, figures, gate_figure
 from pate_cli.reports.reprs import cost_fields, epsilon_at, short_repr
 
 if TYPE_CHECKING:

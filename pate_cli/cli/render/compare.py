@@ -17,7 +17,7 @@ from pate_cli.cli.render.common import PRIVATE, PUBLISHABLE, Fit, fmt_bound, fmt
 from pate_cli.jobs.compare_columns import ParameterColumns, value_text
 from pate_cli.jobs.comparison import NOTE, CompareReport, CompareRow
 from pate_cli.mechanisms import Mechanism, flags_of
-from pate_cli.reports.budget import within_budget
+from pate_cli.reports.publishable import within_budget
 
 #: Mechanism names in the table, short enough for an 80-column terminal.
 

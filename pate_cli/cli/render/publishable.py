@@ -12,8 +12,8 @@ from rich.text import Text
 
 from pate_cli.cli.render.common import PRIVATE, PUBLISHABLE, fmt_bound, mechanism_line
 from pate_cli.mechanisms import answers_every_query
-from pate_cli.reports.budget import Figure
 from pate_cli.reports.models import AggregateReport, AnalysisReport, SmoothSensitivityReport
+from pate_cli.reports.publishable import Figure
 
 
 def dependent_name(mechanism: dict[str, Any], realized: bool) -> str:

@@ -17,9 +17,9 @@ from pate_cli.cli.render.common import (
 )
 from pate_cli.cli.render.publishable import dependent_name, headline, publishable_line
 from pate_cli.mechanisms import answers_every_query
-from pate_cli.reports.budget import release_withheld
 from pate_cli.reports.markdown import answered_count
 from pate_cli.reports.models import SmoothSensitivityReport
+from pate_cli.reports.publishable import release_withheld
 
 
 def smooth_sensitivity(report: SmoothSensitivityReport) -> RenderableType:
