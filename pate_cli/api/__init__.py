@@ -58,11 +58,11 @@ from pate_cli.files.seeds import noise_source
 from pate_cli.jobs.aggregation import AggregateResult, aggregate_votes
 from pate_cli.jobs.analysis import (
     Progress,
-    analysis_report,
+    analyzed,
     pld_choice,
     release_of,
     run_inputs,
-    with_pld,
+    with_ledger,
     with_release,
 )
 from pate_cli.jobs.arguments import read_votes, reading, release_noise
@@ -78,7 +78,6 @@ from pate_cli.mechanisms import Mechanism, as_mechanism, is_mechanism
 from pate_cli.orders import as_orders, fixed_order
 from pate_cli.release.gnss import GnssRelease
 from pate_cli.release.model import bound_of, release_mode
-from pate_cli.reports.ledger import build_ledger
 from pate_cli.reports.models import AnalysisReport, InputSummary, SmoothSensitivityReport
 from pate_cli.reports.publishable import (
     analysis_epsilons,
@@ -151,47 +150,6 @@ def load_votes(
     )
 
 
-def _analysis(
-    votes: Votes | Input,
-    mechanism: Mechanism,
-    *,
-    delta: float,
-    orders: str | ArrayLike | None,
-    conversion: str | Conversion,
-    baseline: Input | None,
-    answered: Input | None,
-    data_independent: bool,
-    half_even: bool,
-    progress: Progress | None,
-    guaranteed: bool = True,
-    pld: bool | str = False,
-) -> tuple[Votes, AnalysisReport, FloatArray | None, NDArray[np.bool_] | None]:
-    """The arguments checked and read, and the analysis: what analyze and smooth_sensitivity
-    share (the votes, the report, the baseline and the answered mask)."""
-    checks.delta(delta)
-    method = pld_choice(pld, mechanism, data_independent=data_independent)
-    votes = read_votes(votes)
-    grid = as_orders(orders)
-    kind = checks.conversion(conversion)
-    baseline_array, answered_mask = run_inputs(votes, baseline, answered)
-    report = analysis_report(
-        votes,
-        mechanism,
-        grid,
-        delta,
-        kind,
-        baseline=baseline_array,
-        answered=answered_mask,
-        data_independent=data_independent,
-        half_even=half_even,
-        progress=progress,
-        guaranteed=guaranteed,
-        need_neighbour=method == "q-bound",
-    )
-    report = with_pld(report, votes, mechanism, method, progress)
-    return votes, report, baseline_array, answered_mask
-
-
 def analyze(
     votes: Votes | Input,
     mechanism: Mechanism,
@@ -243,7 +201,7 @@ def analyze(
     votes = read_votes(votes, reading(format, teachers, num_classes, member, candidates))
     tuning: dict[str, Any] = {"beta": beta, "sigma_ss": sigma_ss, "half_even": half_even}
     charge = _budget_charge(budget, "analyze", mechanism, votes, options | tuning, seed, seed_file)
-    votes, report, baseline_array, answered_mask = _analysis(
+    votes, report, baseline_array, answered_mask = analyzed(
         votes,
         mechanism,
         delta=delta,
@@ -269,7 +227,7 @@ def analyze(
             progress=progress,
             **tuning,
         )
-    report = _with_ledger(report, votes, mechanism, answered_mask, half_even, breakdown)
+    report = with_ledger(report, votes, mechanism, answered_mask, half_even, breakdown)
     report = _gated(report, analysis_epsilons, max_epsilon, on)
     return _charged(budget, charge, report, getattr(report.release, "noise", None))
 
@@ -281,23 +239,6 @@ def _check_analysis_gate(on: GateOn, mode: str | None, data_independent: bool) -
         releases=mode is not None and not data_independent,
         what=f"this analysis ({options_of('no-release', 'data-independent', joined='or')})",
     )
-
-
-def _with_ledger(
-    report: AnalysisReport,
-    votes: Votes,
-    mechanism: Mechanism,
-    answered: NDArray[np.bool_] | None,
-    half_even: bool,
-    breakdown: bool,
-) -> AnalysisReport:
-    """The report with its per-query ledger, always kept (its rows are computed only when
-    read, so ``plot_analysis`` needs no breakdown); the JSON holds its summary only when
-    ``breakdown`` asks for it."""
-    per_query = build_ledger(
-        votes, mechanism, report, answered=answered, half_even=half_even, terms=report.terms
-    )
-    return replace(report, ledger=per_query, breakdown=breakdown)
 
 
 def _gated(report: Any, epsilons: Any, max_epsilon: float | None, on: GateOn) -> Any:
@@ -359,7 +300,7 @@ def smooth_sensitivity(
     charge = _budget_charge(
         budget, "smooth_sensitivity", mechanism, votes, options, seed, seed_file
     )
-    votes, analysis, baseline_array, answered_mask = _analysis(
+    votes, analysis, baseline_array, answered_mask = analyzed(
         votes,
         mechanism,
         delta=delta,

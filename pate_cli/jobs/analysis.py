@@ -1,9 +1,12 @@
 """The analysis pipeline under the API: account a run, then release its epsilon.
 
-``analysis_report`` computes the per-query terms once, composes them (``accountant.compose``)
-and converts the totals; ``release_of`` takes the GNSS release from those same terms and
-costs; ``with_release`` decides what an analysis says about its release. ``pate_cli.api``
-and the aggregation build on these; nothing here prints, exits or imports a terminal library.
+``analyzed`` runs the analysis ``analyze`` and ``smooth_sensitivity`` share, whole: the
+``pld=`` method checked before any work, the votes and the run's inputs read, the per-query
+terms computed once and composed (``analysis_report``, ``accountant.compose``), and the PLD
+figure; ``release_of`` takes the GNSS release from those same terms and costs;
+``with_release`` decides what an analysis says about its release and ``with_ledger`` adds the
+per-query ledger. ``pate_cli.api`` is a front over these (its arguments checked, the votes
+read, the budget charged); nothing here prints, exits or imports a terminal library.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from pate_cli.accountant.compose import account_terms
 from pate_cli.accountant.figures import (
@@ -31,7 +34,9 @@ from pate_cli.common import checks
 from pate_cli.common.spelling import given, option
 from pate_cli.errors import UnsupportedError, UsageError
 from pate_cli.files.seeds import Noise
+from pate_cli.jobs.arguments import read_votes
 from pate_cli.mechanisms import Mechanism
+from pate_cli.orders import as_orders
 from pate_cli.release.gnss import (
     ConditionError,
     GnssRelease,
@@ -40,6 +45,7 @@ from pate_cli.release.gnss import (
     gnss_release,
 )
 from pate_cli.release.model import LocalSensitivityBound
+from pate_cli.reports.ledger import build_ledger
 from pate_cli.reports.models import AnalysisReport, InputSummary
 from pate_cli.votes import Input, Votes, load_answered_mask, load_baseline
 
@@ -50,6 +56,66 @@ Progress = Callable[[str, int], AbstractContextManager[Callable[[int], None] | N
 
 def _no_progress(description: str, total: int) -> AbstractContextManager[None]:
     return nullcontext()
+
+
+def analyzed(
+    votes: Votes | Input,
+    mechanism: Mechanism,
+    *,
+    delta: float,
+    orders: str | ArrayLike | None,
+    conversion: str | Conversion,
+    baseline: Input | None,
+    answered: Input | None,
+    data_independent: bool,
+    half_even: bool,
+    progress: Progress | None,
+    guaranteed: bool = True,
+    pld: bool | str = False,
+) -> tuple[Votes, AnalysisReport, FloatArray | None, NDArray[np.bool_] | None]:
+    """The arguments checked and read, and the analysis: what ``analyze`` and
+    ``smooth_sensitivity`` share, run here whole (the votes, the report, the baseline and the
+    answered mask): the privacy-loss-distribution method checked before any work, the votes
+    and the run's inputs read, the per-query terms composed, and the PLD figure."""
+    checks.delta(delta)
+    method = pld_choice(pld, mechanism, data_independent=data_independent)
+    votes = read_votes(votes)
+    grid = as_orders(orders)
+    kind = checks.conversion(conversion)
+    baseline_array, answered_mask = run_inputs(votes, baseline, answered)
+    report = analysis_report(
+        votes,
+        mechanism,
+        grid,
+        delta,
+        kind,
+        baseline=baseline_array,
+        answered=answered_mask,
+        data_independent=data_independent,
+        half_even=half_even,
+        progress=progress,
+        guaranteed=guaranteed,
+        need_neighbour=method == "q-bound",
+    )
+    report = with_pld(report, votes, mechanism, method, progress)
+    return votes, report, baseline_array, answered_mask
+
+
+def with_ledger(
+    report: AnalysisReport,
+    votes: Votes,
+    mechanism: Mechanism,
+    answered: NDArray[np.bool_] | None,
+    half_even: bool,
+    breakdown: bool,
+) -> AnalysisReport:
+    """The report with its per-query ledger, always kept (its rows are computed only when
+    read, so ``plot_analysis`` needs no breakdown); the JSON holds its summary only when
+    ``breakdown`` asks for it."""
+    per_query = build_ledger(
+        votes, mechanism, report, answered=answered, half_even=half_even, terms=report.terms
+    )
+    return replace(report, ledger=per_query, breakdown=breakdown)
 
 
 def run_inputs(
