@@ -289,6 +289,53 @@ def test_many_is_each_histogram_alone(confident):
     np.testing.assert_allclose(remove[-1], np.maximum(-np.expm1(EPS), 0.0), rtol=1e-14)
 
 
+@pytest.mark.parametrize("confident", [False, True])
+@pytest.mark.parametrize(
+    ("cells", "bases"),
+    [(7, 512), (3 * EPS.size, 2), (17 * EPS.size, 512)],
+    ids=["eps-split", "three-pairs", "seventeen-pairs"],
+)
+def test_profiles_over_many_blocks_are_the_one_block_ones(monkeypatch, cells, bases, confident):
+    """A histogram's neighbours (and the eps) split over many blocks: each profile is the
+    maximum over all of them, the one-block figure, never the last block's alone. Blocks
+    of 7 cells (one pair, the eps in six pieces), of 3 and of 17 pairs at every eps, two
+    histograms to a block of bases; the same bounds at the default size (one block)."""
+    rng = np.random.default_rng(7)
+    hists = np.vstack(
+        [
+            rng.multinomial(40, [0.6, 0.2, 0.1, 0.05, 0.05], size=4),
+            [[5, 5, 5, 0, 0], [20, 19, 1, 0, 0], [36, 1, 1, 1, 1]],
+        ]
+    ).astype(np.float64)
+    bounds = (
+        partial(confident_log_prob_bounds, threshold=25.0, sigma1=8.0, sigma=6.0)
+        if confident
+        else partial(gnmax_log_prob_bounds, sigma=6.0)
+    )
+    whole = worst_neighbour_profiles_many(hists, EPS, log_prob_bounds=bounds)
+    alone = [worst_neighbour_profiles(hist, EPS, log_prob_bounds=bounds) for hist in hists]
+    monkeypatch.setattr(pld_exact, "_BLOCK_CELLS", cells)
+    monkeypatch.setattr(pld_exact, "_BASE_BLOCK", bases)
+    blocked = worst_neighbour_profiles_many(hists, EPS, log_prob_bounds=bounds)
+    for direction in (0, 1):
+        # A pair's profile is the same in any block but for the eps pieces' running sums.
+        np.testing.assert_allclose(blocked[direction], whole[direction], rtol=1e-12, atol=1e-15)
+    for row, hist in enumerate(hists):
+        one_remove, one_add = worst_neighbour_profiles(hist, EPS, log_prob_bounds=bounds)
+        np.testing.assert_allclose(one_remove, alone[row][0], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(one_add, alone[row][1], rtol=1e-12, atol=1e-15)
+    # And above the oracle's worst neighbour, within its 1e-9.
+    log_probs = (
+        (lambda h: confident_oracle(h, 25.0, 8.0, 6.0))
+        if confident
+        else (lambda h: oracle.gnmax_log_probs(h, 6.0))
+    )
+    for row in (4, 5):
+        truth_remove, truth_add = oracle_profiles(hists[row].astype(np.int64), EPS, log_probs)
+        assert_profile_above(blocked[0][row], truth_remove, EPS)
+        assert_profile_above(blocked[1][row], truth_add, EPS)
+
+
 def test_many_on_mnist_votes_and_twenty_classes(mnist_counts):
     """The paper's MNIST votes (10 classes, 250 teachers) and a 20-class histogram: the
     deduplicated profiles are each histogram's own."""
