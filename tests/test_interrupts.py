@@ -118,8 +118,13 @@ def test_sigint_after_pate_starts_is_one_line_and_130(
     out, err = proc.communicate(timeout=60)
     assert "Traceback" not in err, err
     assert proc.returncode == 130, err
-    assert _interrupted_lines(err) == ["pate: interrupted (SIGINT)"], err
-    assert err.strip().splitlines() == ["pate: interrupted (SIGINT)"], err
+    # With a mechanism plugin installed the signal may come while it loads: the line says so.
+    (line,) = err.strip().splitlines()
+    assert line == "pate: interrupted (SIGINT)" or (
+        line.startswith("pate: interrupted (SIGINT) while the mechanism plugin ")
+        and line.endswith(" was loading")
+    ), err
+    assert _interrupted_lines(err) == [line], err
 
 
 def _aggregate_into(folder: Path) -> list[str]:

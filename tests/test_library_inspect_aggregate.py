@@ -17,11 +17,11 @@ import textwrap
 import numpy as np
 import pytest
 
-from pate_cli.api import analysis_report
 from pate_cli.choices import Conversion
 from pate_cli.common import spelling
 from pate_cli.errors import ExitCode, InputError, UsageError
 from pate_cli.jobs.aggregation import AggregateResult, aggregate_votes, check_parameters
+from pate_cli.jobs.analysis import analysis_report
 from pate_cli.jobs.inspection import inspect_votes
 from pate_cli.mechanisms import ConfidentGNMax, GNMax, InteractiveGNMax, LNMax
 from pate_cli.orders import parse_orders
