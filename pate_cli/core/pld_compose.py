@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.signal import lfilter
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -274,6 +273,8 @@ def _epsilon_of(masses: FloatArray, bottom: int, grid: float, target: float) -> 
     m at losses (bottom + i) grid: piecewise in e^eps between grid points, solved there."""
     if not target > 0:
         return math.inf
+    from scipy.signal import lfilter  # 0.5 s to import: only --pld needs it
+
     size = masses.size
     # A[i] = sum_{j > i} m_j, B[i] = sum_{j > i} m_j e^-(j - i) grid; both rounded to their
     # safe side (relative errors of at most size ulps, from the running sums).
