@@ -21,6 +21,7 @@ from pate_cli.core._common import (
     _check_order,
     _check_positive,
 )
+from pate_cli.core.bounded_minimum import bounded_minimum
 from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax, rdp_gnmax_data_independent
 from pate_cli.core.theorem6 import (
     NumericalRangeError,
@@ -83,8 +84,6 @@ def is_data_independent_always_opt_threshold(
 
 
 def _minimum_of(fn: Callable[[float], float], upper: float) -> float:
-    from scipy import optimize
-
     def checked(q: float) -> float:
         value = fn(q)
         if math.isnan(value):
@@ -94,10 +93,10 @@ def _minimum_of(fn: Callable[[float], float], upper: float) -> float:
             )
         return value
 
-    result = optimize.minimize_scalar(checked, bounds=(0, upper), method="bounded")
-    if not result.success:
+    _, minimum, converged = bounded_minimum(checked, 0, upper)  # scipy's, step for step
+    if not converged:
         raise RuntimeError("the bounded minimiser did not converge while checking C5/C6")
-    return float(result.fun)
+    return float(minimum)
 
 
 def check_conditions(
@@ -108,10 +107,11 @@ def check_conditions(
     C5: beta(q) is non-decreasing on [0, q0]. C6: Delta beta(q) =
     beta(B_U(q)) - beta(q) is non-decreasing on [0, q1], q1 = B_L(q0). As the
     reference, a condition holds when the minimum of the derivative found by
-    ``scipy.optimize.minimize_scalar(method="bounded")`` is >= 0 (a numerical
-    check, not a proof); the derivative is analytic here instead of symbolic
-    (sympy), and C6 is only checked when C5 holds. q0 and q1 are those of the
-    sound analysis (where the published bound reaches Prop. 8's), or with
+    ``scipy.optimize.minimize_scalar(method="bounded")`` is >= 0 (its steps, taken by
+    ``core.bounded_minimum``: a numerical check, not a proof); the derivative is
+    analytic here instead of symbolic (sympy), and C6 is only checked when C5 holds.
+    q0 and q1 are those of the sound analysis (where the published bound reaches
+    Prop. 8's), or with
     ``reference`` the reference's (the Brent root of Theorem 6 = Prop. 8).
 
     Returns:
