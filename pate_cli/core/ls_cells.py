@@ -61,6 +61,7 @@ from pate_cli.core.compact import Compact, narrow
 from pate_cli.core.gnmax import rdp_gnmax_data_independent
 from pate_cli.core.ls_gnmax import (
     GroupPlan,
+    PlanSpan,
     WalkChunk,
     _canonical_rows,
     _Segments,
@@ -148,6 +149,14 @@ class _Tables:
         independent = rdp_gnmax_data_independent(params.sigma, np.array([params.order]))[0]
         return cls(right_ls, right_cost, left_ls, log_c1, float(independent))
 
+    def largest(self, plateau: float) -> tuple[float, float]:
+        """(LS, cost) no state's exceeds: every LS the walks read is an entry of a table or
+        the plateau, every cost an entry of ``right_cost`` or Prop. 8's."""
+        ls = max(float(self.right_ls.values.max()), plateau)
+        if self.left_ls is not None:
+            ls = max(ls, float(self.left_ls.values.max()))
+        return ls, max(float(self.right_cost.max()), self.independent)
+
 
 def plan_cells(
     sorted_rows: NDArray[np.int64], num_teachers: int, params: _GnmaxSensitivity, extra: int = 0
@@ -165,7 +174,7 @@ def plan_cells(
     logq = np.minimum(np.logaddexp(log_tail[head_gap], log_rest), params.log_cap)
     right = np.flatnonzero(logq < params.logq1)
     left = np.flatnonzero(logq > params.logq0)
-    rest = _Rest.build(params, log_rest[right], num_teachers)
+    rest = _Rest.build(params, log_rest[right])
     # Right groups: rows of one head gap and one rest index share every state.
     span = int(rest.index.max()) - rest.lowest + 1 if right.size else 1
     keys = head_gap[right] * span + (rest.index - rest.lowest)
@@ -184,38 +193,64 @@ def plan_cells(
     lowest_logq = float(logq[right].min()) if right.size else params.logq1
     tables = _Tables.build(params, lowest_logq, left.size > 0)
     right_state = _RightState(group_gap, group_rest + rest.lowest, log_tail, rest, params)
-    right_done = right_state.plateau_from(num_teachers)
-    done_from = np.concatenate(
-        [right_done, (left_last + 1).astype(np.int64), np.zeros(1, dtype=np.int64)]
-    )
+    walks = _CellWalks(right_state, tables, walker, left_last + 1, num_teachers)
+    num_groups = num_right + left.size + 1
+    return GroupPlan(group_of_row, num_groups, walks.span, tables.largest(params.plateau))
 
-    def thunks() -> Iterator[Callable[[], WalkChunk]]:
+
+class _CellWalks:
+    """The tabulated plan's walks range by range of distances: the right groups' (each on
+    the plateau from the first distance a scan finds, the scan going as far as the ranges
+    asked for), the left rows' exact walks (their lengths known), and the group of plateau
+    rows (on it from distance 0)."""
+
+    def __init__(
+        self,
+        right: _RightState,
+        tables: _Tables,
+        walker: _WalkEvaluator | None,
+        left_done: NDArray[np.int64],
+        num_teachers: int,
+    ) -> None:
+        self.right, self.tables, self.walker = right, tables, walker
+        self.left_done = left_done.astype(np.int64)
+        self.scan = _PlateauScan(right, num_teachers)
+
+    def span(self, start: int, stop: int) -> PlanSpan:
+        """``GroupPlan.span``: the groups' first distances on the plateau (``stop`` where
+        not before it), and their states at distances start .. stop-1, chunk by chunk."""
+        self.right.rest.reach(stop)
+        right_done = np.minimum(self.scan.advance(stop), stop)
+        left_done = np.minimum(self.left_done, stop)
+        done = np.concatenate([right_done, left_done, np.zeros(1, dtype=np.int64)])
         right_walks = _Segments(
-            np.arange(num_right),
-            np.zeros(num_right, dtype=np.int64),
-            right_done,
-            np.zeros(num_right, dtype=bool),
+            np.arange(right_done.size),
+            np.full(right_done.size, start, dtype=np.int64),
+            np.maximum(right_done - start, 0),
+            np.zeros(right_done.size, dtype=bool),
         )
-        for group, step, _ in right_walks.chunks():
-            yield partial(right_state.chunk, tables, group, step)
         left_walks = _Segments(
-            np.arange(left.size),
-            np.zeros(left.size, dtype=np.int64),
-            left_last + 1,
-            np.ones(left.size, dtype=bool),
+            np.arange(left_done.size),
+            np.full(left_done.size, start, dtype=np.int64),
+            np.maximum(left_done - start, 0),
+            np.ones(left_done.size, dtype=bool),
         )
-        for row, step, _ in left_walks.chunks():
-            assert walker is not None
-            yield partial(_left_chunk, walker, tables, num_right, row, step)
+        return done, self._chunks(right_walks, left_walks)
 
-    def chunks() -> Iterator[Callable[[], WalkChunk]]:
+    def _chunks(self, right: _Segments, left: _Segments) -> Iterator[Callable[[], WalkChunk]]:
+        def thunks() -> Iterator[Callable[[], WalkChunk]]:
+            for group, step, _ in right.chunks():
+                yield partial(self.right.chunk, self.tables, group, step)
+            for row, step, _ in left.chunks():
+                assert self.walker is not None
+                offset = right.row.size
+                yield partial(_left_chunk, self.walker, self.tables, offset, row, step)
+
         # Little work (fewer states than a chunk) is one piece: no thread is started for it.
-        if int(right_done.sum() + (left_last + 1).sum()) > _PAIR_CHUNK:
+        if int(right.length.sum() + left.length.sum()) > _PAIR_CHUNK:
             yield from thunks()
         else:
             yield partial(_joined_chunks, list(thunks()))
-
-    return GroupPlan(group_of_row, done_from, chunks)
 
 
 def _joined_chunks(pieces: list[Callable[[], WalkChunk]]) -> WalkChunk:
@@ -247,33 +282,46 @@ def _log_rest(
     return out
 
 
-@dataclass(frozen=True)
 class _Rest:
     """Jensen's bound of the right walk's rest: log((C - 2) Phi(z)) on the grid z = i width,
-    each row's z_r rounded up to ``index``; a step of the walk adds ``_REST_PER_STEP``."""
+    each row's z_r rounded up to ``index``; a step of the walk adds ``_REST_PER_STEP``. The
+    grid holds i = lowest .. the largest index plus those steps for the distances walked so
+    far (``reach``): it is sized by the rows' spread and the walk, not by M."""
 
-    index: NDArray[np.int64]  # per right row
-    lowest: int
-    values: NDArray[np.float64]  # at i = lowest .. lowest + size - 1
+    def __init__(
+        self, index: NDArray[np.int64], lowest: int, width: float, log_classes: float | None
+    ) -> None:
+        self.index = index  # per right row
+        self.lowest = lowest
+        self.width = width
+        self.log_classes = log_classes  # log(C - 2); None: two classes, no rest
+        self.values = np.zeros(0)  # at i = lowest .. lowest + size - 1
 
     @classmethod
-    def build(
-        cls, params: _GnmaxSensitivity, log_rest: NDArray[np.float64], num_teachers: int
-    ) -> _Rest:
+    def build(cls, params: _GnmaxSensitivity, log_rest: NDArray[np.float64]) -> _Rest:
         num_rest = params.num_classes - 2
         width = math.sqrt(2) / params.sigma / 2 / _REST_PER_STEP
         floor = math.floor(_LOWEST_Z / width)
         if num_rest == 0:  # two classes: no rest
-            index = np.full(log_rest.size, floor, dtype=np.int64)
-            return cls(index, floor, np.full(_REST_PER_STEP * num_teachers + 1, -math.inf))
+            return cls(np.full(log_rest.size, floor, dtype=np.int64), floor, width, None)
         log_classes = math.log(num_rest)
         z = ndtri_exp(np.minimum(log_rest - log_classes, 0.0))  # -inf: no rest at all
         index = np.maximum(np.ceil(z / width), floor).astype(np.int64)
         lowest = int(index.min()) if index.size else floor
-        size = (int(index.max()) if index.size else lowest) - lowest
-        size += _REST_PER_STEP * num_teachers + 1
-        grid = width * (lowest + np.arange(size, dtype=np.float64))
-        return cls(index, lowest, log_classes + log_ndtr(grid))
+        return cls(index, lowest, width, log_classes)
+
+    def reach(self, distances: int) -> None:
+        """Extend the grid to every row's distances 0 .. ``distances`` - 1."""
+        highest = int(self.index.max()) if self.index.size else self.lowest
+        size = highest - self.lowest + _REST_PER_STEP * (distances - 1) + 1
+        if size <= self.values.size:
+            return
+        new = np.arange(self.values.size, size, dtype=np.float64)
+        if self.log_classes is None:
+            more = np.full(new.size, -math.inf)
+        else:
+            more = self.log_classes + log_ndtr(self.width * (self.lowest + new))
+        self.values = np.concatenate([self.values, more])
 
     def at(self, index: NDArray[np.int64], distance: NDArray[np.int64]) -> NDArray[np.float64]:
         return self.values[index - self.lowest + _REST_PER_STEP * distance]
@@ -296,25 +344,42 @@ class _RightState:
         return np.minimum(bound, self.params.log_cap)
 
     def plateau_from(self, num_teachers: int) -> NDArray[np.int64]:
-        """Each group's first distance on the plateau: the bound reaches q1 there, or the
-        runner-up would pass the leader (both terms grow with d), at most M."""
-        done = np.minimum(self.gap // 2 + 1, num_teachers).astype(np.int64)
-        active = np.arange(self.gap.size)
-        start, block = 0, 32
-        while active.size and start < num_teachers:
-            size = max(1, min(block, _ENTRY_CHUNK // active.size))
-            distance = np.arange(start, min(start + size, num_teachers))
-            reached = self.logq(active[:, None], distance[None, :]) >= self.params.logq1
-            hit = reached.any(axis=1)
-            first = start + np.argmax(reached, axis=1)
-            done[active[hit]] = np.minimum(done[active[hit]], first[hit])
-            active = active[~hit & (done[active] > distance[-1] + 1)]
-            start, block = start + size, block + block // 2
-        return done
+        """Each group's first distance on the plateau (``_PlateauScan``), at most M."""
+        self.rest.reach(num_teachers)
+        return _PlateauScan(self, num_teachers).advance(num_teachers)
 
     def chunk(self, tables: _Tables, group: NDArray[np.intp], step: NDArray[np.int64]) -> WalkChunk:
         cells = tables.right_ls.cells(_nudge(self.logq(group, step), 1), tables.log_c1)
         return group, step, tables.right_ls.values[cells], tables.right_cost[cells]
+
+
+class _PlateauScan:
+    """Each right group's first distance on the plateau: where the bound reaches q1, or where
+    the runner-up would pass the leader (both terms grow with d), at most M. The scan goes
+    distance by distance, as far as it is asked (``advance``), from where it stopped."""
+
+    def __init__(self, state: _RightState, num_teachers: int) -> None:
+        self.state = state
+        self.done = np.minimum(state.gap // 2 + 1, num_teachers).astype(np.int64)
+        self.active = np.arange(state.gap.size)
+        self.position, self.block = 0, 32
+
+    def advance(self, stop: int) -> NDArray[np.int64]:
+        """The groups' first distances on the plateau, found for those below ``stop`` (the
+        rest: where the runner-up would pass the leader, or M). The rest's grid must reach
+        ``stop``."""
+        done, logq1 = self.done, self.state.params.logq1
+        while self.active.size and self.position < stop:
+            active = self.active
+            size = max(1, min(self.block, _ENTRY_CHUNK // active.size, stop - self.position))
+            distance = np.arange(self.position, self.position + size)
+            reached = self.state.logq(active[:, None], distance[None, :]) >= logq1
+            hit = reached.any(axis=1)
+            first = self.position + np.argmax(reached, axis=1)
+            done[active[hit]] = np.minimum(done[active[hit]], first[hit])
+            self.active = active[~hit & (done[active] > distance[-1] + 1)]
+            self.position, self.block = self.position + size, self.block + self.block // 2
+        return done
 
 
 def _left_chunk(
@@ -389,7 +454,8 @@ def local_sensitivity_gnmax(
     unique, inverse = _canonical_rows(votes)
     build = walk_plan if walk or reference else plan_cells
     plan = build(unique, num_teachers, params, extra)
-    table = np.full((plan.done_from.size, num_teachers), params.plateau)
-    for group, step, ls, _ in _ordered_map(_call, plan.chunks()):
+    table = np.full((plan.num_groups, num_teachers), params.plateau)
+    _, chunks = plan.span(0, num_teachers)
+    for group, step, ls, _ in _ordered_map(_call, chunks):
         table[group, step] = ls
     return table[plan.group_of_row[inverse]]

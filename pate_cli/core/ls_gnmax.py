@@ -429,11 +429,18 @@ WalkChunk = tuple[NDArray[np.intp], NDArray[np.int64], NDArray[np.float64], NDAr
 """(canonical row, distance, LS~, largest cost) of a chunk of (row, distance) pairs."""
 
 
-def _walk_chunks(plan: _WalkPlan) -> Iterator[Callable[[], WalkChunk]]:
-    """For every filled distance of every walk, chunk by chunk, what evaluates (canonical
-    row, distance, LS~, largest cost); the largest cost bounds the published cost over the
-    ball (Prop. 8's bound where the walk does not give a better one). Each chunk is
-    evaluated when called, so that chunks can run on threads."""
+def _clipped(segments: _Segments, start: int, stop: int) -> _Segments:
+    """The segments' distances within start .. stop-1."""
+    first = np.maximum(segments.start, start)
+    end = np.minimum(segments.start + segments.length, stop)
+    return _Segments(segments.row, first, np.maximum(end - first, 0), segments.left)
+
+
+def _walk_chunks(plan: _WalkPlan, start: int, stop: int) -> Iterator[Callable[[], WalkChunk]]:
+    """For every filled distance from ``start`` to ``stop`` - 1 of every walk, chunk by chunk,
+    what evaluates (canonical row, distance, LS~, largest cost); the largest cost bounds the
+    published cost over the ball (Prop. 8's bound where the walk does not give a better one).
+    Each chunk is evaluated when called, so that chunks can run on threads."""
     evaluator = plan.evaluator
     table, cost_table = evaluator.pure_table()
 
@@ -454,21 +461,31 @@ def _walk_chunks(plan: _WalkPlan) -> Iterator[Callable[[], WalkChunk]]:
         gap = evaluator.leader[row] - evaluator.runner_up[row] - 2 * step
         return row, step, table[gap], cost_table[gap]
 
-    for row, step, left in plan.evaluated.chunks():
+    for row, step, left in _clipped(plan.evaluated, start, stop).chunks():
         yield partial(walked, row, step, left)
-    for row, step, _ in plan.pure.chunks():
+    for row, step, _ in _clipped(plan.pure, start, stop).chunks():
         yield partial(read, row, step)
+
+
+PlanSpan = tuple[NDArray[np.int64], Iterator[Callable[[], WalkChunk]]]
+"""A plan's walks over a range of distances: each group's first distance on the plateau
+(the range's end if it is not on it before), and the chunks of its states in the range."""
 
 
 @dataclass
 class GroupPlan:
     """How the local sensitivity of distinct sorted rows is bounded: rows in groups that share
-    every state, the distance from which each group is on the plateau, and what evaluates
-    the groups' states chunk by chunk (``WalkChunk``s, their first field the group)."""
+    every state, and their walks range by range of distances: ``span(start, stop)``, asked
+    for in order from distance 0 (a plan's tables grow with the distances walked), gives each
+    group's first distance on the plateau, ``stop`` where it is not on it before ``stop``, and
+    what evaluates the groups' states at distances start .. stop-1 before it, chunk by chunk
+    (``WalkChunk``s, their first field the group). No state's LS~ and largest cost exceed
+    ``largest`` (the plateau's included): W's part of ``core.horizon``."""
 
     group_of_row: NDArray[np.intp]  # (R,)
-    done_from: NDArray[np.int64]  # (G,)
-    chunks: Callable[[], Iterator[Callable[[], WalkChunk]]]
+    num_groups: int
+    span: Callable[[int, int], PlanSpan]
+    largest: tuple[float, float]
 
 
 def walk_plan(
@@ -478,7 +495,12 @@ def walk_plan(
     plan = _plan_walks(sorted_rows, num_teachers, params, extra)
     done_from = np.zeros(sorted_rows.shape[0], dtype=np.int64)
     done_from[plan.walking] = plan.last_step + 1
-    return GroupPlan(np.arange(sorted_rows.shape[0]), done_from, partial(_walk_chunks, plan))
+
+    def span(start: int, stop: int) -> PlanSpan:
+        return np.minimum(done_from, stop), _walk_chunks(plan, start, stop)
+
+    num_rows = sorted_rows.shape[0]
+    return GroupPlan(np.arange(num_rows), num_rows, span, params.largest())
 
 
 # Odd 64-bit multipliers of the row hash (fixed: the grouping is the same on every run).

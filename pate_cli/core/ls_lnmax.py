@@ -47,6 +47,7 @@ from pate_cli.core._common import (
     _check_order,
     _check_positive,
 )
+from pate_cli.core.horizon import Horizon, distance_ranges
 from pate_cli.core.lnmax import rdp_lnmax, rdp_lnmax_data_independent
 from pate_cli.core.ls_gnmax import _canonical_rows
 
@@ -122,9 +123,6 @@ def _sensitivity_table(
 _SHIFT = 600.0
 # Beyond this scaled gap a term is exactly 0 in the table (e^(-1400 + _SHIFT) underflows).
 _ZERO_SCALED_GAP = 1400.0
-# Distances are bounded in blocks, the first of this many, each next a quarter longer (a
-# row leaves once its bound has reached the table's peak).
-_FIRST_DISTANCE_BLOCK = 32
 
 
 def _term_table(gamma: float, largest_gap: int) -> NDArray[np.float64]:
@@ -168,41 +166,69 @@ def _log_q_lo(
         return np.log(_terms_at(terms, widened).sum(axis=2)) - _SHIFT
 
 
-def _row_bounds(
-    rows: NDArray[np.int64],
-    num_teachers: int,
-    terms: NDArray[np.float64],
-    table: _SensitivityTable,
-) -> NDArray[np.float64]:
-    """A_d bounds of sorted rows (R, C) at d = 0 .. M-1 -> (R, M).
+class _RowWalk:
+    """A_d bounds of sorted rows (R, C) range by range of distances (``bounds``: each block of
+    rows asked for its ranges in order from distance 0).
 
     A row's interval [q_lo(d), q_hi(d)] starts at its own q and widens with d. Below the
     table's peak only its upper end matters (the envelope rises to the peak), above it only
-    its lower end; once the interval holds the peak the bound is the table's maximum.
+    its lower end; once the interval holds the peak the bound is the table's maximum
+    (``highest``, at least every bound), and the row is done.
     """
-    num_rows, num_classes = rows.shape
-    gaps = rows[:, :1] - rows[:, 1:]  # (R, C-1), ascending
-    highest = table.envelope[table.peak]
-    out = np.full((num_rows, num_teachers), highest)
-    own = _log_q_hi(gaps, np.zeros(1, dtype=np.int64), terms)[:, 0]
-    rising = table.cell(own) - 1 <= table.peak  # the lower end never passes the peak
-    for side, bound in ((np.flatnonzero(rising), _log_q_hi), (np.flatnonzero(~rising), _log_q_lo)):
-        active, start, block = side, 0, _FIRST_DISTANCE_BLOCK
-        while active.size and start < num_teachers:
-            size = max(1, min(block, _ENTRY_CHUNK // (active.size * (num_classes - 1))))
-            distances = np.arange(start, min(start + size, num_teachers))
-            start, block = start + size, block + block // 4
-            log_q = bound(gaps[active], distances, terms)
-            cells = table.cell(log_q)
-            if bound is _log_q_hi:
+
+    def __init__(
+        self,
+        rows: NDArray[np.int64],
+        num_teachers: int,
+        terms: NDArray[np.float64],
+        table: _SensitivityTable,
+    ) -> None:
+        self.gaps = rows[:, :1] - rows[:, 1:]  # (R, C-1), ascending
+        self.num_teachers, self.terms, self.table = num_teachers, terms, table
+        self.highest = float(table.envelope[table.peak])
+        own = _log_q_hi(self.gaps, np.zeros(1, dtype=np.int64), terms)[:, 0]
+        self.rising = table.cell(own) - 1 <= table.peak  # the lower end never passes the peak
+        self.open = np.ones(rows.shape[0], dtype=bool)  # not yet at the peak
+
+    def bounds(self, block: slice, start: int, stop: int) -> NDArray[np.float64]:
+        """The rows of ``block`` at distances start .. stop-1. Shapes: -> (rows, width)."""
+        first = block.start
+        out = np.full((block.stop - first, stop - start), self.highest)
+        for rising in (True, False):
+            mine = self.open[block] & (self.rising[block] == rising)
+            self._fill(out, first + np.flatnonzero(mine), first, start, stop, rising)
+        if stop == self.num_teachers:
+            # Beyond the last distance the ball keeps growing: the table's maximum bounds it all.
+            out[:, -1] = self.highest
+        return out
+
+    def _fill(
+        self,
+        out: NDArray[np.float64],
+        active: NDArray[np.intp],
+        first: int,
+        start: int,
+        stop: int,
+        rising: bool,
+    ) -> None:
+        """Write the bounds of the ``active`` rows (``out``'s row 0 is row ``first``) at
+        distances start .. stop-1, in blocks of distances; a row at the peak is done."""
+        table, width = self.table, self.gaps.shape[1]
+        bound = _log_q_hi if rising else _log_q_lo
+        position = start
+        while active.size and position < stop:
+            size = max(1, min(stop - position, _ENTRY_CHUNK // (active.size * width)))
+            distances = np.arange(position, position + size)
+            position += size
+            cells = table.cell(bound(self.gaps[active], distances, self.terms))
+            if rising:
                 reach = np.minimum(cells + 1, table.peak)
             else:
                 reach = np.maximum(cells - 1, table.peak)
-            out[active[:, None], distances[None, :]] = table.envelope[reach]
-            active = active[reach[:, -1] != table.peak]
-    # Beyond the last distance the ball keeps growing: the table's maximum bounds it all.
-    out[:, -1] = highest
-    return out
+            out[active[:, None] - first, distances[None, :] - start] = table.envelope[reach]
+            done = reach[:, -1] == table.peak
+            self.open[active[done]] = False
+            active = active[~done]
 
 
 class LnmaxSensitivity:
@@ -236,23 +262,67 @@ class LnmaxSensitivity:
         unique, inverse = self._rows(votes)
         if self._table is None:
             return np.zeros((inverse.size, self.num_teachers))
-        return _row_bounds(unique, self.num_teachers, self._terms, self._table)[inverse]
+        walk = _RowWalk(unique, self.num_teachers, self._terms, self._table)
+        every = slice(0, unique.shape[0])
+        spans = distance_ranges(self.num_teachers)
+        return np.concatenate([walk.bounds(every, *span) for span in spans], axis=1)[inverse]
 
     def total(self, votes: ArrayLike, weights: ArrayLike | None = None) -> NDArray[np.float64]:
         """sum_q w_q A_d(q): (Q, C), (Q,) -> (M,); equal sorted rows bounded once."""
+        total, _, _ = self._walked(votes, weights, None)
+        return total
+
+    def walked(self, votes: ArrayLike, weights: ArrayLike | None, horizon: Horizon) -> Horizon:
+        """``total`` of one block of a release's queries, walked only over the distances that
+        can change the smooth sensitivity at betas of at least ``horizon.beta``
+        (``core.horizon``; W: the weights times the table's largest): returns the horizon
+        after the block. The weights must be at most 1 (the queries still to come are
+        bounded as such)."""
+        total, bound, queries = self._walked(votes, weights, horizon)
+        return horizon.after(total, bound, queries)
+
+    def _walked(
+        self, votes: ArrayLike, weights: ArrayLike | None, horizon: Horizon | None
+    ) -> tuple[NDArray[np.float64], float, int]:
+        """The total range by range (until ``horizon`` is reached), its bound W and the
+        number of queries."""
         unique, inverse = self._rows(votes)
         w = np.ones(inverse.size) if weights is None else np.asarray(weights, dtype=np.float64)
-        total = np.zeros(self.num_teachers)
-        if self._table is None or not np.any(w):
-            return total
-        row_weight = np.bincount(inverse, weights=w, minlength=unique.shape[0])
+        if horizon is not None and np.any(w > 1):
+            raise ValueError("a release's walk needs weights of at most 1")
+        highest = 0.0 if self._table is None else float(self._table.envelope[self._table.peak])
+        bound = float(w.sum()) * highest
+        row_weight = np.asarray(
+            np.bincount(inverse, weights=w, minlength=unique.shape[0]), dtype=np.float64
+        )
         live = np.flatnonzero(row_weight)
-        rows_per_block = max(1, _ENTRY_CHUNK // (self.num_teachers * (self.num_classes - 1)))
-        for start in range(0, live.size, rows_per_block):
-            block = live[start : start + rows_per_block]
-            bounds = _row_bounds(unique[block], self.num_teachers, self._terms, self._table)
-            total += row_weight[block] @ bounds
-        return total
+        walk = None
+        if self._table is not None and live.size:
+            walk = _RowWalk(unique[live], self.num_teachers, self._terms, self._table)
+        pieces, reach = [np.zeros(0)], math.inf
+        for start, stop in distance_ranges(self.num_teachers):
+            if walk is None:
+                pieces.append(np.zeros(stop - start))
+            else:
+                pieces.append(_weighted(walk, row_weight[live], start, stop))
+            if horizon is not None:
+                reach = min(reach, horizon.reach(pieces[-1], start, bound, inverse.size, highest))
+                if reach < stop:
+                    break
+        return np.concatenate(pieces), bound, inverse.size
+
+
+def _weighted(
+    walk: _RowWalk, weights: NDArray[np.float64], start: int, stop: int
+) -> NDArray[np.float64]:
+    """sum over rows of weight times A_d, d = start .. stop-1, in blocks of rows (summed row
+    by row: the same order whatever the range)."""
+    total = np.zeros(stop - start)
+    rows = max(1, _ENTRY_CHUNK // (stop - start))
+    for first in range(0, weights.size, rows):
+        block = slice(first, min(first + rows, weights.size))
+        total += np.sum(walk.bounds(block, start, stop) * weights[block, None], axis=0)
+    return total
 
 
 def local_sensitivity_lnmax(

@@ -28,6 +28,7 @@ from pate_cli.core._common import (
     _excess,
     _ordered_map,
 )
+from pate_cli.core.horizon import distance_ranges
 from pate_cli.core.threshold import (
     logq_threshold,
     rdp_threshold,
@@ -96,15 +97,18 @@ class _ChangeWindow:
         )
 
     def total(
-        self, tops: NDArray[np.int64], num_teachers: int, extra: int = 0
+        self, tops: NDArray[np.int64], start: int, stop: int, extra: int = 0
     ) -> NDArray[np.float64]:
-        """sum over queries of the window maximum per distance d (the window reaching d +
-        ``extra`` steps). Shapes: (Q,) -> (M,)."""
+        """sum over queries of the window maximum per distance d = start .. stop-1 (the
+        window reaching d + ``extra`` steps), summed over the tops row by row (the same
+        order whatever the range). Shapes: (Q,) -> (stop - start,)."""
         distinct, multiplicity = np.unique(tops, return_counts=True)
-        total = np.zeros(num_teachers)
-        for block, span in _blocks(distinct.size, num_teachers):
-            distance = np.arange(span.start, span.stop) + extra
-            total[span] += multiplicity[block] @ self.at(distinct[block, None], distance)
+        weight = multiplicity.astype(np.float64)
+        total = np.zeros(stop - start)
+        for block, span in _blocks(distinct.size, stop - start):
+            distance = np.arange(start + span.start, start + span.stop) + extra
+            at = self.at(distinct[block, None], distance)
+            total[span] += np.sum(at * weight[block, None], axis=0)
         return total
 
 
@@ -256,40 +260,63 @@ def local_sensitivity_threshold(
     return rows[:, reach:][inverse.reshape(-1)]
 
 
-# Teachers up to which blocks of tops each hold an array over every distance on a thread.
-_THREADED_TEACHERS = 1 << 20
+class _ThresholdTotal:
+    """sum over queries of ThresholdLocalSensitivity per distance d, range by range of
+    distances (``span``, asked for in order from 0), the tops within d + ``reach`` steps of h
+    (``reach`` 1 where a neighbour moves h by 2: the rounded top of a histogram d teachers
+    away is within d + 1 of h); strict: the running maximum carried from range to range.
+    Every entry is at most the table's largest, so ``bound`` (that times the queries) is at
+    least the total at every distance. Shapes: tops (Q,), table (M+1,)."""
+
+    def __init__(
+        self, tops: NDArray[np.int64], table: NDArray[np.float64], strict: bool, reach: int = 0
+    ) -> None:
+        self.unique, multiplicity = np.unique(tops, return_counts=True)
+        self.multiplicity = multiplicity.astype(np.float64)
+        self.table, self.strict, self.reach = table, strict, reach
+        self.per_query = float(table.max())  # every entry of a row is one of the table's
+        self.bound = tops.size * self.per_query
+        self.carry = np.full(self.unique.size, -np.inf)
+        if reach and strict:  # the running maximum starts at distance 0
+            self.carry = _threshold_ls_rows(self.unique, table, strict, np.arange(reach))[:, -1]
+
+    def span(self, start: int, stop: int) -> NDArray[np.float64]:
+        """The total at distances start .. stop-1. Shapes: -> (stop - start,)."""
+        width = stop - start
+        spans: dict[tuple[int, int], list[slice]] = {}
+        for block, part in _blocks(self.unique.size, width):
+            spans.setdefault((block.start, block.stop), []).append(part)
+        distance = np.arange(start, stop) + self.reach
+
+        def rows_total(rows: tuple[int, int]) -> NDArray[np.float64]:
+            """One block of tops over the range, its running maxima carried."""
+            block = slice(*rows)
+            out = np.zeros(width)
+            for part in spans[rows]:
+                ls = _threshold_ls_rows(
+                    self.unique[block], self.table, self.strict, distance[part], self.carry[block]
+                )
+                if self.strict:
+                    self.carry[block] = ls[:, -1]
+                # Summed over the tops row by row: the same order whatever the range's width.
+                out[part] = np.sum(ls * self.multiplicity[block, None], axis=0)
+            return out
+
+        # Blocks of tops on threads (an array of the range's distances each), added in block
+        # order: the same sums for any thread count.
+        total = np.zeros(width)
+        for partial in _ordered_map(rows_total, spans, _THREADS):
+            total += partial
+        return total
 
 
 def _threshold_total(
     tops: NDArray[np.int64], table: NDArray[np.float64], strict: bool, reach: int = 0
 ) -> NDArray[np.float64]:
-    """sum over queries of ThresholdLocalSensitivity per distance d, the tops within d +
-    ``reach`` steps of h (``reach`` 1 where a neighbour moves h by 2: the rounded top of a
-    histogram d teachers away is within d + 1 of h). Shapes: (Q,), (M+1,) -> (M,)."""
-    unique, multiplicity = np.unique(tops, return_counts=True)
+    """sum over queries of ThresholdLocalSensitivity per distance d (``_ThresholdTotal``)
+    over every distance, range by range. Shapes: (Q,), (M+1,) -> (M,)."""
+    walk = _ThresholdTotal(tops, table, strict, reach)
     num_teachers = table.size - 1
-    spans: dict[tuple[int, int], list[slice]] = {}
-    for block, span in _blocks(unique.size, num_teachers):
-        spans.setdefault((block.start, block.stop), []).append(span)
-
-    def rows_total(rows: tuple[int, int]) -> NDArray[np.float64]:
-        """One block of tops over every distance, the running maximum carried along."""
-        block = slice(*rows)
-        partial = np.zeros(num_teachers)
-        carry = np.full(block.stop - block.start, -np.inf)
-        if reach and strict:  # the running maximum starts at distance 0
-            carry = _threshold_ls_rows(unique[block], table, strict, np.arange(reach))[:, -1]
-        for span in spans[rows]:
-            distance = np.arange(span.start, span.stop) + reach
-            ls = _threshold_ls_rows(unique[block], table, strict, distance, carry)
-            carry = ls[:, -1]
-            partial[span] = multiplicity[block].astype(np.float64) @ ls
-        return partial
-
-    # Blocks of tops on threads (an array of M distances each, so not for the largest M),
-    # added in block order: the same sums for any thread count.
-    threads = _THREADS if num_teachers <= _THREADED_TEACHERS else 1
-    total = np.zeros(num_teachers)
-    for partial in _ordered_map(rows_total, spans, threads):
-        total += partial
-    return total
+    return np.concatenate(
+        [np.zeros(0), *(walk.span(*span) for span in distance_ranges(num_teachers))]
+    )

@@ -123,6 +123,21 @@ class _GnmaxSensitivity:
             ls[up] = _excess(independent, _phi(low, self.sigma, self.order))
         return ls, cost
 
+    def largest(self) -> tuple[float, float]:
+        """(LS, cost) no state's ``ls_and_cost`` exceeds, the plateau included. The sound
+        bounds' LS is a rounded-up difference (``_excess``) of two published costs, each in
+        [0, DI] (phi is ``rdp_gnmax``, never above Prop. 8's DI), or a cost itself: at most
+        DI plus five ulps; their cost is phi or DI. The reference's (beta, which is not
+        capped) has no such bound: infinite."""
+        if self.reference:
+            return math.inf, math.inf
+        independent = float(rdp_gnmax_data_independent(self.sigma, np.array([self.order]))[0])
+        return max(independent * (1 + _ROUNDING), self.plateau), independent * (1 + _ROUNDING)
+
+
+# A relative allowance above DI for a rounded-up difference of costs (five ulps and more).
+_ROUNDING = 1e-12
+
 
 def _nudge(logq: NDArray[np.float64], direction: int) -> NDArray[np.float64]:
     """log q moved a relative 1e-12 up (direction 1) or down (-1); infinities stay."""

@@ -11,9 +11,12 @@ Definition 12 discounts them by exp(-beta d)).
 Design. Everything reproduces the reference implementation (tensorflow/privacy
 research/pate_2018 ``smooth_sensitivity.py`` and the driver
 ``ICLR2018/smooth_sensitivity_table.py``), but vectorised: the per-query bounds come from
-``ls_gnmax`` (the GNMax step) and ``ls_threshold`` (the threshold step), and
-``local_sensitivity_total`` never materialises a (Q, M) array: pairs are produced in chunks
-and scattered into the (M,) total with bincount.
+``ls_answer`` (the answer step, on ``ls_cells``' or ``ls_gnmax``'s walks) and
+``ls_threshold`` (the threshold step), and ``local_sensitivity_total`` never materialises a
+(Q, M) array: pairs are produced in chunks and scattered into the total with bincount. The
+parts go through the distances range by range (``core.horizon``); a release's walk
+(``local_sensitivity_walked``) stops where no later distance can change its smooth
+sensitivity, so its work and its tables follow the distances walked, not M.
 
 Shapes: Q queries, C classes, M teachers (distances d = 0 .. M-1).
 """
@@ -21,9 +24,8 @@ Shapes: Q queries, C classes, M teachers (distances d = 0 .. M-1).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -31,211 +33,23 @@ from numpy.typing import ArrayLike, NDArray
 from pate_cli.core._common import (
     _as_counts,
     _as_integer_votes,
-    _blocks,
     _check_num_teachers,
     _check_order,
     _check_positive,
-    _ordered_map,
 )
 from pate_cli.core.compact import Compact, narrow
 from pate_cli.core.gnmax import rdp_gnmax_data_independent
-from pate_cli.core.ls_cells import plan_cells
-from pate_cli.core.ls_gnmax import GroupPlan, WalkChunk, _canonical_rows, walk_plan
+from pate_cli.core.horizon import Horizon, distance_ranges
+from pate_cli.core.ls_answer import _AnswerWeights, _GnmaxWalk, _MovedTotal
 from pate_cli.core.ls_threshold import (
     _ChangeWindow,
     _pr_answered_table,
     _threshold_ls_table,
     _threshold_tops,
-    _threshold_total,
+    _ThresholdTotal,
 )
 from pate_cli.core.ls_tilde import _GnmaxSensitivity
 from pate_cli.core.threshold import log_pr_answered_threshold, statistic_sensitivity
-
-
-@dataclass(frozen=True)
-class _AnswerWeights:
-    """What multiplies a query's GNMax local sensitivity at distance d.
-
-    ``pr_answered`` is None for a constant weight per query (plain GNMax: 1; a realised
-    run: its 0/1 mask). In expectation the cost is thr(n) + P(n) g(n) with P = Pr[answered],
-    a non-decreasing function of the rounded top vote h of step 1 (h moves by at most 1 a
-    step), so over a histogram n'' within distance d and its neighbour n':
-    |P(n') g(n') - P(n'') g(n'')| <= P(n') |g(n') - g(n'')| + |P(n') - P(n'')| g(n''),
-    at most P(min(h + d + 1, M)) LS_g[d] + max_{|h'' - h| <= d} |dP(h'')| G[d], with G[d]
-    the largest cost over the ball (the right walk's state, else Prop. 8's DI_g).
-    """
-
-    weights: NDArray[np.float64]  # per query (Q,)
-    tops: NDArray[np.int64] | None = None  # h per query (Q,), with pr_answered
-    pr_answered: NDArray[np.float64] | None = None  # P(h) for h = 0 .. M
-    change: _ChangeWindow | None = None  # max |dP| within distance d of h, with pr_answered
-    independent: float = 0.0  # Prop. 8's bound of the answer step's cost, with change
-    sensitivity: int = 1  # how far a neighbour moves h (2: half to even at exact halves)
-
-    @property
-    def ahead(self) -> int:
-        """How far past h + d the top of a neighbour of a histogram d away can be: h' <= h
-        + d + (s - 1), h'' <= h' + s, so 2 s - 1 (1 for s = 1)."""
-        return 2 * self.sensitivity - 1
-
-    def change_at(self, top: NDArray[np.int64], distance: NDArray[np.int64]) -> NDArray[np.float64]:
-        """A bound of |P(h') - P(h'')| over h' within distance d (+ s - 1) of h and h'' a
-        neighbour's (within s of h'): s times the largest single step of P within
-        d + 2 (s - 1) of h."""
-        assert self.change is not None
-        return self.sensitivity * self.change.at(top, distance + 2 * (self.sensitivity - 1))
-
-
-@dataclass(frozen=True)
-class _Pairs:
-    """The live queries grouped by (canonical row, h): a row's walk runs once for all its
-    pairs. Shapes: P pairs, R canonical rows."""
-
-    row: NDArray[np.int64]  # canonical row of each pair (P,), non-decreasing
-    top: NDArray[np.int64]  # h of each pair (P,)
-    weight: NDArray[np.float64]  # the summed weights of the pair's queries (P,)
-    start: NDArray[np.intp]  # each row's first pair (R,)
-    count: NDArray[np.intp]  # each row's number of pairs (R,)
-    highest: int  # the largest top h
-
-    @classmethod
-    def group(
-        cls,
-        inverse: NDArray[np.intp],
-        tops: NDArray[np.int64],
-        weights: NDArray[np.float64],
-        num_rows: int,
-        highest: int,
-    ) -> _Pairs:
-        """Pairs of the queries (canonical row ``inverse``, top ``tops``), weights summed."""
-        key, pair_of_query = np.unique(inverse * (highest + 1) + tops, return_inverse=True)
-        pair_row, pair_top = np.divmod(key, highest + 1)
-        pair_weight = np.asarray(
-            np.bincount(pair_of_query.reshape(-1), weights=weights), dtype=np.float64
-        )
-        pair_start = np.searchsorted(pair_row, np.arange(num_rows))
-        pair_count = np.diff(np.append(pair_start, pair_row.size))
-        return cls(pair_row, pair_top, pair_weight, pair_start, pair_count, highest)
-
-    def weight_at(
-        self, pair: NDArray[np.intp], step: NDArray[np.int64], answer: _AnswerWeights
-    ) -> NDArray[np.float64]:
-        """The pairs' weights at distance ``step``: times Pr[answered] at the highest top a
-        histogram that far (or its neighbour) can have, in expectation."""
-        pr = answer.pr_answered
-        if pr is None:
-            return self.weight[pair]
-        return (
-            self.weight[pair] * pr[np.minimum(self.top[pair] + step + answer.ahead, self.highest)]
-        )
-
-
-def _chunk_sums(
-    pairs: _Pairs, answer: _AnswerWeights, evaluate: Callable[[], WalkChunk]
-) -> tuple[int, NDArray[np.float64]]:
-    """A chunk's terms summed per distance: (first distance, sums from there)."""
-    row, step, ls, cost = evaluate()
-    counts = pairs.count[row]
-    owner = np.repeat(np.arange(row.size), counts)
-    pair = (
-        pairs.start[row][owner]
-        + np.arange(owner.size)
-        - np.repeat(np.cumsum(counts) - counts, counts)
-    )
-    at = step[owner]
-    terms = pairs.weight_at(pair, at, answer) * ls[owner]
-    if answer.change is not None:
-        terms += pairs.weight[pair] * answer.change_at(pairs.top[pair], at) * cost[owner]
-    first = int(at.min()) if at.size else 0
-    return first, np.asarray(np.bincount(at - first, weights=terms), dtype=np.float64)
-
-
-def _add_answered_plateau(
-    total: NDArray[np.float64],
-    pairs: _Pairs,
-    pair_done: NDArray[np.int64],
-    answer: _AnswerWeights,
-    pr: NDArray[np.float64],
-    plateau: float,
-) -> None:
-    """Add (in place) the plateau of the pairs from the distance they leave their walk on,
-    weighted by Pr[answered] and its change, grouped by distinct h and in blocks."""
-    num_teachers = total.size
-    distinct, top_index = np.unique(pairs.top, return_inverse=True)
-    finished = np.zeros((0, num_teachers))
-    for block, span in _blocks(distinct.size, num_teachers):
-        rows = distinct[block]
-        if span.start == 0:
-            mine = (top_index >= block.start) & (top_index < block.start + rows.size)
-            cells = (top_index[mine] - block.start) * (num_teachers + 1) + pair_done[mine]
-            done = np.bincount(
-                cells, weights=pairs.weight[mine], minlength=rows.size * (num_teachers + 1)
-            )
-            finished = np.asarray(done, dtype=np.float64).reshape(rows.size, num_teachers + 1)
-            np.cumsum(finished, axis=1, out=finished)  # in place: M entries a row
-        distance = np.arange(span.start, span.stop)
-        weight = plateau * pr[np.minimum(rows[:, None] + distance + answer.ahead, pairs.highest)]
-        if answer.change is not None:
-            weight += answer.independent * answer.change_at(rows[:, None], distance)
-        total[span] += np.sum(finished[:, span] * weight, axis=0)
-
-
-def _walk_plan(
-    unique: NDArray[np.int64],
-    num_teachers: int,
-    params: _GnmaxSensitivity,
-    extra: int,
-    walk: bool,
-) -> GroupPlan:
-    """The tabulated plan (``ls_cells``), or with ``walk`` (or the reference's bounds) the
-    exact walk of every canonical row, each its own group."""
-    if walk or params.reference:
-        return walk_plan(unique, num_teachers, params, extra)
-    return plan_cells(unique, num_teachers, params, extra)
-
-
-def _gnmax_total(
-    votes: NDArray[np.int64],
-    answer: _AnswerWeights,
-    num_teachers: int,
-    params: _GnmaxSensitivity,
-    extra: int = 0,
-    walk: bool = False,
-) -> NDArray[np.float64]:
-    """sum_q w_q(d) LS_gnmax(q)[d] without a (Q, M) array, ``extra`` zero-vote classes
-    beyond the columns (``compact.narrow``). Shapes: (Q, C) -> (M,).
-
-    Queries are grouped by (group, h), a group being rows that share every state (a
-    canonical row of the exact ``walk``, or ``ls_cells``' groups); each group's states run
-    once, in chunks.
-    """
-    live = answer.weights != 0
-    if not np.any(live):
-        return np.zeros(num_teachers)
-    unique, inverse = _canonical_rows(votes[live])
-    tops = np.zeros(inverse.size, dtype=np.int64) if answer.tops is None else answer.tops[live]
-    pr = answer.pr_answered
-    highest = num_teachers if pr is None else pr.size - 1  # the largest top h
-    plan = _walk_plan(unique, num_teachers, params, extra, walk)
-    num_groups = plan.done_from.size
-    pairs = _Pairs.group(
-        plan.group_of_row[inverse], tops, answer.weights[live], num_groups, highest
-    )
-    total = np.zeros(num_teachers)
-    # Chunks on threads; their sums are added in chunk order, whatever the thread count.
-    for first, sums in _ordered_map(partial(_chunk_sums, pairs, answer), plan.chunks()):
-        total[first : first + sums.size] += sums
-    # Rows off their walk (or on the plateau throughout) contribute the plateau.
-    done_from = plan.done_from
-    del plan  # its tail tables and per-gap bounds run to M entries each: no longer needed
-    pair_done = done_from[pairs.row]
-    if pr is None:
-        finished = np.cumsum(
-            np.bincount(pair_done, weights=pairs.weight, minlength=num_teachers + 1)
-        )
-        return total + params.plateau * finished[:num_teachers]
-    _add_answered_plateau(total, pairs, pair_done, answer, pr, params.plateau)
-    return total
 
 
 @dataclass(frozen=True)
@@ -295,12 +109,10 @@ class _ThresholdStep:
             half_even,
         )
 
-    def local_sensitivity(
-        self, order: float, *, reference: bool, exact: bool
-    ) -> NDArray[np.float64]:
-        """The step's local sensitivity summed over queries, per distance (M,): strict (a
-        running maximum, every distance filled) unless ``reference``. Its table runs over h,
-        and the queries are grouped by h = round(max(step1 votes)): no (Q, M) array."""
+    def local_sensitivity(self, order: float, *, reference: bool, exact: bool) -> _ThresholdTotal:
+        """The step's local sensitivity summed over queries, range by range of distances:
+        strict (a running maximum, every distance filled) unless ``reference``. Its table runs
+        over h, and the queries are grouped by h = round(max(step1 votes)): no (Q, M) array."""
         table = _threshold_ls_table(
             self.levels,
             self.shifted,
@@ -310,8 +122,7 @@ class _ThresholdStep:
             exact=exact,
             sensitivity=self.sensitivity,
         )
-        total = _threshold_total(self.tops, table, not reference, self.sensitivity - 1)
-        return total[: self.num_teachers]
+        return _ThresholdTotal(self.tops, table, not reference, self.sensitivity - 1)
 
     def answer_weights(self, sigma: float, order: float, *, reference: bool) -> _AnswerWeights:
         """Pr[answered] as the answer step's weight: at the votes themselves for
@@ -332,12 +143,9 @@ class _ThresholdStep:
             np.ones(self.tops.size), self.tops, pr, window, independent, self.sensitivity
         )
 
-    def moved_total(self, window: _ChangeWindow, independent: float) -> NDArray[np.float64]:
-        """An answer step at Prop. 8's cost ``independent``: that cost times the change of
-        Pr[answered] within each distance, summed over queries (M,)."""
-        moved = window.total(self.tops, self.levels, 2 * (self.sensitivity - 1))
-        moved = moved[: self.num_teachers]
-        return independent * self.sensitivity * moved
+    def moved_total(self, window: _ChangeWindow, independent: float) -> _MovedTotal:
+        """An answer step at Prop. 8's cost ``independent`` (``_MovedTotal``)."""
+        return _MovedTotal(window, self.tops, self.sensitivity, independent)
 
 
 def local_sensitivity_total(
@@ -399,27 +207,141 @@ def local_sensitivity_total(
 
     Shapes: votes (Q, C), step1_votes (Q, C), step2_weights (Q,) -> (M,).
     """
+    parts, num_queries, num_teachers, _ = _parts(
+        votes,
+        num_teachers,
+        order,
+        sigma,
+        threshold=threshold,
+        sigma1=sigma1,
+        step1_votes=step1_votes,
+        step2_weights=step2_weights,
+        data_independent_step1=data_independent_step1,
+        data_independent_step2=data_independent_step2,
+        reference=reference,
+        walk=walk,
+        increments_verified=increments_verified,
+        half_even=half_even,
+        threshold_exact=threshold_exact,
+        threshold_sensitivity=threshold_sensitivity,
+    )
+    total, _ = _walked(parts, num_teachers, num_queries, None)
+    return total
+
+
+def local_sensitivity_walked(
+    votes: ArrayLike | Compact,
+    num_teachers: int,
+    order: float,
+    sigma: float,
+    horizon: Horizon,
+    **options: Any,
+) -> Horizon:
+    """``local_sensitivity_total`` (``options`` its keyword arguments) of one block of a
+    release's queries, walked only over the distances that can change its smooth sensitivity
+    at betas of at least ``horizon.beta`` (``core.horizon``): returns the horizon after the
+    block, its totals added there (``Horizon.total``). The weights (Pr[answered], or
+    ``step2_weights``) must be at most 1: the queries still to come are bounded as such.
+
+    Shapes: votes (Q, C).
+    """
+    weights = options.get("step2_weights")
+    if weights is not None and np.any(np.asarray(weights, dtype=np.float64) > 1):
+        raise ValueError("a release's walk needs step2_weights of at most 1")
+    parts, num_queries, num_teachers, shared = _parts(votes, num_teachers, order, sigma, **options)
+    totals, bound = _walked(parts, num_teachers, num_queries, horizon, shared)
+    return horizon.after(totals, bound, num_queries)
+
+
+class _Part(Protocol):
+    """A part of the total, range by range of distances (``span``, asked for in order from
+    0); ``bound``: at least the part at every distance; ``per_query``: at least one query's
+    part (of weight at most 1) at any distance, whatever its votes, in any block of the
+    release whose tables are this block's."""
+
+    bound: float
+    per_query: float
+
+    def span(self, start: int, stop: int) -> NDArray[np.float64]: ...
+
+
+def _parts(
+    votes: ArrayLike | Compact,
+    num_teachers: int,
+    order: float,
+    sigma: float,
+    *,
+    threshold: float | None = None,
+    sigma1: float | None = None,
+    step1_votes: ArrayLike | None = None,
+    step2_weights: ArrayLike | None = None,
+    data_independent_step1: bool = False,
+    data_independent_step2: bool = False,
+    reference: bool = False,
+    walk: bool = False,
+    increments_verified: bool = False,
+    half_even: bool = False,
+    threshold_exact: bool = False,
+    threshold_sensitivity: int | None = None,
+) -> tuple[list[_Part], int, int, bool]:
+    """The parts of ``local_sensitivity_total`` (arguments as its): the threshold step's, the
+    change of Pr[answered] of an answer step at Prop. 8's cost, the answer step's, each where
+    it has a sensitivity; the number of queries, M, and whether the threshold step's tables
+    are every block's (a baseline's tables run over h = -M .. M in a block whose
+    votes - baseline sum below 0, and its statistic moves as its votes say)."""
     counts, extra, num_teachers, order, sigma = _checked(votes, num_teachers, order, sigma)
     num_queries, num_classes = counts.shape[0], counts.shape[1] + extra
-    total = np.zeros(num_teachers)
+    parts: list[_Part] = []
     answer = _AnswerWeights(np.ones(num_queries))
+    shared = True
     if threshold is not None:
         step = _ThresholdStep.build(
             counts, step1_votes, num_teachers, threshold, sigma1, half_even, threshold_sensitivity
         )
+        # Every block's tables are this block's, or within them: the sensitivity is given,
+        # and the statistic's tables run over h = 0 .. M, or this block's over -M .. M.
+        widest = step.levels > num_teachers
+        shared = threshold_sensitivity is not None and (step1_votes is None or widest)
         if not data_independent_step1:
-            total += step.local_sensitivity(order, reference=reference, exact=threshold_exact)
+            parts.append(step.local_sensitivity(order, reference=reference, exact=threshold_exact))
         if step2_weights is None:
             answer = step.answer_weights(sigma, order, reference=reference)
             if answer.change is not None and (data_independent_step2 or num_classes == 1):
-                total += step.moved_total(answer.change, answer.independent)
+                parts.append(step.moved_total(answer.change, answer.independent))
     if step2_weights is not None:
         answer = _AnswerWeights(_fixed_weights(step2_weights, num_queries))
     if not data_independent_step2 and num_classes > 1 and num_queries > 0:
         bounds = {"reference": reference, "increments_verified": increments_verified}
         params = _GnmaxSensitivity.build(sigma, order, num_classes, **bounds)
-        total += _gnmax_total(_as_integer_votes(counts), answer, num_teachers, params, extra, walk)
-    return total
+        votes = _as_integer_votes(counts)
+        parts.append(_GnmaxWalk(votes, answer, num_teachers, params, extra, walk))
+    return parts, num_queries, num_teachers, shared
+
+
+def _walked(
+    parts: list[_Part],
+    num_teachers: int,
+    num_queries: int,
+    horizon: Horizon | None,
+    shared: bool = True,
+) -> tuple[NDArray[np.float64], float]:
+    """The parts summed (in order) at every distance, range by range, and their bound W;
+    with a ``horizon``, only until it is reached (the totals then end there). Tables not
+    ``shared`` by every block bound no query to come: a block with queries to come then
+    walks every distance."""
+    bound = sum((part.bound for part in parts), 0.0)
+    per_query = sum((part.per_query for part in parts), 0.0) if shared else math.inf
+    pieces, reach = [np.zeros(0)], math.inf
+    for start, stop in distance_ranges(num_teachers):
+        span = np.zeros(stop - start)
+        for part in parts:
+            span += part.span(start, stop)
+        pieces.append(span)
+        if horizon is not None:
+            reach = min(reach, horizon.reach(span, start, bound, num_queries, per_query))
+            if reach < stop:
+                break
+    return np.concatenate(pieces), bound
 
 
 def _checked(
@@ -489,6 +411,11 @@ def rdp_gnss(beta: float, sigma_ss: float, order: float) -> float:
     return float(noise_term) + (beta * order - 0.5 * math.log1p(-2 * order * beta)) / (order - 1)
 
 
+def beta_grid(order: float) -> NDArray[np.float64]:
+    """The reference's betas at ``order``: ``np.arange(.3/order, .495/order, .01/order)``."""
+    return np.arange(0.3 / order, 0.495 / order, 0.01 / order)
+
+
 def optimal_gnss_parameters(
     ls_total: ArrayLike, rdp_at_order: float, order: float
 ) -> tuple[float, float, float]:
@@ -512,7 +439,7 @@ def optimal_gnss_parameters(
     order = _check_order(order)
     if ls.ndim != 1 or ls.size == 0 or np.any(np.isnan(ls)) or np.any(ls < 0):
         raise ValueError("ls_total must be a non-empty 1-D array of non-negative numbers")
-    betas = np.arange(0.3 / order, 0.495 / order, 0.01 / order)
+    betas = beta_grid(order)
     distance = np.arange(ls.size)
     # One beta at a time: M can be millions, and a (betas, M) table would be gigabytes.
     ss = np.array([np.max(np.exp(-(beta * distance)) * ls) for beta in betas])

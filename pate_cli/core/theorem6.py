@@ -103,7 +103,7 @@ def _logq0_scalar(sigma: float, order: float) -> float:
                 "the lower end passed -10000"
             )
         log_lower *= 1.5
-    from scipy import optimize  # 0.2 s to import: only a release needs it
+    from scipy import optimize  # 0.2 s to import: only the reference's q0 needs it
 
     root, result = optimize.brentq(excess, log_lower, log_upper, full_output=True)
     if not result.converged:

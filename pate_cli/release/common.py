@@ -22,6 +22,7 @@ from pate_cli.choices import Conversion
 from pate_cli.common.spelling import given
 from pate_cli.core import smooth as smooth_core
 from pate_cli.core.compact import Compact, DenseRows, parts
+from pate_cli.core.horizon import Horizon
 from pate_cli.errors import UsageError
 from pate_cli.files.seeds import Noise, os_entropy
 from pate_cli.mechanisms import Mechanism
@@ -42,7 +43,7 @@ def _beta_for_sigma_ss(ls: FloatArray, rdp: float, order: float, sigma_ss: float
     """The reference's beta grid, minimising the release cost with sigma_ss fixed (its first
     beta when every cost is infinite, as with a vanishing sigma_ss: the release then reports
     an infinite cost, as it does for a beta given)."""
-    grid = np.arange(0.3 / order, 0.495 / order, 0.01 / order)
+    grid = smooth_core.beta_grid(order)
     best, best_cost = float(grid[0]), math.inf
     for beta in grid:
         cost = rdp + smooth_core.rdp_gnss(beta, sigma_ss, order)
@@ -122,19 +123,31 @@ class Walk:
         self,
         counts: FloatArray | Compact | DenseRows,
         num_seen: int,
-        block_bound: Callable[[Any, slice], FloatArray],
-    ) -> FloatArray:
-        """The local sensitivity of the total RDP at each distance d = 0 .. M-1, over the
-        first ``num_seen`` queries: ``block_bound(block, rows)`` of each block of whole
-        counts (its rows of the votes given as a slice), summed."""
+        block_bound: Callable[[Any, slice, Horizon], Horizon],
+        beta: float,
+    ) -> Horizon:
+        """The local sensitivity of the total RDP at each distance d, over the first
+        ``num_seen`` queries: ``block_bound(block, rows, horizon)`` adds each block of whole
+        counts (its rows of the votes given as a slice), each walked only over the distances
+        that can change the smooth sensitivity at a beta of at least ``beta``
+        (``core.horizon``). The horizon after the last block holds the total there and its
+        bound past them."""
         # Theorem 24: the bound of the total is the sum of the per-query bounds, chunk by chunk.
-        ls = np.zeros(self.num_teachers)
+        horizon = Horizon.start(beta, self.num_teachers, num_seen)
         for start in range(0, num_seen, self.chunk_size):
             stop = min(start + self.chunk_size, num_seen)
-            ls += block_bound(whole_counts(counts[start:stop]), slice(start, stop))
+            horizon = block_bound(whole_counts(counts[start:stop]), slice(start, stop), horizon)
             if self.progress is not None:
                 self.progress(stop - start)
-        return ls
+        return horizon
+
+
+def smallest_beta(draw: Draw, order: float) -> float:
+    """The smallest beta the release reads at ``order``: the one given, or the reference's
+    grid's first (``core.smooth.beta_grid``)."""
+    if draw.beta is not None:
+        return float(draw.beta)
+    return float(smooth_core.beta_grid(order).min())
 
 
 def num_seen(counts: FloatArray, answered: NDArray[np.bool_] | None) -> int:
@@ -155,11 +168,15 @@ def whole_counts(block: FloatArray | Compact) -> FloatArray | Compact:
 
 
 def sampled(
-    ls: FloatArray, fields: dict[str, Any], warnings: list[str], at: AtOrder, draw: Draw
+    walked: Horizon, fields: dict[str, Any], warnings: list[str], at: AtOrder, draw: Draw
 ) -> GnssRelease:
     """beta and sigma_ss (given, or chosen by the reference's rule), the GNSS cost (Theorem
-    23) and one sampled release of the total's local sensitivities ``ls``; ``fields`` are
-    the release's other fields (``AtOrder.fields`` and how its sensitivity was bounded)."""
+    23) and one sampled release of the total's local sensitivities (``walked``, after
+    ``Walk.local_sensitivity``); ``fields`` are the release's other fields
+    (``AtOrder.fields`` and how its sensitivity was bounded). The smooth sensitivity is read
+    on the distances walked: past them no value can set it at the betas read
+    (``core.horizon``), so it is the full walk's."""
+    reading = walked.reading
     delta, conversion = at.delta, at.conversion
     beta, sigma_ss, noise = draw.beta, draw.sigma_ss, draw.noise
     order = float(fields["order"])
@@ -171,12 +188,12 @@ def sampled(
             "(Theorem 23)"
         )
     if beta is None and sigma_ss is None:
-        beta, smooth, sigma_ss = smooth_core.optimal_gnss_parameters(ls, rdp_at_order, order)
+        beta, smooth, sigma_ss = smooth_core.optimal_gnss_parameters(reading, rdp_at_order, order)
     else:
         if beta is None:
             assert sigma_ss is not None
-            beta = _beta_for_sigma_ss(ls, rdp_at_order, order, sigma_ss)
-        smooth = smooth_core.smooth_sensitivity(ls, beta)
+            beta = _beta_for_sigma_ss(reading, rdp_at_order, order, sigma_ss)
+        smooth = smooth_core.smooth_sensitivity(reading, beta)
         if sigma_ss is None:
             # The minimiser of order e^{2 beta} / s^2 + 2 SS s, as the reference.
             sigma_ss = (order * math.exp(2 * beta) / smooth) ** (1 / 3) if smooth > 0 else math.inf
@@ -208,7 +225,8 @@ def sampled(
         noise=None if expected_only else source,
         parameters_chosen_on_data=chosen_on_data,
         order_chosen_on_data=draw.order_chosen_on_data,
-        local_sensitivity=ls,
+        local_sensitivity=walked.total,
+        local_sensitivity_past_walk=walked.bound,
         warnings=tuple(warnings),
         **fields,
     )

@@ -38,12 +38,13 @@ from pate_cli.common.spelling import option
 from pate_cli.core import conditions as cond_core
 from pate_cli.core import smooth as smooth_core
 from pate_cli.core.compact import Compact
+from pate_cli.core.horizon import Horizon
 from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.files.seeds import Noise
 from pate_cli.mechanisms import Mechanism, UnsupportedError
 from pate_cli.mechanisms.releases import GaussianRelease, LaplaceRelease, StepRelease
 from pate_cli.mechanisms.steps import GaussianThreshold, gaussian_threshold
-from pate_cli.release.common import AtOrder, Draw, Walk, num_seen, sampled
+from pate_cli.release.common import AtOrder, Draw, Walk, num_seen, sampled, smallest_beta
 from pate_cli.release.conditions import ConditionError, checked_conditions
 from pate_cli.release.laplace import laplace_release
 from pate_cli.release.model import (
@@ -77,11 +78,11 @@ __all__ = [
 FloatArray = NDArray[np.float64]
 
 
-def _local_sensitivity_total(*args: Any, **kwargs: Any) -> FloatArray:
-    """``core.smooth.local_sensitivity_total``, where a setting past double
+def _local_sensitivity_walked(*args: Any, **kwargs: Any) -> Horizon:
+    """``core.smooth.local_sensitivity_walked``, where a setting past double
     precision (with --skip-conditions) is the user's error, not a crash."""
     try:
-        return smooth_core.local_sensitivity_total(*args, **kwargs)
+        return smooth_core.local_sensitivity_walked(*args, **kwargs)
     except NumericalRangeError as exc:
         raise ConditionError(
             f"{exc}: the local sensitivity cannot be bounded there; choose another "
@@ -256,13 +257,14 @@ def gaussian_release(
         release.sigma, counts.shape[1], at.order, strict, skip_conditions
     )
 
-    def block_bound(block: FloatArray, rows: slice) -> FloatArray:
-        """One block's bound of ``core.smooth.local_sensitivity_total``."""
-        return _local_sensitivity_total(
+    def block_bound(block: FloatArray, rows: slice, horizon: Horizon) -> Horizon:
+        """One block's bound of ``core.smooth.local_sensitivity_walked``."""
+        return _local_sensitivity_walked(
             block,
             walk.num_teachers,
             at.order,
             release.sigma,
+            horizon,
             threshold=None if gate is None else gate.threshold,
             sigma1=None if gate is None else gate.sigma1,
             step1_votes=None if baseline is None else block - baseline[rows],
@@ -277,13 +279,13 @@ def gaussian_release(
             threshold_sensitivity=moves,
         )
 
-    ls = walk.local_sensitivity(counts, seen, block_bound)
+    walked = walk.local_sensitivity(counts, seen, block_bound, smallest_beta(draw, at.order))
     fields.update(
         conditions=conditions,
         strict_local_sensitivity=strict,
         local_sensitivity_bound=local_sensitivity,
     )
-    return sampled(ls, fields, warnings, at, draw)
+    return sampled(walked, fields, warnings, at, draw)
 
 
 def _feature(mechanism: Mechanism) -> str:

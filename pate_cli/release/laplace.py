@@ -17,10 +17,11 @@ from pate_cli.accountant.terms import QueryTerms, query_terms
 from pate_cli.common.spelling import option
 from pate_cli.core import ls_lnmax
 from pate_cli.core.compact import Compact, DenseRows
+from pate_cli.core.horizon import Horizon
 from pate_cli.errors import UnsupportedError, UsageError
 from pate_cli.mechanisms import Mechanism
 from pate_cli.mechanisms.releases import LaplaceRelease
-from pate_cli.release.common import AtOrder, Draw, Walk, num_seen, sampled
+from pate_cli.release.common import AtOrder, Draw, Walk, num_seen, sampled, smallest_beta
 from pate_cli.release.model import GnssRelease, LocalSensitivityBound
 
 FloatArray = NDArray[np.float64]
@@ -89,15 +90,15 @@ def laplace_release(
     fields = at.fields(mechanism, terms, weights, (True, False), len(counts))
     tables = ls_lnmax.LnmaxSensitivity(counts.shape[1], walk.num_teachers, release.gamma, at.order)
 
-    def block_bound(block: FloatArray, rows: slice) -> FloatArray:
+    def block_bound(block: FloatArray, rows: slice, horizon: Horizon) -> Horizon:
         """One block's bound of ``ls_lnmax``."""
-        return tables.total(block, None if weights is None else weights[rows])
+        return tables.walked(block, None if weights is None else weights[rows], horizon)
 
-    ls = walk.local_sensitivity(rows, len(counts), block_bound)
+    walked = walk.local_sensitivity(rows, len(counts), block_bound, smallest_beta(draw, at.order))
     fields.update(
         conditions=None,
         conditions_apply=False,
         strict_local_sensitivity=True,
         local_sensitivity_bound="tabulated",
     )
-    return sampled(ls, fields, [], at, draw)
+    return sampled(walked, fields, [], at, draw)

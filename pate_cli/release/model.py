@@ -96,6 +96,10 @@ class GnssRelease:
     conditions_apply: bool = True
     """False for LNMax: its bound is non-decreasing in q by proof, C5/C6 are GNMax's."""
     local_sensitivity: FloatArray | None = None
+    """The local sensitivity's bound at the distances the walk went through, d = 0 .. n-1
+    (n up to M: past them no value can set the smooth sensitivity, ``core.horizon``)."""
+    local_sensitivity_past_walk: float | None = None
+    """At least the local sensitivity's bound at every distance past the walk (W)."""
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
     def to_json_dict(self) -> dict[str, Any]:

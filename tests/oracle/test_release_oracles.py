@@ -29,8 +29,14 @@ import numpy as np
 import pytest
 
 import pate_cli as pate
-from pate_cli.core.ls_lnmax import local_sensitivity_lnmax
-from pate_cli.core.smooth import local_sensitivity_total, smooth_sensitivity
+from pate_cli.core.horizon import Horizon
+from pate_cli.core.ls_lnmax import LnmaxSensitivity, local_sensitivity_lnmax
+from pate_cli.core.smooth import (
+    beta_grid,
+    local_sensitivity_total,
+    local_sensitivity_walked,
+    smooth_sensitivity,
+)
 from tests.conftest import MNIST
 from tests.oracle import exact
 
@@ -173,6 +179,26 @@ def assert_covers(bound: np.ndarray, truth: np.ndarray, where: str, order: float
         assert ours <= LOOSENESS * true + FLOOR, (where, beta, ours, true)
 
 
+def assert_walk_stops_soundly(
+    horizon: Horizon, bound: np.ndarray, truth: np.ndarray, order: float, where: str
+) -> None:
+    """A release's walk (``core.horizon``, betas of the reference's grid at ``order``): the
+    full walk's ``bound`` at the distances walked, bit for bit; past them W at least the
+    full walk and the brute force, and e^(-beta d) W below the smooth sensitivity at every
+    beta of the grid, which is the full walk's and at least the brute force's."""
+    walked = horizon.total
+    np.testing.assert_array_equal(walked, bound[: walked.size], err_msg=where)
+    rest = slice(walked.size, None)
+    assert np.all(horizon.bound >= bound[rest] * (1 - 1e-12)), where
+    assert np.all(horizon.bound >= truth[rest] * (1 - TOLERANCE) - FLOOR), where
+    past = np.arange(walked.size, bound.size)
+    for beta in beta_grid(order):
+        ours = smooth_sensitivity(walked, beta)
+        assert ours == smooth_sensitivity(bound, beta), (where, beta)
+        assert ours >= smooth(truth, beta) * (1 - TOLERANCE) - FLOOR, (where, beta)
+        assert np.all(np.exp(-beta * past) * horizon.bound < ours), (where, beta)
+
+
 def published_cost(hist, mechanism, baseline, order: float) -> float:
     """The package's RDP of one query at one order, through ``pate.analyze``."""
     votes = pate.load_votes(np.array([hist]), format="counts")
@@ -240,6 +266,7 @@ def test_gnmax_smooth_sensitivity_covers_the_brute_force(
         assert published == pytest.approx(value, rel=TOLERANCE, abs=1e-12), hist
 
     truth = brute_force(values, num_teachers, num_classes)
+    stopped = 0
     for hist, true in zip(hists, truth, strict=True):
         votes = hist[None, :].astype(np.float64)
         step1 = {} if threshold is None else {"threshold": threshold, "sigma1": sigma1}
@@ -248,6 +275,14 @@ def test_gnmax_smooth_sensitivity_covers_the_brute_force(
         bound = local_sensitivity_total(votes, num_teachers, order, sigma, walk=walk, **step1)
         assert bound.shape == (num_teachers,)
         assert_covers(bound, true, f"histogram {hist.tolist()}", order)
+        start = Horizon.start(float(beta_grid(order).min()), num_teachers, 1)
+        horizon = local_sensitivity_walked(
+            votes, num_teachers, order, sigma, start, walk=walk, **step1
+        )
+        assert_walk_stops_soundly(horizon, bound, true, order, f"histogram {hist.tolist()}")
+        stopped += horizon.walked < num_teachers
+    # The default bound's walk stops early on some histograms of every case.
+    assert walk or stopped > 0
 
 
 # ----------------------------------------------------------------------------- 4. LNMax
@@ -283,8 +318,15 @@ def test_lnmax_smooth_sensitivity_covers_the_brute_force(num_teachers, num_class
     truth = brute_force(values, num_teachers, num_classes)
     bounds = local_sensitivity_lnmax(hists, num_teachers, gamma, order)
     assert bounds.shape == truth.shape
+    tables = LnmaxSensitivity(num_classes, num_teachers, gamma, order)
+    stopped = 0
     for hist, bound, true in zip(hists, bounds, truth, strict=True):
         assert_covers(bound, true, f"histogram {hist.tolist()}", order)
+        start = Horizon.start(float(beta_grid(order).min()), num_teachers, 1)
+        horizon = tables.walked(hist[None, :], None, start)
+        assert_walk_stops_soundly(horizon, bound, true, order, f"histogram {hist.tolist()}")
+        stopped += horizon.walked < num_teachers
+    assert stopped > 0
 
 
 # ----------------------------------------------------------------------------- 2. GNSS release

@@ -23,8 +23,13 @@ from pate_cli.core.conditions import (
     is_data_independent_always_opt_threshold,
 )
 from pate_cli.core.gnmax import logq_gnmax, rdp_gnmax, rdp_gnmax_data_independent
+from pate_cli.core.horizon import Horizon
 from pate_cli.core.lnmax import logq_lnmax, rdp_lnmax, rdp_lnmax_data_independent
-from pate_cli.core.smooth import local_sensitivity_total, smooth_sensitivity
+from pate_cli.core.smooth import (
+    local_sensitivity_total,
+    local_sensitivity_walked,
+    smooth_sensitivity,
+)
 from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.core.threshold import (
     log_pr_answered_threshold,
@@ -334,3 +339,45 @@ def test_local_sensitivity_bounds_every_distance(case, confident):
         f"distances {low.tolist()}: pate {ours[low].tolist()} < brute force {truth[low].tolist()}"
         f" (C6 trusted: {verified}, flags {flags})"
     )
+
+
+@settings(max_examples=EXAMPLES)
+@given(case=confident_sensitivity_cases(), confident=st.booleans())
+def test_the_walk_stops_only_where_nothing_can_change(case, confident):
+    """core.horizon: a walk stopped for betas of at least the case's beta keeps the full walk's
+    totals where it walked; past them its bound W is at least the brute force at every
+    distance, and at betas from the case's to 1/(2 order) its smooth sensitivity is the full
+    walk's and at least the brute force's."""
+    hist, sigma, order, beta = case["hist"], case["sigma"], case["order"], case["beta"]
+    verified = _verified(case)
+    if confident:
+        params = {k: case[k] for k in ("threshold", "sigma1", "sigma")}
+        f, flags = confident_cost(int(hist.sum()), hist.size, order=order, **params)
+        key = ("confident", *params.values(), order)
+    else:
+        params, flags = {"sigma": sigma}, {}
+        f, key = gnmax_cost(sigma, order), ("gnmax", sigma, order)
+    flags = {**flags, "walk": case["walk"]}
+    local = brute_force_ls(key, f, hist)
+    teachers = int(hist.sum())
+    full = pate_local_sensitivity(hist, order, flags=flags, verified=verified, **params)
+    options = {k: v for k, v in params.items() if k != "sigma"}
+    horizon = local_sensitivity_walked(
+        hist[None, :],
+        teachers,
+        order,
+        params["sigma"],
+        Horizon.start(beta, teachers, 1),
+        increments_verified=verified,
+        **options,
+        **flags,
+    )
+    walked = horizon.total
+    note(f"walked {walked.size} of {teachers} distances")
+    np.testing.assert_array_equal(walked, full[: walked.size])
+    truth = exact.ls_by_distance(hist, local, teachers)
+    assert np.all(horizon.bound >= truth[walked.size :] * (1 - RTOL))
+    for at in np.linspace(beta, 0.49 / order, 4):
+        ours = smooth_sensitivity(walked, at)
+        assert ours == smooth_sensitivity(full, at)
+        assert at_least(ours, exact.smooth_sensitivity(hist, local, teachers, at))
