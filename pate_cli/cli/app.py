@@ -10,12 +10,14 @@ boundary below turns typed errors into one line and their code.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import signal
 import sys
 import traceback
 import warnings
+from collections.abc import Sequence
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -25,16 +27,6 @@ from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperGroup
 
 from pate_cli.cli import interrupts
-from pate_cli.cli.commands import (
-    aggregate,
-    analyze,
-    budget,
-    compare,
-    inspect,
-    plan,
-    smooth_sensitivity,
-    verify,
-)
 from pate_cli.cli.examples import examples
 from pate_cli.cli.interrupts import hold_signals, signals_admitted
 from pate_cli.cli.options import (
@@ -47,7 +39,6 @@ from pate_cli.cli.options import (
 )
 from pate_cli.cli.suggestions import CloseSpellingGroup, with_close_options
 from pate_cli.common.spelling import command_line
-from pate_cli.common.version import __version__
 from pate_cli.errors import ExitCode, PateError, PluginError
 from pate_cli.mechanisms.plugins import culprit
 from pate_cli.mechanisms.registry import (
@@ -119,6 +110,14 @@ class PateGroup(CloseSpellingGroup):
         # Messages of the library name flags for the whole invocation (pate_cli.common.spelling).
         with command_line():
             return super().main(*args, **kwargs)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        # A command this run did not make (``pate verify`` re-parses the recorded command
+        # line of another): made now, as the app with every command has it.
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            made = typer.main.get_command(make_app([cmd_name]))
+            self.add_command(made.commands[cmd_name], cmd_name)  # type: ignore[attr-defined]
+        return super().get_command(ctx, cmd_name)
 
     def make_context(self, info_name: str | None, args: list[str], *more: Any, **extra: Any) -> Any:
         # Keep the command line as given: --record stores it for people to read.
@@ -284,32 +283,14 @@ def _our_words(message: str) -> str:
     return message.rstrip(".")
 
 
-app = typer.Typer(
-    cls=PateGroup,
-    name="pate",
-    help="Privacy analysis for PATE (Private Aggregation of Teacher Ensembles).\n\n"
-    "Reads saved teacher votes (.npy/.npz) and reports Renyi-DP and (epsilon, delta) "
-    "costs, smooth-sensitivity releases, noisy labels and comparisons. "
-    "Exit codes: 0 ok, 1 budget exceeded (--max-epsilon) or a record that differs, 2 bad "
-    "input or usage, 3 a record verified only in part, 4 a charge refused over its budget's "
-    "limit (--budget), 5 interrupted after the release was committed (it and its charge stand), "
-    "6 a mechanism plugin failed (nothing written), 70 a bug, 74 stdout cannot be written, "
-    "130/143/129 interrupted (nothing written).",
-    no_args_is_help=True,
-    add_completion=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    pretty_exceptions_show_locals=False,
-    rich_markup_mode=None,
-)
-
-
 def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"pate {__version__}")
+    if value:  # as the entry point answers a bare --version (a stdout that fails: exit 74)
+        from pate_cli.cli.entry import version
+
+        version()
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: Annotated[
         bool | None,
@@ -321,16 +302,69 @@ def _root(
     """Privacy analysis for PATE (Private Aggregation of Teacher Ensembles)."""
 
 
-app.command("analyze", **examples(*analyze.EXAMPLES))(analyze.analyze)
-app.command("smooth-sensitivity", **examples(*smooth_sensitivity.EXAMPLES))(
-    smooth_sensitivity.smooth_sensitivity
-)
-app.command("aggregate", **examples(*aggregate.EXAMPLES))(aggregate.aggregate)
-app.command("compare", **examples(*compare.EXAMPLES))(compare.compare)
-app.command("inspect", **examples(*inspect.EXAMPLES))(inspect.inspect)
-app.command("verify", **examples(*verify.EXAMPLES))(verify.verify)
-app.command("plan", **examples(*plan.EXAMPLES))(plan.plan)
-app.add_typer(budget.app, name="budget")
+# The commands in the order ``pate --help`` lists them: name -> (the module of
+# ``pate_cli.cli.commands`` that defines it, its function; None: the module's group ``app``).
+# A module is imported when its command is to run or be shown, never for another's.
+COMMANDS: dict[str, tuple[str, str | None]] = {
+    "analyze": ("analyze", "analyze"),
+    "smooth-sensitivity": ("smooth_sensitivity", "smooth_sensitivity"),
+    "aggregate": ("aggregate", "aggregate"),
+    "compare": ("compare", "compare"),
+    "inspect": ("inspect", "inspect"),
+    "verify": ("verify", "verify"),
+    "plan": ("plan", "plan"),
+    "budget": ("budget", None),
+}
+
+
+def make_app(names: Sequence[str] = tuple(COMMANDS)) -> typer.Typer:
+    """The ``pate`` app with the commands ``names`` (of :data:`COMMANDS`, every one by
+    default: ``app`` is that one)."""
+    made = typer.Typer(
+        cls=PateGroup,
+        name="pate",
+        help="Privacy analysis for PATE (Private Aggregation of Teacher Ensembles).\n\n"
+        "Reads saved teacher votes (.npy/.npz) and reports Renyi-DP and (epsilon, delta) "
+        "costs, smooth-sensitivity releases, noisy labels and comparisons. "
+        "Exit codes: 0 ok, 1 budget exceeded (--max-epsilon) or a record that differs, 2 bad "
+        "input or usage, 3 a record verified only in part, 4 a charge refused over its "
+        "budget's limit (--budget), 5 interrupted after the release was committed (it and its "
+        "charge stand), 6 a mechanism plugin failed (nothing written), 70 a bug, 74 stdout "
+        "cannot be written, 130/143/129 interrupted (nothing written).",
+        no_args_is_help=True,
+        add_completion=True,
+        context_settings={"help_option_names": ["-h", "--help"]},
+        pretty_exceptions_show_locals=False,
+        rich_markup_mode=None,
+    )
+    made.callback()(_root)
+    for name in names:
+        module_name, function = COMMANDS[name]
+        module = importlib.import_module(f"pate_cli.cli.commands.{module_name}")
+        if function is None:
+            made.add_typer(module.app, name=name)
+        else:
+            made.command(name, **examples(*module.EXAMPLES))(getattr(module, function))
+    return made
+
+
+def commands_for(args: Sequence[str]) -> tuple[str, ...]:
+    """The commands a command line can run: the one it names (its first word that is not an
+    option: pate's own options take no value, or a shell's name), or all of them where it
+    names none (``pate --help``, a misspelled command, which ``pate`` suggests a spelling
+    for) or where the shell completes it (``_PATE_COMPLETE``)."""
+    named = next((word for word in args if not word.startswith("-")), None)
+    if named in COMMANDS and "_PATE_COMPLETE" not in os.environ:
+        return (named,)
+    return tuple(COMMANDS)
+
+
+def __getattr__(name: str) -> Any:
+    """``app``: the app with every command, made on first use (``main`` makes its own)."""
+    if name == "app":
+        globals()["app"] = made = make_app()
+        return made
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # How the system says that memory ran out where Python raises no MemoryError: a library
@@ -388,7 +422,7 @@ def main() -> None:
     warnings.simplefilter("ignore", PluginWarning)  # said as one line (PateGroup)
     try:
         _load_plugins()
-        app(prog_name="pate")
+        make_app(commands_for(sys.argv[1:]))(prog_name="pate")
     finally:
         _quiet_streams()
 

@@ -64,6 +64,7 @@ def _parse_argv(root: Any, argv: list[str]) -> dict[str, Any]:
     words = argv[1:]
     if any(word in ("--help", "-h") for word in words):
         raise _Mismatch("it asks for the help, which writes no record")
+    root.get_command(None, argv[0])  # made if this run has not (pate_cli.cli.app.PateGroup)
     command = root.commands[argv[0]]
     quiet = QUIET.set(QUIET.get())  # the -q of the recorded line is not verify's
     try:

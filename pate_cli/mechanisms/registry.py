@@ -22,6 +22,9 @@ plugin makes a documented command ambiguous.
 from __future__ import annotations
 
 import dataclasses
+import importlib.machinery
+import os
+import sys
 import warnings
 from collections.abc import Iterable
 from types import ModuleType
@@ -195,6 +198,8 @@ def _parameter_problem(kind: type[Mechanism]) -> str | None:
 def _load_entry_points() -> None:
     """Register the mechanisms of the group's entry points; a failure is one warning,
     whatever the plugin raised (``SystemExit`` included), but a signal's interrupt."""
+    if not _may_declare(GROUP):
+        return  # importlib.metadata (email, zipfile, csv) not imported for nothing
     from importlib.metadata import entry_points
 
     global _LOADING
@@ -211,6 +216,43 @@ def _load_entry_points() -> None:
                 raise  # ``loading()`` still names the plugin, for the line that says so
             _fail(f"the mechanism {where} was not loaded: {plugins.one_line(error)}")
         _LOADING = None
+
+
+def _may_declare(group: str) -> bool:
+    """Whether an installed distribution may declare an entry point of ``group``: False
+    only where none can, read as ``importlib.metadata`` reads them but without it (its import
+    is most of what ``pate --help`` would pay for plugins where none is installed). A
+    ``.dist-info`` or ``.egg-info`` folder on ``sys.path`` whose ``entry_points.txt`` names
+    the group may; so does whatever this does not read (an entry of ``sys.path`` that is a
+    zip, an egg or not a string, a finder of distributions other than the path's)."""
+    if any(
+        hasattr(finder, "find_distributions") and finder is not importlib.machinery.PathFinder
+        for finder in sys.meta_path
+    ):
+        return True
+    needle = group.encode()
+    for entry in sys.path:
+        if not isinstance(entry, str):
+            return True  # bytes or another path object: not read here
+        folder = entry or "."
+        if folder.lower().endswith(".egg"):
+            return True
+        try:
+            names = os.listdir(folder)
+        except NotADirectoryError:
+            return True  # a zip: importlib.metadata reads its distributions
+        except OSError:
+            continue  # missing or unreadable: no distribution there either
+        for name in names:
+            if not name.lower().endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                with open(os.path.join(folder, name, "entry_points.txt"), "rb") as points:
+                    if needle in points.read():
+                        return True
+            except OSError:
+                continue
+    return False
 
 
 def _shown(where: str, distribution: tuple[str, str] | None) -> str:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from pate_cli.choices import TableGateOn
 from pate_cli.cli.blocks import command, gate, mechanism_block, runs
 from pate_cli.cli.options import DeltaOpt, TableGateOnOpt, VotesArg
-from pate_cli.cli.run import Call, File, Invocation, Output, Params, inferred_mechanism, run
+
+if TYPE_CHECKING:
+    from pate_cli.cli.run import Invocation, Output, Params
 
 # Options of this command alone (the shared ones are in ``pate_cli.cli.options``).
 OutputOpt = Annotated[
@@ -61,6 +63,7 @@ TrueLabelsOpt = Annotated[
 def _release(flag: str, path: str | None, key: str, array: Callable[[Any], Any]) -> Output:
     """A release file, ``array(result)`` (the labels or the answered mask) as .npy: like the
     record, never replaced without --force (a second run is a second use of the votes)."""
+    from pate_cli.cli.run import Output
     from pate_cli.votes import check_output_path, save_npy_atomic
 
     def write(result: Any, to: str) -> None:
@@ -76,6 +79,7 @@ def describe(p: Params) -> Invocation:
     import numpy as np
 
     from pate_cli import api
+    from pate_cli.cli.run import Call, File, Invocation, inferred_mechanism
     from pate_cli.jobs.aggregation import check_parameters
 
     options = {
@@ -153,5 +157,6 @@ def aggregate(
     answered ones) next to the expected cost.
     """
     from pate_cli.cli import render
+    from pate_cli.cli.run import run
 
     run(describe(ctx.params), render.aggregate)

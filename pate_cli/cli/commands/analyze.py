@@ -17,11 +17,11 @@ from pate_cli.cli.options import (
     PldOpt,
     VotesArg,
 )
-from pate_cli.cli.run import Call, File, Invocation, Output, Params, inferred_mechanism, run
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
+    from pate_cli.cli.run import Invocation, Params
     from pate_cli.reports.models import AnalysisReport
 
 # Options of this command alone (the shared ones are in ``pate_cli.cli.options``).
@@ -62,6 +62,7 @@ def describe(p: Params) -> Invocation:
     """What ``pate analyze`` with the parameters ``p`` reads, calls and writes (``pate
     verify`` asks it of a recorded command line too)."""
     from pate_cli import api, plots
+    from pate_cli.cli.run import Call, File, Invocation, Output, inferred_mechanism
     from pate_cli.orders import parse_orders
     from pate_cli.reports import ledger
 
@@ -147,6 +148,8 @@ def analyze(
     sensitivity (GNSS), for LNMax as for the GNMax family. With --answered,
     the realised run of 'pate aggregate'.
     """
+    from pate_cli.cli.run import run  # what the run needs, not its help
+
     run(describe(ctx.params), partial(_view, all_orders=all_orders, breakdown=breakdown))
 
 

@@ -18,9 +18,9 @@ from pate_cli.cli.blocks import (
     mechanism_block,
 )
 from pate_cli.cli.options import DeltaOpt, PldOpt, TableGateOnOpt, VotesArg
-from pate_cli.cli.run import Call, File, Invocation, Output, Params
 
 if TYPE_CHECKING:
+    from pate_cli.cli.run import Invocation, Params
     from pate_cli.jobs.comparison import CompareReport
     from pate_cli.mechanisms import Mechanism
 
@@ -53,6 +53,7 @@ PlotOpt = Annotated[
 def describe(p: Params) -> Invocation:
     """What ``pate compare`` with the parameters ``p`` reads, calls and writes."""
     from pate_cli import api, plots
+    from pate_cli.cli.run import Call, File, Invocation, Output
     from pate_cli.jobs.comparison import compare_csv, listed, mechanism_grid
     from pate_cli.mechanisms.registry import declarations
     from pate_cli.votes import check_output_path, write_atomic

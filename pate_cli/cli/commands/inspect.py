@@ -11,7 +11,6 @@ import typer
 
 from pate_cli.cli.blocks import OUTPUT, SELECTION, command
 from pate_cli.cli.options import VotesArg, emit
-from pate_cli.cli.run import Selection
 
 # The end of the help: each line one whole command (pate_cli.cli.examples).
 EXAMPLES = ("pate inspect sample_data/mnist_250_teachers.npy",)
@@ -34,6 +33,7 @@ def inspect(ctx: typer.Context, votes_path: VotesArg) -> None:
     commands refuse it (exit 0).
     """
     from pate_cli.cli import render
+    from pate_cli.cli.run import Selection
     from pate_cli.jobs.inspection import inspect_reading
 
     report = inspect_reading(Selection.of(ctx.params).load)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,14 +16,17 @@ from pate_cli.cli.options import (
     SkipConditionsOpt,
     VotesArg,
 )
-from pate_cli.cli.run import Call, File, Invocation, Params, inferred_mechanism, run
 from pate_cli.common import checks
+
+if TYPE_CHECKING:
+    from pate_cli.cli.run import Invocation, Params
 
 
 def describe(p: Params) -> Invocation:
     """What ``pate smooth-sensitivity`` with the parameters ``p`` reads and calls (``pate
     verify`` asks it of a recorded command line too)."""
     from pate_cli import api
+    from pate_cli.cli.run import Call, File, Invocation, inferred_mechanism
 
     # Without --gate-on the command gates on the publishable figure; that default has
     # changed between versions, so verify accepts a record of any.
@@ -90,5 +93,6 @@ def smooth_sensitivity(
     --sigma-ss) and its noise is private.
     """
     from pate_cli.cli import render
+    from pate_cli.cli.run import run
 
     run(describe(ctx.params), render.smooth_sensitivity)
