@@ -85,6 +85,8 @@ HEAVY_SCIPY = {
 HELP = {
     **NUMERIC,
     "rich": "help is typer's plain formatter (rich_markup_mode=None); reports render with rich",
+    "pydantic": "typer checks an option's value with it: a help has none, and an option not "
+    "given is not checked (pate_cli.cli.deferred)",
     "importlib.metadata": "0.02 s with email and zipfile: the plugins are looked for without "
     "it where none is installed (mechanisms.registry._may_declare)",
     "pate_cli.cli.run": "what a command does when it runs, not what it declares",
@@ -104,6 +106,8 @@ FORBIDDEN: dict[str, dict[str, str]] = {
     "pate analyze (plain, with its release)": {
         **HEAVY_SCIPY,
         **OTHER_COMMANDS,
+        "pydantic": "plain option values are read as typer reads them, without it "
+        "(pate_cli.cli.deferred)",
         "matplotlib": "only --plot needs it",
     },
 }
@@ -183,6 +187,156 @@ def test_a_forbidden_import_is_named_with_its_reason():
     ]
 
 
+# Option values: the plain ones are read without pydantic, as typer's coercion reads them.
+VALUES = [
+    "0", "7", "640", "-3", "-0", "00", "007", "-007", "+5", "+0", "1_000", " 5", "5 ", "\t5",
+    "0x10", "1e-5", "-1e-5", "1E+10", "4e1", "4e+01", "40.5e1", "0.1", "-0.0", "00.5", "1.",
+    ".5", "-.5", "1e99", "9e-99", "1.5e-310", "4.9e-324", "2.5e-324", "1e308", "1.8e308",
+    "1e400", "-1e400", "1e-400", "0.1000000000000000055511151231257827",
+    "12345678901234567890.12345678901234567890", "123456789012345678", "999999999999999999",
+    "-999999999999999999", "1000000000000000000", "9223372036854775807",
+    "9223372036854775808", "12345678901234567890123", "inf", "-inf", "+inf", "Infinity",
+    "nan", "NaN", "-nan", "abc", "", " ", "\u0665", "\uff15", "\u00b2", "5\u00a0",
+    "stimmen-\u00fc.npy", "\udcff.npy", "sample_data/x.npy", "-", "--", "1e5.5",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", [int, float, str])
+@pytest.mark.parametrize("value", VALUES)
+def test_a_plain_value_reads_as_typer_reads_it(kind, value):
+    from typer._click.exceptions import BadParameter
+    from typer._coercion import build_runtime_param, resolve_type_descriptor
+
+    from pate_cli.cli.deferred import _NOT_PLAIN, plain
+
+    descriptor = resolve_type_descriptor(kind, _info())
+    ours = plain(descriptor, value)
+    if ours is _NOT_PLAIN:
+        return  # typer's own coercion reads it
+    try:
+        theirs = build_runtime_param(descriptor)._coerce_value(value, param=None, ctx=None)
+    except BadParameter as refused:
+        pytest.fail(f"{value!r} read as {ours!r}, typer refuses it: {refused}")
+    assert type(ours) is type(theirs) and repr(ours) == repr(theirs)  # -0.0, nan: by repr
+
+
+def _info():
+    from typer.models import OptionInfo
+
+    return OptionInfo()
+
+
+def test_the_plain_values_of_a_command_line_are_read_without_typer():
+    from typer._coercion import resolve_type_descriptor
+
+    from pate_cli.choices import Conversion
+    from pate_cli.cli.deferred import _NOT_PLAIN, plain
+
+    def read(kind: type, value: object) -> object:
+        return plain(resolve_type_descriptor(kind, _info()), value)
+
+    assert read(float, "1e-5") == 1e-5 and read(int, "640") == 640
+    assert read(str, "sample_data/mnist_250_teachers.npy") == "sample_data/mnist_250_teachers.npy"
+    assert read(Conversion, Conversion.CLASSIC) is Conversion.CLASSIC  # a default
+    assert read(Conversion, "classic") is _NOT_PLAIN  # typed: typer matches the choice
+
+
+def _commands():
+    """Every command of ``pate`` as click has it (budget's subcommands too), named."""
+    import typer
+
+    from pate_cli.cli.app import make_app
+
+    def walk(command, name):
+        if hasattr(command, "commands"):
+            for sub, inner in command.commands.items():
+                yield from walk(inner, f"{name} {sub}")
+        else:
+            yield name, command
+
+    return list(walk(typer.main.get_command(make_app()), "pate"))
+
+
+def _outcome(runtime, value, param, ctx):
+    """What a coercion makes of ``value``: ("value", its type and repr) or ("refused", the
+    message)."""
+    from typer._click.exceptions import BadParameter
+
+    try:
+        read = runtime.coerce(value, param=param, ctx=ctx)
+    except BadParameter as refused:
+        return ("refused", refused.format_message())
+    if isinstance(read, float):  # repr tells -0.0 from 0.0; nan is nan
+        return ("value", float, repr(read))
+    return ("value", type(read), repr(read))
+
+
+def test_every_option_reads_every_value_as_typer_reads_it():
+    """Each parameter of each command, its bounds, parser and choices as declared, given each
+    of ``VALUES`` on the command line: the deferred coercion gives typer's own value or
+    typer's own message, whether it reads the value itself or hands it on."""
+    from typer._click import Context
+    from typer._coercion import build_runtime_param
+
+    from pate_cli.cli.deferred import _NOT_PLAIN, Deferred, plain
+
+    read_here = compared = 0
+    for name, command in _commands():
+        ctx = Context(command, info_name=name)
+        for param in command.params:
+            descriptor = getattr(param, "type_descriptor", None)
+            if descriptor is None or getattr(param, "is_flag", False):
+                continue
+            ours = Deferred(
+                parameter_info=descriptor.parameter_info,
+                annotation=descriptor.annotation,
+                descriptor=descriptor,
+            )
+            theirs = build_runtime_param(descriptor)
+            choices = [str(getattr(c, "value", c)) for c in descriptor.choices or ()]
+            spelled = [*choices, *(c.upper() for c in choices), *(f" {c}" for c in choices)]
+            for text in [*VALUES, *spelled, *(descriptor.choices or ())]:
+                value = (text,) if param.multiple or param.nargs == -1 else text
+                param._runtime_param = None
+                expected = _outcome(theirs, value, param, ctx)
+                got = _outcome(ours, value, param, ctx)
+                assert got == expected, f"{name} {param.name} {text!r}"
+                compared += 1
+                read_here += plain(descriptor, text) is not _NOT_PLAIN
+    assert compared > 1000 and read_here > 100  # the plain path is exercised, not skipped
+
+
+def test_a_command_line_reads_the_same_with_its_coercion_deferred(monkeypatch, tmp_path):
+    """Whole runs: the tricky values of int, float and text options give the same exit code,
+    stdout and stderr as with typer's coercion throughout."""
+    from typer.testing import CliRunner
+
+    import pate_cli.cli.app as app_module
+
+    votes = tmp_path / "v\u00f6tes.npy"
+    np.save(votes, np.array([[9, 1, 0], [6, 3, 1], [5, 5, 0]]))
+    lines = []
+    for option, values in {
+        "--queries": ["2", "-2", "002", "+2", "1_0", "3.0", "99999999999999999999", "\u0662"],
+        "--sigma": ["4", "-4", "04", "4e0", "-0", "1e400", "inf", "nan", "4,0", "\u0664"],
+        "--delta": ["1e-5", "0.00001", "1E-05", "-1e-5", "1e-400", "1e-5 "],
+    }.items():
+        for value in values:
+            lines.append([str(votes), "--sigma", "4", "--delta", "1e-5", option, value])
+
+    def outcomes() -> list[tuple[int, str, str]]:
+        found = []
+        for args in lines:
+            done = CliRunner().invoke(app_module.app, ["analyze", *args, "--json", "--no-release"])
+            found.append((done.exit_code, done.stdout, done.stderr))
+        return found
+
+    deferred = outcomes()
+    monkeypatch.setattr(app_module, "defer_coercion", lambda command: None)
+    assert outcomes() == deferred
+    assert {code for code, _, _ in deferred} == {0, 2}
+
+
 def _site(root: Path, name: str, points: str | None) -> Path:
     """A folder of ``sys.path`` holding one distribution ``name`` (its entry points
     ``points``, None: no entry_points.txt)."""
@@ -259,3 +413,17 @@ def test_a_version_that_cannot_be_written_is_one_line_and_exit_74(args):
     assert done.stderr == (
         "pate: error: cannot write the version to stdout (No space left on device)\n"
     )
+
+
+def test_without_typers_coercion_module_every_value_is_typers(monkeypatch):
+    """A typer whose coercion is not where deferred looks: no stand-in is set, typer builds
+    its own as it would."""
+    import typer
+
+    from pate_cli.cli import deferred
+    from pate_cli.cli.app import make_app
+
+    monkeypatch.setattr(deferred, "build_runtime_param", None)
+    command = typer.main.get_command(make_app(["analyze"])).commands["analyze"]
+    deferred.defer_coercion(command)
+    assert {type(p._runtime_param) for p in command.params} == {type(None)}

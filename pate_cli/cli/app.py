@@ -27,6 +27,7 @@ from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperGroup
 
 from pate_cli.cli import interrupts
+from pate_cli.cli.deferred import defer_coercion
 from pate_cli.cli.examples import examples
 from pate_cli.cli.interrupts import hold_signals, signals_admitted
 from pate_cli.cli.options import (
@@ -126,6 +127,7 @@ class PateGroup(CloseSpellingGroup):
         for failure in () if quiet else failures():  # a plugin that did not load: one line
             error_line(f"pate: warning: {failure}")
         _uniform_help(self)
+        defer_coercion(self)  # pydantic for the options given only (pate_cli.cli.deferred)
         try:
             return super().make_context(info_name, with_optional_values(args), *more, **extra)
         except ClickUsageError as error:

@@ -13,9 +13,14 @@ from typing import Any
 
 from typer.core import TyperCommand
 
+from pate_cli.cli.deferred import defer
+
 
 class ExampleCommand(TyperCommand):
     """A command whose epilog is its examples, one command a line (:func:`examples`)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return defer(super().get_help_option(ctx))  # pate_cli.cli.deferred
 
     def format_epilog(self, ctx: Any, formatter: Any) -> None:
         lines = [line.strip() for line in (self.epilog or "").splitlines() if line.strip()]

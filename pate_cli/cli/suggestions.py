@@ -23,6 +23,8 @@ from typer._click.exceptions import NoSuchOption
 from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperGroup
 
+from pate_cli.cli.deferred import defer
+
 #: Letters typed per edit allowed (at least one edit is).
 LETTERS_PER_EDIT = 4
 #: The fewest letters typed that may stand for the names they begin.
@@ -92,6 +94,9 @@ class CloseSpellingGroup(TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.suggest_commands = False  # Typer's own suggestions: any sharing enough letters
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return defer(super().get_help_option(ctx))  # pate_cli.cli.deferred
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         try:
