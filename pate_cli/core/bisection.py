@@ -135,3 +135,81 @@ def _split(lo: Any, hi: Any, midpoint: Midpoint, rtol: float) -> Any:
         if not lo < middle < hi:  # lo + hi overflowed: halve first
             middle = lo / 2 + hi / 2
     return middle if lo < middle < hi else None  # adjacent ends: nothing left to split
+
+
+def replay_boundary(
+    holds: Callable[[float], bool],
+    good: float,
+    bad: float,
+    root: float,
+    zone: float,
+    *,
+    rtol: float,
+) -> float:
+    """``bisect_boundary(holds, good, bad, rtol=rtol)`` (arithmetic midpoints), bit for bit,
+    from ``root``, an estimate of where ``holds`` switches: ``holds`` is evaluated only at the
+    midpoints within ``zone`` of ``root`` and at the two ends the search finishes with.
+
+    Elsewhere a midpoint is taken to hold when it lies on ``good``'s side of ``root``. Where
+    ``holds`` is monotone, the first midpoint so misjudged lies between ``root`` and the true
+    switch, and the search then finishes with a good end that fails ``holds`` or a bad end
+    that passes it (the ends nest toward the misjudged side). Both ends are checked, and if
+    either check fails the search is run again with ``holds`` throughout: the answer is
+    always ``bisect_boundary``'s where ``holds`` is monotone outside the zone."""
+    seen: dict[float, bool] = {}
+
+    def truly(x: float) -> bool:
+        if x not in seen:
+            seen[x] = holds(x)
+        return seen[x]
+
+    side = 1.0 if good > bad else -1.0
+    last_bad = [bad]
+
+    def judged(x: float) -> bool:
+        answer = truly(x) if abs(x - root) <= zone else (x - root) * side > 0
+        if not answer:
+            last_bad[0] = x  # the search's bad end from here on (its brackets nest)
+        return answer
+
+    found = bisect_boundary(judged, good, bad, rtol=rtol)
+    # The caller's ends are taken as given, as bisect_boundary takes them.
+    settled = (found == good or truly(found)) and (last_bad[0] == bad or not truly(last_bad[0]))
+    return found if settled else bisect_boundary(truly, good, bad, rtol=rtol)
+
+
+def sign_change(
+    excess: Callable[[float], float],
+    good: float,
+    bad: float,
+    at_good: float,
+    at_bad: float,
+    rtol: float,
+) -> float:
+    """A point within ``rtol |x|`` of where ``excess`` changes sign between ``bad`` (where it
+    is ``at_bad`` > 0) and ``good`` (``at_good`` <= 0), by the Illinois method: regula falsi
+    whose end kept twice in a row has its value halved, a bisection step where the secant
+    leaves the bracket (or is not a number), at most ``_SECANT_STEPS`` steps. No promise of
+    a side: an estimate for :func:`replay_boundary`."""
+    kept = 0  # the end kept at the last step: +1 good, -1 bad
+    for _ in range(_SECANT_STEPS):
+        if not abs(good - bad) > rtol * max(abs(good), abs(bad)):
+            break
+        x = (bad * at_good - good * at_bad) / (at_good - at_bad)
+        if not min(good, bad) < x < max(good, bad):
+            x = bad / 2 + good / 2
+            if not min(good, bad) < x < max(good, bad):  # adjacent doubles
+                break
+        value = excess(x)
+        if value <= 0:
+            good, at_good = x, value
+            at_bad = at_bad / 2 if kept == -1 else at_bad
+            kept = -1
+        else:
+            bad, at_bad = x, value
+            at_good = at_good / 2 if kept == 1 else at_good
+            kept = 1
+    return bad / 2 + good / 2
+
+
+_SECANT_STEPS = 100

@@ -15,11 +15,14 @@ The Gaussian curve's two terms nearly cancel at small mu: :func:`log_delta_gauss
 from above instead, never below by a rounding error (its docstring says how).
 
 Both curves decrease in epsilon; :func:`epsilon_for` solves delta(eps) = delta by bisection
-and returns the upper end of the bracket, never an epsilon whose delta exceeds the target.
+and returns the upper end of the bracket, never an epsilon whose delta exceeds the target
+(replayed from a root found in a few evaluations: the same value, in half the time).
+Each figure is computed once per (mu, delta) or (eps0, k, delta) in a process.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections.abc import Callable
@@ -27,7 +30,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import special
 
-from pate_cli.core.bisection import bisect_boundary
+from pate_cli.core.bisection import replay_boundary, sign_change
 from pate_cli.core.logmath import log1mexp
 
 # Each value of log_ndtr (in the log) and of erfcx (relative, at arguments >= -0.5) is taken
@@ -281,25 +284,50 @@ def _chernoff_log_cdf(level: int, k: int, p: float) -> float:
 
 
 def epsilon_for(log_delta: Callable[[float], float], delta: float) -> float:
-    """The smallest epsilon >= 0 with delta(epsilon) <= delta, from above: bisection on a
-    decreasing curve, returning the bracket's upper end (to 1e-12 relative; see
-    :func:`~pate_cli.core.bisection.bisect_boundary`)."""
+    """The smallest epsilon >= 0 with delta(epsilon) <= delta, from above: the upper end of a
+    bisection's bracket on the decreasing curve (to 1e-12 relative; see
+    :func:`~pate_cli.core.bisection.bisect_boundary`), found from the Illinois method's root
+    in a few evaluations and the same value bit for bit
+    (:func:`~pate_cli.core.bisection.replay_boundary`)."""
     target = math.log(delta)
-    if log_delta(0.0) <= target:
+    at_low = log_delta(0.0) - target
+    if at_low <= 0:
         return 0.0
     high = 1.0
-    while log_delta(high) > target:
+    while (at_high := log_delta(high) - target) > 0:
         high *= 2.0
+        at_low = at_high
         if high > 1e300:
             return math.inf
     low = 0.0 if high == 1.0 else high / 2
+
+    def excess(eps: float) -> float:
+        return log_delta(eps) - target
+
+    root = sign_change(excess, high, low, at_high, at_low, _ROOT_ZONE / 2)
     # The upper end: the bisection only ever returns an epsilon whose delta was seen <= target.
-    return bisect_boundary(lambda eps: log_delta(eps) <= target, high, low, rtol=1e-12)
+    return replay_boundary(
+        lambda eps: log_delta(eps) <= target, high, low, root, _ROOT_ZONE * root, rtol=_BRACKET
+    )
+
+
+# The bracket's relative width, and the zone about the root (relative to it) in which the
+# bisection's midpoints are evaluated: the computed curves' roundings move their crossing
+# of the target by some 1e-15 relative, far inside it.
+_BRACKET = 1e-12
+_ROOT_ZONE = 1e-11
+
+
+# Both figures are cached: pure functions of their numbers, which compare and plan ask for
+# hundreds of times (an lru_cache of a pure function is the one cache the core allows).
+@functools.lru_cache(maxsize=4096)
+def _gaussian_epsilon(mu: float, delta: float) -> float:
+    return epsilon_for(lambda eps: log_delta_gaussian(eps, mu), delta)
 
 
 def gaussian_epsilon(mu: float, delta: float) -> float:
-    """Epsilon of mu-Gaussian DP at delta."""
-    return epsilon_for(lambda eps: log_delta_gaussian(eps, mu), delta)
+    """Epsilon of mu-Gaussian DP at delta, once per (mu, delta) in a process."""
+    return _gaussian_epsilon(float(mu), float(delta))
 
 
 # Beyond this eps0 a step's outcome is all but certain (1 / (1 + e^eps0) < 1e-21) and the
@@ -309,7 +337,13 @@ _PURE_EPS0_LIMIT = 50.0
 
 def pure_composition_epsilon(eps0: float, k: int, delta: float) -> float:
     """Epsilon of the optimal composition of k eps0-DP mechanisms at delta (never above
-    the basic composition k eps0, which is also a bound)."""
+    the basic composition k eps0, which is also a bound), once per (eps0, k, delta) in a
+    process."""
+    return _pure_composition_epsilon(float(eps0), int(k), float(delta))
+
+
+@functools.lru_cache(maxsize=4096)
+def _pure_composition_epsilon(eps0: float, k: int, delta: float) -> float:
     # k eps0 rounded up, past its two roundings (k's to a double, the product's).
     basic = math.nextafter(math.nextafter(k * eps0, math.inf), math.inf)
     if eps0 > _PURE_EPS0_LIMIT:
