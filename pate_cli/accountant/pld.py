@@ -11,6 +11,7 @@ Laplace: both stay on Renyi DP.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -144,11 +145,13 @@ def pld_figure(
     method: str = "q-bound",
     *,
     grid: float | None = None,
+    advance: Callable[[int], None] | None = None,
 ) -> PldFigure:
     """The data-dependent epsilon of the queries seen (``terms``) from privacy-loss
     distributions, by ``method`` ("q-bound" or "exact"), on a loss grid of step ``grid``
     (None: :func:`~pate_cli.core.pld.auto_grid` of the answer's noise). ``votes``: the
-    run's counts."""
+    run's counts. ``advance(n)``: told of the work as it is done, in queries (``n`` summing
+    to the queries seen), a progress bar's."""
     check_pld(mechanism, method)
     answer_mu = _query_mu(mechanism, 1, answer_only=True)
     mu = _query_mu(mechanism, terms.threshold_sensitivity)
@@ -156,13 +159,15 @@ def pld_figure(
     seen = terms.num_seen
     if grid is None:  # fine enough for the answer's own spread of losses
         grid = pld.auto_grid(answer_mu, mu)
+    shown = _Shown(seen, advance)
     try:
         if method == "exact":
             found = _exact(votes, mechanism, seen, mu, delta, grid)
         else:
-            found = _qbound(votes, mechanism, terms, answer_mu, mu, delta, grid)
+            found = _qbound(votes, mechanism, terms, answer_mu, mu, delta, grid, shown)
     except NumericalRangeError:  # the grid's ends past LARGEST_LOSS at this delta
         raise _too_little_noise(mechanism.name, mu) from None
+    shown.finish()
     return PldFigure(
         found.epsilon,
         delta,
@@ -183,6 +188,7 @@ def _qbound(
     mu_joint: float,
     delta: float,
     grid: float,
+    shown: _Shown,
 ) -> pld.PldEpsilon:
     """The q-bound pairs: per query, log a >= log P(o != i*) (Prop. 7) and log b the same
     for every neighbour (every gap less 2) of the answer step; with a threshold step, its
@@ -198,7 +204,9 @@ def _qbound(
             neighbour[start:stop] = answer.logq_neighbour(read_rows(votes, start, stop))
     step = mechanism.threshold_step
     if step is None:
-        return pld.qbound_epsilon(terms.logq, neighbour, mu_answer, delta, grid=grid)
+        return pld.qbound_epsilon(
+            terms.logq, neighbour, mu_answer, delta, grid=grid, advance=shown.share
+        )
     assert terms.margins is not None
     shift = terms.threshold_sensitivity / gaussian_threshold(step, "--pld").sigma1
     return pld.confident_epsilon(
@@ -210,7 +218,29 @@ def _qbound(
         mu_joint,
         delta,
         grid=grid,
+        advance=shown.share,
     )
+
+
+class _Shown:
+    """The core's shares of a run's work, shown as whole queries (``total`` in all)."""
+
+    def __init__(self, total: int, advance: Callable[[int], None] | None) -> None:
+        self.total, self.advance = total, advance
+        self.done = 0.0  # the shares told so far
+        self.shown = 0  # the queries shown so far
+
+    def share(self, part: float) -> None:
+        self.done = min(self.done + part, 1.0)
+        self._show(min(int(self.done * self.total), self.total))
+
+    def finish(self) -> None:
+        self._show(self.total)
+
+    def _show(self, upto: int) -> None:
+        if self.advance is not None and upto > self.shown:
+            self.advance(upto - self.shown)
+        self.shown = max(self.shown, upto)
 
 
 def _exact(

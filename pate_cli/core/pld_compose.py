@@ -154,9 +154,13 @@ def _composed_spectrum(
             about = np.exp(1j * np.outer(centres[part], omega))  # the origin at each centre
             grouped = np.zeros((n, blocks * _SUM_BLOCK))
             grouped[:, :width] = rest
-            stacked = grouped.reshape(n, blocks, _SUM_BLOCK).transpose(1, 0, 2)
-            real = np.matmul(stacked, cosines).sum(axis=0)
-            imaginary = np.matmul(stacked, sines).sum(axis=0)
+            # A product per block (BLAS's: 1.3-1.5 times faster than a stacked matmul here),
+            # the blocks' sums added in turn: the same sums and the same bound as above.
+            real, imaginary = np.zeros((n, live)), np.zeros((n, live))
+            for block in range(blocks):
+                terms = grouped[:, block * _SUM_BLOCK : (block + 1) * _SUM_BLOCK]
+                real += terms @ cosines[block]
+                imaginary += terms @ sines[block]
             x = (real - 1j * imaginary) * about - outside[:, None]
         else:
             offsets = (np.arange(width)[None, :] - centres[part][:, None]) % size
@@ -273,15 +277,13 @@ def _epsilon_of(masses: FloatArray, bottom: int, grid: float, target: float) -> 
     m at losses (bottom + i) grid: piecewise in e^eps between grid points, solved there."""
     if not target > 0:
         return math.inf
-    from scipy.signal import lfilter  # 0.5 s to import: only --pld needs it
-
     size = masses.size
     # A[i] = sum_{j > i} m_j, B[i] = sum_{j > i} m_j e^-(j - i) grid; both rounded to their
     # safe side (relative errors of at most size ulps, from the running sums).
     ratio = math.exp(-grid)
     shifted = np.append(masses[1:], 0.0)[::-1]
     above = np.cumsum(shifted)[::-1] * (1 + 2 * size * _U)
-    weighted = lfilter([ratio], [1.0, -ratio], shifted)[::-1] * (1 - 2 * size * _U)
+    weighted = _decaying_sums(shifted, ratio)[::-1] * (1 - 2 * size * _U)
     delta_at = above - weighted  # delta at eps = (bottom + i) grid
     zero = -bottom
     if delta_at[zero] <= target:
@@ -296,3 +298,15 @@ def _epsilon_of(masses: FloatArray, bottom: int, grid: float, target: float) -> 
     step = min(max(solved, 0.0), grid)
     eps = (bottom + start) * grid + step
     return math.nextafter(eps * (1 + 4 * _U) + 4 * _U, math.inf)
+
+
+def _decaying_sums(values: FloatArray, ratio: float) -> FloatArray:
+    """y_i = ratio x_i + ratio y_(i-1) (y_(-1) = 0): ``scipy.signal.lfilter([ratio], [1,
+    -ratio], x)``'s recurrence with its roundings, in its order (the same doubles), without
+    importing scipy.signal (0.3-0.5 s) for it. Some 25 ms for 1e5 values. Shapes: (I,)."""
+    found = []
+    total = 0.0
+    for value in values.tolist():
+        total = ratio * value + ratio * total
+        found.append(total)
+    return np.array(found, dtype=np.float64)

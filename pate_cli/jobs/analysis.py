@@ -392,8 +392,9 @@ def with_pld(
     if method is None:
         return report
     assert report.terms is not None and report.terms.logq is not None  # pld_choice's rule
-    with (progress or _no_progress)("privacy-loss distributions", 1) as advance:
-        figure = pld_figure(votes.counts, mechanism, report.terms, report.delta, method)
-        if advance is not None:
-            advance(1)
+    seen = report.terms.num_seen
+    with (progress or _no_progress)("privacy-loss distributions", seen) as advance:
+        figure = pld_figure(
+            votes.counts, mechanism, report.terms, report.delta, method, advance=advance
+        )
     return replace(report, data_dependent_pld=figure)

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 from dp_accounting.pld import privacy_loss_distribution as dp_pld
+from scipy.special import log_ndtr
 
 from pate_cli.core import exact, pld
 
@@ -135,3 +136,54 @@ def test_confident_profiles_are_at_most_the_joint_gaussian():
     gaussian = pld.gaussian_profile(joint, eps)
     assert np.all(remove <= gaussian) and np.all(add <= gaussian)
     assert np.all(remove >= np.maximum(-np.expm1(eps), 0) - 1e-15)
+
+
+def _andrew_lower_hull(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The lower convex hull of points sorted by x, interpolated at every x (Andrew 1979, in
+    exact rational arithmetic on the doubles given: an oracle with no tolerance)."""
+    from fractions import Fraction
+
+    xs, ys = [Fraction(v) for v in x], [Fraction(v) for v in y]
+    hull: list[int] = []
+    for i in range(len(xs)):
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            if (xs[b] - xs[a]) * (ys[i] - ys[a]) - (ys[b] - ys[a]) * (xs[i] - xs[a]) <= 0:
+                hull.pop()
+            else:
+                break
+        hull.append(i)
+    return np.interp(x, x[hull], y[hull])
+
+
+def test_the_hull_is_the_exact_lower_hull_of_its_bounds():
+    """On the q-bound and confident profiles of 24 kinds of query (log a, log b from -30 to
+    0, margins -2 to 4), each direction: the distribution's profile at every grid point is
+    at or above the bounds' exact lower convex hull (in gamma, with (0, 1)) and within 1e-9
+    of it (the hull's margin, 1e-10, and the roundings of its atoms)."""
+    rng = np.random.default_rng(12)
+    mu, grid = math.sqrt(2) / 10, 1e-2
+    joint = math.hypot(mu, 1 / 30)
+    eps = pld.loss_grid(joint, grid, DELTA, 1000)
+    log_a = -30 * rng.random(24) ** 2
+    log_b = np.minimum(log_a + rng.random(24), 0.0)
+    z = rng.uniform(-2, 4, 24)
+    shift = 1 / 30
+    rows = [
+        *pld.qbound_profiles(log_a, log_b, mu, eps),
+        *pld.confident_profiles(
+            log_ndtr(z), log_ndtr(z - shift), log_ndtr(z + shift), log_a, log_b, mu, joint, eps
+        ),
+    ]
+    first = -(eps.size // 2)
+    gamma = np.exp((first + np.arange(eps.size)) * grid)
+    for profiles in rows:
+        pmf = pld.connect_the_dots(first, profiles, grid)
+        for row in range(profiles.shape[0]):
+            bounds = np.minimum(profiles[row], 1.0)
+            bounds = np.maximum.accumulate(bounds[::-1])[::-1]  # non-increasing, as ours
+            hull = _andrew_lower_hull(np.r_[0.0, gamma], np.r_[1.0, bounds])[1:]
+            terms = pmf.masses[row][None, :] * np.maximum(1 - gamma[:, None] / gamma[None, :], 0)
+            profile = pmf.infinity[row] + terms.sum(axis=1)
+            assert np.all(profile >= hull * (1 - 1e-12) - 1e-300)
+            assert np.all(profile <= hull * (1 + 1e-9) + 1e-15)

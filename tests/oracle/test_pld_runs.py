@@ -115,7 +115,7 @@ def _pmfs(counts, mechanism, terms, method):
     """The remove and add distributions ``pld_figure`` composes for one query."""
     found = {}
 
-    def keep(first, remove, add, kinds, grid, delta):
+    def keep(first, remove, add, kinds, grid, delta, advance=None):
         found["pmfs"] = [pld.connect_the_dots(first, p, grid) for p in (remove, add)]
         return (0.0, 0.0)
 
