@@ -44,8 +44,8 @@ class Pessimistic:
 
 
 _THETAS = np.geomspace(1e-2, 1e4, 19)
-# Rows of an FFT batch: (rows, N) complex temporaries of 64 MB at most.
-_BATCH = 1 << 22
+# Rows of an FFT batch: (rows, N) complex temporaries of 32 MB at most.
+_BATCH = 1 << 21
 
 
 def _log_mgfs(pmf: Pessimistic, grid: float, theta: FloatArray) -> FloatArray:
