@@ -162,7 +162,7 @@ def pld_figure(
     shown = _Shown(seen, advance)
     try:
         if method == "exact":
-            found = _exact(votes, mechanism, seen, mu, delta, grid)
+            found = _exact(votes, mechanism, seen, mu, delta, grid, shown)
         else:
             found = _qbound(votes, mechanism, terms, answer_mu, mu, delta, grid, shown)
     except NumericalRangeError:  # the grid's ends past LARGEST_LOSS at this delta
@@ -244,7 +244,13 @@ class _Shown:
 
 
 def _exact(
-    votes: object, mechanism: Mechanism, seen: int, mu: float, delta: float, grid: float
+    votes: object,
+    mechanism: Mechanism,
+    seen: int,
+    mu: float,
+    delta: float,
+    grid: float,
+    shown: _Shown,
 ) -> pld.PldEpsilon:
     """The exact pairs: each distinct histogram's worst-neighbour profiles, composed."""
     from pate_cli.core.pld_exact import worst_neighbour_profiles_many
@@ -266,5 +272,8 @@ def _exact(
     except TooManyClassesError as error:
         raise UsageError(f"--pld exact: {error}") from None
     first = -(eps.size // 2)
-    found = pld.epsilon_from_profiles(first, remove, add, counts.astype(np.int64), grid, delta)
+    shown.share(1 - pld.PROFILED)  # the profiles: then the hulls and compositions
+    found = pld.epsilon_from_profiles(
+        first, remove, add, counts.astype(np.int64), grid, delta, shown.share
+    )
     return pld.PldEpsilon(max(found), found[0], found[1], grid, seen, int(kinds.shape[0]))

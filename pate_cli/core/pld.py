@@ -335,6 +335,9 @@ shares of a run sum to 1)."""
 # hulls and the composition (as measured on 50,000 queries of 450 kinds).
 _SHARE_CELLS, _SHARE_PROFILES, _SHARE_HULLS = 0.1, 0.1, 0.15
 _SHARE_COMPOSE = (1 - _SHARE_CELLS - _SHARE_PROFILES) / 2 - _SHARE_HULLS
+PROFILED = 1 - _SHARE_CELLS - _SHARE_PROFILES
+"""The share of a run's work :func:`epsilon_from_profiles` tells (the hulls, the
+compositions): what is left once the profiles are made."""
 # Kinds of query whose profiles and hulls are worked on at once: the work's memory is some
 # ten arrays of this many rows times the loss grid, whatever the number of kinds.
 _ROWS = 128

@@ -177,3 +177,17 @@ def test_a_pld_figure_imports_no_scipy_signal():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.split() == ["True", "False"], done.stderr
+
+
+def test_the_exact_pairs_show_their_work_too(monkeypatch):
+    """``--pld exact``: a step once the worst-neighbour profiles are made, then one per block
+    of hulls and per composition, summing to the queries seen."""
+    monkeypatch.setattr(pld, "_ROWS", 16)
+    counts = candidate_votes(300, 5, 8)
+    mechanism = ConfidentGNMax(threshold=THRESHOLD, sigma1=SIGMA1, sigma=SIGMA)
+    terms = query_terms(counts, mechanism)
+    shown: list[int] = []
+    found = pld_figure(counts, mechanism, terms, DELTA, "exact", advance=shown.append)
+    assert found.groups > 100
+    assert shown[0] == int(300 * (1 - pld.PROFILED)) and sum(shown) == 300
+    assert len(shown) >= 2 * found.groups // 16 and min(shown) > 0
