@@ -36,8 +36,9 @@ IntArray = NDArray[np.int64]
 MOST_WORK = 1 << 20
 """The most cells times grid points a run composes unmerged: some 450 cells of a grid of
 2,300 points. On 50,000 next-token queries over 16 candidates with a threshold (5,400
-cells), the run with --pld then takes 2.9 times the CPU of the run without it, where 900
-cells took 4.2 times; its epsilon 0.12% above 900 cells' (58.544 against 58.472)."""
+cells), the run with --pld then takes 1.95 times the CPU of the run without it, where 680
+cells took 2.5 times and 900 cells 3.1 times; its epsilon 0.12% above 900 cells' (58.544
+against 58.472; benchmarks/bench_pld.py)."""
 # Fewer than this many cells are never merged, whatever the grid.
 _FEWEST = 256
 
