@@ -245,3 +245,24 @@ def test_a_value_pld_does_not_take_is_one_line_and_exit_2(write_npy):
     )
     assert len(result.stderr.strip().splitlines()) == 1 and "fast" in result.stderr
     assert result.stdout == ""
+
+
+def test_the_pld_bar_counts_the_queries_and_moves_during_the_work():
+    """``progress`` gets a "privacy-loss distributions" bar of the queries seen, advanced
+    more than once (it was a bar of 1, advanced at the end: never shown under the width
+    rule), to its total."""
+    from contextlib import contextmanager
+
+    bars: dict[str, tuple[int, list[int]]] = {}
+
+    @contextmanager
+    def progress(description, total):
+        steps: list[int] = []
+        bars[description] = (total, steps)
+        yield steps.append
+
+    votes = realistic_votes()
+    mechanism = pate.ConfidentGNMax(threshold=200, sigma1=150, sigma=40)
+    pate.analyze(votes, mechanism, delta=DELTA, release=False, pld=True, progress=progress)
+    total, steps = bars["privacy-loss distributions"]
+    assert total == 286 and sum(steps) == 286 and len(steps) >= 4 and min(steps) > 0
