@@ -76,7 +76,8 @@ TERMINAL = {
     "matplotlib": "only plot_analysis and plot_compare import it, when called",
 }
 HEAVY_SCIPY = {
-    "scipy.signal": "0.5 s: only --pld composes with its lfilter (core.pld_compose._epsilon_of)",
+    "scipy.signal": "0.5 s: nothing pate runs needs it (--pld's one first-order filter is "
+    "core.pld_compose's own)",
     "scipy.stats": "0.3 s, and nothing pate runs needs it (scipy.signal imported it)",
     "scipy.optimize": "0.2 s: C5/C6 are minimised by core.bounded_minimum; only the "
     "reference's log q0 (--reference-local-sensitivity) takes Brent's root from it",
