@@ -376,7 +376,7 @@ def test_a_run_over_the_limit_writes_and_appends_nothing(
     def never(*args, **kwargs):
         raise AssertionError("the aggregator ran")
 
-    monkeypatch.setattr("pate_cli.api.aggregate_votes", never)
+    monkeypatch.setattr("pate_cli.jobs.aggregation._run", never)
     name, *options = command
     out = tmp_path / "out"
     out.mkdir()
@@ -401,7 +401,7 @@ def test_the_library_refuses_before_drawing_any_noise(tmp_path, full_budget, vot
     def never(*args, **kwargs):
         raise AssertionError("the aggregator ran")
 
-    monkeypatch.setattr("pate_cli.api.aggregate_votes", never)
+    monkeypatch.setattr("pate_cli.jobs.aggregation._run", never)
     content = full_budget.read_bytes()
     for budget in (full_budget, str(full_budget), pate.Budget.open(full_budget)):
         with pytest.raises(pate.BudgetExceeded, match="over the limit") as refused:
@@ -426,15 +426,17 @@ def test_the_library_refuses_before_drawing_any_noise(tmp_path, full_budget, vot
 
 def _spend_the_rest_meanwhile(budget: Path, monkeypatch) -> None:
     """While the run draws its noise, another run spends what the budget had left."""
-    from pate_cli.api import aggregate_votes
     from pate_cli.budget import Charge
+    from pate_cli.jobs import aggregation
+
+    drawn = aggregation._run
 
     def meanwhile(*args, **kwargs):
-        result = aggregate_votes(*args, **kwargs)
+        result = drawn(*args, **kwargs)
         pate.Budget.open(budget).charge(Charge("aggregate", pate.GNMax(sigma=40), 200))
         return result
 
-    monkeypatch.setattr("pate_cli.api.aggregate_votes", meanwhile)
+    monkeypatch.setattr(aggregation, "_run", meanwhile)
 
 
 def test_the_limit_is_checked_again_when_the_run_commits(tmp_path, monkeypatch):
@@ -707,7 +709,7 @@ def test_would_charge_previews_a_run_and_draws_nothing(tmp_path, monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("the aggregator ran")
 
-    monkeypatch.setattr("pate_cli.api.aggregate_votes", never)
+    monkeypatch.setattr("pate_cli.jobs.aggregation._run", never)
     budget = tmp_path / "b.jsonl"
     init(budget, epsilon_of([gaussian(150, 40)]))
     content = budget.read_bytes()

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import typer
 
+import pate_cli.accountant.run as run_account
 import pate_cli.cli.app as cli
-import pate_cli.jobs.analysis as analysis
 from pate_cli import __version__
 from pate_cli.errors import ExitCode
 from pate_cli.orders import DEFAULT_ORDERS
@@ -225,7 +225,7 @@ def test_a_crash_exits_70_with_a_traceback(monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(analysis, "account_terms", boom)
+    monkeypatch.setattr(run_account, "account_terms", boom)
     result = run_cli(["analyze", *MNIST_640, "--sigma", 40], expect=ExitCode.INTERNAL)
     assert "Traceback" in result.stderr and "kaboom" in result.stderr
     assert "bug in pate" in result.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from pate_cli.accountant.terms import FloatArray, QueryTerms
 from pate_cli.choices import Conversion
@@ -181,6 +182,25 @@ def exact_or_reason(
         return exact_bound(mechanism, queries, answered, delta, threshold_sensitivity), None
     except UnsupportedError as error:
         return None, error.message
+
+
+def exact_bounds(
+    mechanism: Mechanism,
+    num_queries: int,
+    seen: int,
+    answered: NDArray[np.bool_] | None,
+    delta: float,
+    moves: int,
+) -> tuple[ExactBound | None, ExactBound | None, str | None]:
+    """The exact bound of the run (the queries it saw and answered) and of the worst case
+    (every query answered): the same bound when the run answered every query; None for
+    both where the steps' parts have no exact joint account, and why."""
+    answered_count = seen if answered is None else int(np.count_nonzero(answered))
+    exact, absent = exact_or_reason(mechanism, seen, answered_count, delta, moves)
+    if (seen, answered_count) == (num_queries,) * 2:
+        return exact, exact, absent
+    worst, worst_absent = exact_or_reason(mechanism, num_queries, num_queries, delta, moves)
+    return exact, worst, absent or worst_absent
 
 
 def no_exact_reason(mechanism: Mechanism, threshold_sensitivity: int = 1) -> str:

@@ -19,13 +19,15 @@ from numpy.typing import NDArray
 
 from pate_cli.accountant.terms import QueryTerms
 from pate_cli.core import pld
-from pate_cli.core.compact import Compact, read_rows
+from pate_cli.core.compact import Compact, Counts, read_rows
 from pate_cli.core.pld_exact import TooManyClassesError
 from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.errors import UnsupportedError, UsageError
 from pate_cli.mechanisms import Mechanism
 from pate_cli.mechanisms.steps import (
     GaussianPart,
+    GaussianThreshold,
+    PldAnswer,
     PurePart,
     PureParts,
     gaussian_threshold,
@@ -88,11 +90,30 @@ class _Mu:
         )
 
 
-def check_pld(mechanism: Mechanism, method: str) -> None:
+@dataclass(frozen=True)
+class PldPlan:
+    """What :func:`check_pld` accepted, before any work: the method, and the mechanism's
+    steps as the account reads them (the answer step with the members of the method, the
+    Gaussian threshold its threshold step is), checked once for every pass after."""
+
+    method: str
+    answer: PldAnswer
+    threshold: GaussianThreshold | None
+
+    @property
+    def neighbour(self) -> Callable[[Counts], FloatArray] | None:
+        """The column the q-bound pairs read besides log q (log q of every neighbour,
+        ``QueryTerms.logq_neighbour``), for the accounting pass to read alongside; None for
+        the exact pairs."""
+        return self.answer.logq_neighbour if self.method == "q-bound" else None
+
+
+def check_pld(mechanism: Mechanism, method: str) -> PldPlan:
     """Refuse, before any work, a method or a mechanism the account does not cover: queries
     chosen from earlier answers, noise that is not Gaussian, a threshold step that is not a
     Gaussian threshold (no ``gaussian`` member), an answer step without the members
-    ``method`` reads (a plugin's, made before the account asked for them)."""
+    ``method`` reads (a plugin's, made before the account asked for them); what it accepts
+    is the plan of the figure."""
     if method not in METHODS:
         raise UsageError(f"pld={method!r}: expected one of {', '.join(METHODS)}")
     if mechanism.adaptive_queries:
@@ -101,10 +122,11 @@ def check_pld(mechanism: Mechanism, method: str) -> None:
             "account stays on Renyi DP (--pld composes a fixed list of queries)"
         )
     _check_range(_query_mu(mechanism, 1), mechanism.name)
-    if mechanism.threshold_step is not None:
-        gaussian_threshold(mechanism.threshold_step, f"{mechanism.name}: --pld")
+    step = mechanism.threshold_step
+    threshold = None if step is None else gaussian_threshold(step, f"{mechanism.name}: --pld")
     member = "outcome_bounds" if method == "exact" else "logq_neighbour"
-    pld_answer(mechanism.answer_step, mechanism.name, member)
+    answer = pld_answer(mechanism.answer_step, mechanism.name, member)
+    return PldPlan(method, answer, threshold)
 
 
 def _query_mu(mechanism: Mechanism, moves: int, *, answer_only: bool = False) -> float:
@@ -152,7 +174,21 @@ def pld_figure(
     (None: :func:`~pate_cli.core.pld.auto_grid` of the answer's noise). ``votes``: the
     run's counts. ``advance(n)``: told of the work as it is done, in queries (``n`` summing
     to the queries seen), a progress bar's."""
-    check_pld(mechanism, method)
+    plan = check_pld(mechanism, method)
+    return planned_pld_figure(votes, mechanism, plan, terms, delta, grid=grid, advance=advance)
+
+
+def planned_pld_figure(
+    votes: object,
+    mechanism: Mechanism,
+    plan: PldPlan,
+    terms: QueryTerms,
+    delta: float,
+    *,
+    grid: float | None = None,
+    advance: Callable[[int], None] | None = None,
+) -> PldFigure:
+    """:func:`pld_figure` of ``mechanism`` by the plan ``check_pld`` made of it."""
     answer_mu = _query_mu(mechanism, 1, answer_only=True)
     mu = _query_mu(mechanism, terms.threshold_sensitivity)
     _check_range(mu, mechanism.name)
@@ -161,17 +197,17 @@ def pld_figure(
         grid = pld.auto_grid(answer_mu, mu)
     shown = _Shown(seen, advance)
     try:
-        if method == "exact":
-            found = _exact(votes, mechanism, seen, mu, delta, grid, shown)
+        if plan.method == "exact":
+            found = _exact(votes, mechanism, plan, seen, mu, delta, grid, shown)
         else:
-            found = _qbound(votes, mechanism, terms, answer_mu, mu, delta, grid, shown)
+            found = _qbound(votes, plan, terms, answer_mu, mu, delta, grid, shown)
     except NumericalRangeError:  # the grid's ends past LARGEST_LOSS at this delta
         raise _too_little_noise(mechanism.name, mu) from None
     shown.finish()
     return PldFigure(
         found.epsilon,
         delta,
-        METHODS[method],
+        METHODS[plan.method],
         found.grid,
         seen,
         found.groups,
@@ -182,7 +218,7 @@ def pld_figure(
 
 def _qbound(
     votes: object,
-    mechanism: Mechanism,
+    plan: PldPlan,
     terms: QueryTerms,
     mu_answer: float,
     mu_joint: float,
@@ -194,21 +230,19 @@ def _qbound(
     for every neighbour (every gap less 2) of the answer step; with a threshold step, its
     margin z = (h - T) / sigma1 and the most a neighbour moves it, moves / sigma1."""
     seen = terms.num_seen
-    answer = pld_answer(mechanism.answer_step, mechanism.name, "logq_neighbour")
     assert terms.logq is not None
     neighbour = terms.logq_neighbour
     if neighbour is None:  # terms made without it (compare's, a library caller's)
         neighbour = np.empty(seen)
         for start in range(0, seen, _CHUNK):
             stop = min(start + _CHUNK, seen)
-            neighbour[start:stop] = answer.logq_neighbour(read_rows(votes, start, stop))
-    step = mechanism.threshold_step
-    if step is None:
+            neighbour[start:stop] = plan.answer.logq_neighbour(read_rows(votes, start, stop))
+    if plan.threshold is None:
         return pld.qbound_epsilon(
             terms.logq, neighbour, mu_answer, delta, grid=grid, advance=shown.share
         )
     assert terms.margins is not None
-    shift = terms.threshold_sensitivity / gaussian_threshold(step, "--pld").sigma1
+    shift = terms.threshold_sensitivity / plan.threshold.sigma1
     return pld.confident_epsilon(
         terms.margins,
         shift,
@@ -246,6 +280,7 @@ class _Shown:
 def _exact(
     votes: object,
     mechanism: Mechanism,
+    plan: PldPlan,
     seen: int,
     mu: float,
     delta: float,
@@ -255,8 +290,7 @@ def _exact(
     """The exact pairs: each distinct histogram's worst-neighbour profiles, composed."""
     from pate_cli.core.pld_exact import worst_neighbour_profiles_many
 
-    answer = pld_answer(mechanism.answer_step, mechanism.name, "outcome_bounds")
-    bounds = answer.outcome_bounds(mechanism.threshold_step)
+    bounds = plan.answer.outcome_bounds(mechanism.threshold_step)
     rows = []
     for start in range(0, seen, _CHUNK):
         block = read_rows(votes, start, min(start + _CHUNK, seen))

@@ -21,7 +21,6 @@ from numpy.typing import NDArray
 from pate_cli.core._common import thread_count
 from pate_cli.core.compact import Counts, parts, read_rows
 from pate_cli.mechanisms import Mechanism
-from pate_cli.mechanisms.steps import pld_answer
 
 DEFAULT_CHUNK_SIZE = 1 << 16
 
@@ -47,7 +46,7 @@ class QueryTerms:
     privacy bound of the threshold step reads it; its probabilities do not."""
     logq_neighbour: FloatArray | None = None
     """log of the answer step's q bound for every neighbour of the votes (Q,), for the
-    privacy-loss-distribution account; None unless asked for (``need_neighbour``)."""
+    privacy-loss-distribution account; None unless asked for (``neighbour``)."""
 
     def rows(self, start: int, stop: int) -> QueryTerms:
         """The terms of queries [start, stop); the threshold sensitivity is the run's."""
@@ -75,7 +74,7 @@ def query_terms(
     half_even: bool = False,
     need_logq: bool = True,
     answer_only: bool = False,
-    need_neighbour: bool = False,
+    neighbour: Callable[[Counts], FloatArray] | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: Callable[[int], None] | None = None,
     workers: int | None = None,
@@ -83,7 +82,8 @@ def query_terms(
     """One pass over the votes, chunk by chunk: log Pr[answered] and log q per query.
 
     ``answer_only`` leaves the threshold step out (the answer step's terms alone);
-    ``need_neighbour`` adds the answer step's q bound for every neighbour (``--pld``).
+    ``neighbour`` is a second column read in the same pass: the answer step's q bound for
+    every neighbour (``--pld``'s q-bound pairs, ``pld.PldPlan.neighbour``).
     Chunks run on up to ``workers`` threads (reading a chunk and numpy's loops release
     the GIL); each writes its own slice, so the result does not depend on the count.
 
@@ -96,12 +96,7 @@ def query_terms(
     logq_step1 = np.empty(seen) if is_threshold else None
     step1_margins = np.empty(seen) if is_threshold else None
     logq = np.empty(seen) if need_logq else None
-    neighbour = np.empty(seen) if need_neighbour else None
-    pld = (
-        pld_answer(mechanism.answer_step, mechanism.name, "logq_neighbour")
-        if need_neighbour
-        else None
-    )
+    logq_neighbour = None if neighbour is None else np.empty(seen)
     sensitivities = [1]
 
     def chunk(start: int) -> int:
@@ -117,8 +112,8 @@ def query_terms(
             sensitivities.append(found.moves)
         if logq is not None:
             logq[start:stop] = mechanism.answer_step.logq(counts)
-        if neighbour is not None and pld is not None:
-            neighbour[start:stop] = pld.logq_neighbour(counts)
+        if logq_neighbour is not None and neighbour is not None:
+            logq_neighbour[start:stop] = neighbour(counts)
         return stop - start
 
     starts = range(0, seen, chunk_size)
@@ -134,7 +129,9 @@ def query_terms(
             if baseline is not None:
                 rest = rest - baseline[start : start + chunk_size]
             sensitivities.append(step.moves(rest, half_even=True))
-    return QueryTerms(log_pr, logq_step1, logq, seen, step1_margins, max(sensitivities), neighbour)
+    return QueryTerms(
+        log_pr, logq_step1, logq, seen, step1_margins, max(sensitivities), logq_neighbour
+    )
 
 
 def answer_weights(

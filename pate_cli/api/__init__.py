@@ -41,15 +41,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pate_cli.accountant.figures import delta_warnings
-from pate_cli.budget import Budget, Charge, as_budget
-from pate_cli.budget.book import checked_charge
+from pate_cli.budget import Budget
 from pate_cli.choices import Conversion, GateOn
 from pate_cli.common import checks
 from pate_cli.common.spelling import options as options_of
@@ -58,12 +56,10 @@ from pate_cli.files.seeds import noise_source
 from pate_cli.jobs.aggregation import AggregateResult, aggregate_votes
 from pate_cli.jobs.analysis import (
     Progress,
-    analyzed,
     pld_choice,
-    release_of,
+    run_analyze,
     run_inputs,
-    with_ledger,
-    with_release,
+    run_smooth_sensitivity,
 )
 from pate_cli.jobs.arguments import read_votes, reading, release_noise
 from pate_cli.jobs.comparison import (
@@ -76,17 +72,9 @@ from pate_cli.jobs.comparison import (
 from pate_cli.jobs.inspection import InspectReport, inspect_reading
 from pate_cli.mechanisms import Mechanism, as_mechanism, is_mechanism
 from pate_cli.orders import as_orders, fixed_order
-from pate_cli.release.gnss import GnssRelease
 from pate_cli.release.model import bound_of, release_mode
 from pate_cli.reports.models import AnalysisReport, InputSummary, SmoothSensitivityReport
-from pate_cli.reports.publishable import (
-    analysis_epsilons,
-    apply_gate,
-    as_gate_on,
-    check_gate_choice,
-    gate_warnings,
-    release_epsilons,
-)
+from pate_cli.reports.publishable import as_gate_on, check_gate_choice, gate_warnings
 from pate_cli.votes import Input, VoteFormat, Votes, as_vote_format
 from pate_cli.votes import load_votes as _load_votes
 
@@ -196,12 +184,9 @@ def analyze(
     _check_analysis_gate(on, mode, data_independent)
     checks.release(fixed_order(orders, mode and not data_independent), beta, sigma_ss, "orders")
     noise = release_noise(mode, seed, seed_file)
-    options = {"release": mode == "sample", "data_independent": data_independent, "orders": orders}
     mechanism = as_mechanism(mechanism)
     votes = read_votes(votes, reading(format, teachers, num_classes, member, candidates))
-    tuning: dict[str, Any] = {"beta": beta, "sigma_ss": sigma_ss, "half_even": half_even}
-    charge = _budget_charge(budget, "analyze", mechanism, votes, options | tuning, seed, seed_file)
-    votes, report, baseline_array, answered_mask = analyzed(
+    return run_analyze(
         votes,
         mechanism,
         delta=delta,
@@ -210,26 +195,21 @@ def analyze(
         baseline=baseline,
         answered=answered,
         data_independent=data_independent,
+        mode=mode,
+        noise=noise,
+        seed=seed,
+        seed_file=seed_file,
+        beta=beta,
+        sigma_ss=sigma_ss,
+        local_sensitivity=bound_of(reference_local_sensitivity, walk_local_sensitivity),
         half_even=half_even,
+        breakdown=breakdown,
+        max_epsilon=max_epsilon,
+        gate_on=on,
         progress=progress,
+        budget=budget,
         pld=pld,
     )
-    if mode is not None:
-        report = with_release(
-            votes,
-            mechanism,
-            report,
-            baseline=baseline_array,
-            answered=answered_mask,
-            data_independent=data_independent,
-            noise=noise,
-            local_sensitivity=bound_of(reference_local_sensitivity, walk_local_sensitivity),
-            progress=progress,
-            **tuning,
-        )
-    report = with_ledger(report, votes, mechanism, answered_mask, half_even, breakdown)
-    report = _gated(report, analysis_epsilons, max_epsilon, on)
-    return _charged(budget, charge, report, getattr(report.release, "noise", None))
 
 
 def _check_analysis_gate(on: GateOn, mode: str | None, data_independent: bool) -> None:
@@ -239,13 +219,6 @@ def _check_analysis_gate(on: GateOn, mode: str | None, data_independent: bool) -
         releases=mode is not None and not data_independent,
         what=f"this analysis ({options_of('no-release', 'data-independent', joined='or')})",
     )
-
-
-def _gated(report: Any, epsilons: Any, max_epsilon: float | None, on: GateOn) -> Any:
-    """The report with its gate's verdict and, for a gate on a private figure, a warning."""
-    gate = apply_gate(epsilons(report), max_epsilon, on)
-    notes = gate_warnings(on, report.mechanism, max_epsilon)
-    return replace(report, gate=gate, warnings=report.warnings + notes)
 
 
 def smooth_sensitivity(
@@ -293,55 +266,29 @@ def smooth_sensitivity(
     checks.max_epsilon(max_epsilon)
     on = as_gate_on(gate_on)
     noise = noise_source(seed, seed_file)
-    options: dict[str, Any] = {"order": order, "beta": beta, "sigma_ss": sigma_ss}
-    options["half_even"] = half_even
     mechanism = as_mechanism(mechanism)
     votes = read_votes(votes, reading(format, teachers, num_classes, member, candidates))
-    charge = _budget_charge(
-        budget, "smooth_sensitivity", mechanism, votes, options, seed, seed_file
-    )
-    votes, analysis, baseline_array, answered_mask = analyzed(
+    return run_smooth_sensitivity(
         votes,
         mechanism,
         delta=delta,
+        order=order,
         orders=orders,
         conversion=conversion,
         baseline=baseline,
         answered=answered,
-        data_independent=False,
-        half_even=half_even,
-        progress=progress,
-        guaranteed=on is GateOn.GUARANTEED,  # in no output of this command but its gate
-    )
-    gnss = release_of(
-        votes,
-        mechanism,
-        analysis,
-        baseline=baseline_array,
-        answered=answered_mask,
+        beta=beta,
+        sigma_ss=sigma_ss,
         noise=noise,
-        local_sensitivity=bound_of(reference_local_sensitivity, walk_local_sensitivity),
+        seed=seed,
+        seed_file=seed_file,
         skip_conditions=skip_conditions,
+        local_sensitivity=bound_of(reference_local_sensitivity, walk_local_sensitivity),
+        half_even=half_even,
+        max_epsilon=max_epsilon,
+        gate_on=on,
         progress=progress,
-        **options,
-    )
-    report = _gated(_release_report(votes, analysis, gnss), release_epsilons, max_epsilon, on)
-    return _charged(budget, charge, report, gnss.noise)
-
-
-def _release_report(
-    votes: Votes, analysis: AnalysisReport, gnss: GnssRelease
-) -> SmoothSensitivityReport:
-    """``smooth_sensitivity``'s report: the release and the analysis it was made from."""
-    return SmoothSensitivityReport(
-        input=InputSummary.from_votes(votes),
-        mechanism=analysis.mechanism,
-        delta=analysis.delta,
-        conversion=analysis.conversion,
-        realized=analysis.realized,
-        release=gnss,
-        warnings=votes.warnings + gnss.warnings,
-        analysis=analysis,
+        budget=budget,
     )
 
 
@@ -475,9 +422,7 @@ def aggregate(
     """
     mechanism = as_mechanism(mechanism)
     votes = read_votes(votes, reading(format, teachers, num_classes, member, candidates))
-    options = {"max_queries": max_queries, "half_even": half_even}
-    charge = _budget_charge(budget, "aggregate", mechanism, votes, options, seed, seed_file)
-    result = aggregate_votes(
+    return aggregate_votes(
         votes,
         mechanism,
         delta=delta,
@@ -494,47 +439,5 @@ def aggregate(
         max_epsilon=max_epsilon,
         gate_on=gate_on,
         progress=progress,
+        budget=budget,
     )
-    return _charged(budget, charge, result, result.noise)
-
-
-def _budget_charge(
-    budget: Budget | PathLike | None,
-    function: str,
-    mechanism: Mechanism,
-    votes: Votes,
-    options: dict[str, Any],
-    seed: object,
-    seed_file: PathLike | None,
-) -> Charge | None:
-    """What a call charges to ``budget`` (``budget.charges.checked_charge``), refused before
-    any work; None without a budget."""
-    if budget is None:
-        return None
-    command = function.replace("_", "-")
-    return checked_charge(
-        budget,
-        function,
-        command,
-        mechanism,
-        votes.num_queries,
-        options,
-        seed=seed,
-        seed_file=seed_file,
-    )
-
-
-def _charged(
-    budget: Budget | PathLike | None, charge: Charge | None, result: Any, noise: Any
-) -> Any:
-    """The result with its charge appended to ``budget`` under its lock (checked again there:
-    a concurrent charge may have spent the rest), and the report's ``budget`` block."""
-    if budget is None or charge is None:
-        return result
-    if noise is not None and noise.commitment is not None and charge.purposes:
-        charge = replace(charge, seed_commitment=noise.commitment)
-    with as_budget(budget).charging(charge) as pending:
-        pending.prepare()
-        pending.append()
-        pending.check_in_place()  # the file read and appended to is still the budget
-        return replace(result, budget=pending.block)

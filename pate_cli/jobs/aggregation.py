@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pate_cli.accountant.terms import FloatArray
+from pate_cli.budget import Budget
 from pate_cli.choices import Conversion, GateOn
 from pate_cli.common import checks
 from pate_cli.common.spelling import given, options
@@ -37,7 +38,7 @@ from pate_cli.core.compact import read_rows
 from pate_cli.errors import UsageError
 from pate_cli.files.outputs import StrPath as PathLike
 from pate_cli.files.seeds import Noise, noise_source
-from pate_cli.jobs.analysis import Progress, analysis_report
+from pate_cli.jobs.analysis import Progress, analysis_report, budget_charge, charged
 from pate_cli.mechanisms import Mechanism, by_name
 from pate_cli.mechanisms.base import Run
 from pate_cli.mechanisms.samplers import AggregationResult
@@ -263,6 +264,7 @@ def aggregate_votes(
     max_epsilon: float | None = None,
     gate_on: str | GateOn = GateOn.PUBLISHABLE,
     progress: Progress | None = None,
+    budget: Budget | PathLike | None = None,
 ) -> AggregateResult:
     """What ``pate aggregate`` computes: noisy labels, and the cost of the run that drew them.
 
@@ -293,6 +295,7 @@ def aggregate_votes(
             command line releases nothing when it is not.
         gate_on: which epsilon the budget checks (not ``released``: nothing is).
         progress: reports the accounting passes (see :mod:`pate_cli.api`).
+        budget: charged as ``pate_cli.api.aggregate`` says (before any noise is drawn).
 
     Returns:
         The labels, the answered mask, the realised and the expected privacy cost; no file is
@@ -305,6 +308,8 @@ def aggregate_votes(
 
     Shapes: votes.counts (Q, C); student_probs (Q, C); true_labels (Q,).
     """
+    options = {"max_queries": max_queries, "half_even": half_even}
+    charge = budget_charge(budget, "aggregate", mechanism, votes, options, seed, seed_file)
     on = _check_run(delta, max_epsilon, gate_on, max_answered, max_queries, student_confidence)
     noise = noise_source(seed, seed_file)
     kind = checks.conversion(conversion)
@@ -318,7 +323,8 @@ def aggregate_votes(
         analysis_report, votes, mechanism, grid, delta, kind, baseline=baseline, half_even=half_even
     )
     expected, realised = _accounted(report_of, run, progress, max_epsilon, on)
-    return _result(votes, mechanism, noise, run, truth, realised, expected)
+    result = _result(votes, mechanism, noise, run, truth, realised, expected)
+    return charged(result, budget, charge, result.noise)
 
 
 def _check_run(

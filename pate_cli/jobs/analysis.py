@@ -1,40 +1,34 @@
-"""The analysis pipeline under the API: account a run, then release its epsilon.
+"""What ``analyze`` and ``smooth_sensitivity`` run, whole: the budget's charge checked, the
+arguments read, the run's account (``accountant.run``, entered once), its report, the release
+and the ledger, the gate, and the charge committed.
 
-``analyzed`` runs the analysis ``analyze`` and ``smooth_sensitivity`` share, whole: the
-``pld=`` method checked before any work, the votes and the run's inputs read, the per-query
-terms computed once and composed (``analysis_report``, ``accountant.compose``), and the PLD
-figure; ``release_of`` takes the GNSS release from those same terms and costs;
-``with_release`` decides what an analysis says about its release and ``with_ledger`` adds the
-per-query ledger. ``pate_cli.api`` is a front over these (its arguments checked, the votes
-read, the budget charged); nothing here prints, exits or imports a terminal library.
+``run_analyze`` and ``run_smooth_sensitivity`` are the two commands; ``analysis_report`` is
+the account of a run as a report without the rest (``aggregate``, ``plan`` and the tests read
+it), ``release_of`` the GNSS release from an analysis' own terms and costs. ``pate_cli.api``
+is a thin front over these: it checks its arguments, reads the votes and calls one of them.
+Nothing here prints, exits or imports a terminal library.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+import os
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pate_cli.accountant.compose import account_terms
-from pate_cli.accountant.figures import (
-    EpsilonResult,
-    ExactBound,
-    delta_warnings,
-    epsilon_result,
-    exact_or_reason,
-    guaranteed_rdp,
-)
-from pate_cli.accountant.pld import METHODS, check_pld, pld_figure
-from pate_cli.accountant.terms import QueryTerms, query_terms
-from pate_cli.choices import Conversion
+from pate_cli.accountant.figures import EpsilonResult, delta_warnings
+from pate_cli.accountant.pld import METHODS, check_pld
+from pate_cli.accountant.run import Progress, RunAccount, no_progress, run_account
+from pate_cli.accountant.terms import QueryTerms
+from pate_cli.budget import Budget, Charge, as_budget
+from pate_cli.budget.book import checked_charge
+from pate_cli.choices import Conversion, GateOn
 from pate_cli.common import checks
 from pate_cli.common.spelling import given, option
 from pate_cli.errors import UnsupportedError, UsageError
 from pate_cli.files.seeds import Noise
-from pate_cli.jobs.arguments import read_votes
 from pate_cli.mechanisms import Mechanism
 from pate_cli.orders import as_orders
 from pate_cli.release.gnss import (
@@ -46,20 +40,34 @@ from pate_cli.release.gnss import (
 )
 from pate_cli.release.model import LocalSensitivityBound
 from pate_cli.reports.ledger import build_ledger
-from pate_cli.reports.models import AnalysisReport, InputSummary
+from pate_cli.reports.models import AnalysisReport, InputSummary, SmoothSensitivityReport
+from pate_cli.reports.publishable import (
+    analysis_epsilons,
+    apply_gate,
+    gate_warnings,
+    release_epsilons,
+)
 from pate_cli.votes import Input, Votes, load_answered_mask, load_baseline
 
+__all__ = [
+    "Progress",
+    "analysis_report",
+    "budget_charge",
+    "charged",
+    "pld_choice",
+    "release_of",
+    "run_analyze",
+    "run_inputs",
+    "run_smooth_sensitivity",
+]
+
 FloatArray = NDArray[np.float64]
-Progress = Callable[[str, int], AbstractContextManager[Callable[[int], None] | None]]
-"""progress(description, total) -> a context manager yielding advance(done), or None."""
+BudgetArgument = Budget | str | os.PathLike[str] | None
+"""A ``Budget``, its path, or None."""
 
 
-def _no_progress(description: str, total: int) -> AbstractContextManager[None]:
-    return nullcontext()
-
-
-def analyzed(
-    votes: Votes | Input,
+def run_analyze(
+    votes: Votes,
     mechanism: Mechanism,
     *,
     delta: float,
@@ -68,54 +76,190 @@ def analyzed(
     baseline: Input | None,
     answered: Input | None,
     data_independent: bool,
+    mode: str | None,
+    noise: Noise | None,
+    seed: object,
+    seed_file: str | os.PathLike[str] | None,
+    beta: float | None,
+    sigma_ss: float | None,
+    local_sensitivity: LocalSensitivityBound,
     half_even: bool,
+    breakdown: bool,
+    max_epsilon: float | None,
+    gate_on: GateOn,
     progress: Progress | None,
-    guaranteed: bool = True,
-    pld: bool | str = False,
-) -> tuple[Votes, AnalysisReport, FloatArray | None, NDArray[np.bool_] | None]:
-    """The arguments checked and read, and the analysis: what ``analyze`` and
-    ``smooth_sensitivity`` share, run here whole (the votes, the report, the baseline and the
-    answered mask): the privacy-loss-distribution method checked before any work, the votes
-    and the run's inputs read, the per-query terms composed, and the PLD figure."""
+    budget: BudgetArgument,
+    pld: bool | str,
+) -> AnalysisReport:
+    """``pate analyze``, whole (``pate_cli.api.analyze``'s arguments, checked there; ``mode``
+    the release's: "expected", "sample" or None): the budget's charge checked before any
+    work, the privacy-loss-distribution method checked, the run's inputs read, the run
+    accounted, the release, the per-query ledger, the gate and the charge committed."""
+    options: dict[str, Any] = {"release": mode == "sample", "data_independent": data_independent}
+    options |= {"orders": orders, "beta": beta, "sigma_ss": sigma_ss, "half_even": half_even}
+    charge = budget_charge(budget, "analyze", mechanism, votes, options, seed, seed_file)
     checks.delta(delta)
-    method = pld_choice(pld, mechanism, data_independent=data_independent)
-    votes = read_votes(votes)
-    grid = as_orders(orders)
-    kind = checks.conversion(conversion)
+    method = pld_choice(pld, data_independent=data_independent)
+    plan = None if method is None else check_pld(mechanism, method)
+    grid, kind = as_orders(orders), checks.conversion(conversion)
     baseline_array, answered_mask = run_inputs(votes, baseline, answered)
-    report = analysis_report(
-        votes,
+    account = run_account(
+        votes.counts,
         mechanism,
         grid,
         delta,
         kind,
+        num_queries=votes.num_queries,
         baseline=baseline_array,
         answered=answered_mask,
         data_independent=data_independent,
         half_even=half_even,
         progress=progress,
-        guaranteed=guaranteed,
-        need_neighbour=method == "q-bound",
+        pld=plan,
     )
-    report = with_pld(report, votes, mechanism, method, progress)
-    return votes, report, baseline_array, answered_mask
+    report = _report(votes, mechanism, account, grid, delta, kind, answered_mask, data_independent)
+    if mode is not None:
+        report = with_release(
+            votes,
+            mechanism,
+            report,
+            baseline=baseline_array,
+            answered=answered_mask,
+            data_independent=data_independent,
+            noise=noise,
+            beta=beta,
+            sigma_ss=sigma_ss,
+            local_sensitivity=local_sensitivity,
+            half_even=half_even,
+            progress=progress,
+        )
+    # Always kept (its rows are computed only when read, so plot_analysis needs no
+    # breakdown); the JSON holds its summary only when ``breakdown`` asks for it.
+    ledger = build_ledger(
+        votes, mechanism, report, answered=answered_mask, half_even=half_even, terms=report.terms
+    )
+    report = replace(report, ledger=ledger, breakdown=breakdown)
+    report = _gated(report, analysis_epsilons, max_epsilon, gate_on)
+    return charged(report, budget, charge, getattr(report.release, "noise", None))
 
 
-def with_ledger(
-    report: AnalysisReport,
+def run_smooth_sensitivity(
     votes: Votes,
     mechanism: Mechanism,
-    answered: NDArray[np.bool_] | None,
+    *,
+    delta: float,
+    order: float | None,
+    orders: str | ArrayLike | None,
+    conversion: str | Conversion,
+    baseline: Input | None,
+    answered: Input | None,
+    beta: float | None,
+    sigma_ss: float | None,
+    noise: Noise,
+    seed: object,
+    seed_file: str | os.PathLike[str] | None,
+    skip_conditions: bool,
+    local_sensitivity: LocalSensitivityBound,
     half_even: bool,
-    breakdown: bool,
-) -> AnalysisReport:
-    """The report with its per-query ledger, always kept (its rows are computed only when
-    read, so ``plot_analysis`` needs no breakdown); the JSON holds its summary only when
-    ``breakdown`` asks for it."""
-    per_query = build_ledger(
-        votes, mechanism, report, answered=answered, half_even=half_even, terms=report.terms
+    max_epsilon: float | None,
+    gate_on: GateOn,
+    progress: Progress | None,
+    budget: BudgetArgument,
+) -> SmoothSensitivityReport:
+    """``pate smooth-sensitivity``, whole (``pate_cli.api.smooth_sensitivity``'s arguments,
+    checked there): the budget's charge checked before any work, the run's inputs read, the
+    run accounted, its GNSS release, the gate and the charge committed."""
+    options: dict[str, Any] = {"order": order, "beta": beta, "sigma_ss": sigma_ss}
+    options["half_even"] = half_even
+    charge = budget_charge(budget, "smooth_sensitivity", mechanism, votes, options, seed, seed_file)
+    checks.delta(delta)
+    grid, kind = as_orders(orders), checks.conversion(conversion)
+    baseline_array, answered_mask = run_inputs(votes, baseline, answered)
+    account = run_account(
+        votes.counts,
+        mechanism,
+        grid,
+        delta,
+        kind,
+        num_queries=votes.num_queries,
+        baseline=baseline_array,
+        answered=answered_mask,
+        half_even=half_even,
+        progress=progress,
+        guaranteed=gate_on is GateOn.GUARANTEED,  # in no output of this command but its gate
     )
-    return replace(report, ledger=per_query, breakdown=breakdown)
+    analysis = _report(votes, mechanism, account, grid, delta, kind, answered_mask, False)
+    gnss = release_of(
+        votes,
+        mechanism,
+        analysis,
+        baseline=baseline_array,
+        answered=answered_mask,
+        noise=noise,
+        local_sensitivity=local_sensitivity,
+        skip_conditions=skip_conditions,
+        progress=progress,
+        **options,
+    )
+    report = SmoothSensitivityReport(
+        input=InputSummary.from_votes(votes),
+        mechanism=analysis.mechanism,
+        delta=analysis.delta,
+        conversion=analysis.conversion,
+        realized=analysis.realized,
+        release=gnss,
+        warnings=votes.warnings + gnss.warnings,
+        analysis=analysis,
+    )
+    report = _gated(report, release_epsilons, max_epsilon, gate_on)
+    return charged(report, budget, charge, gnss.noise)
+
+
+def _gated(report: Any, epsilons: Any, max_epsilon: float | None, on: GateOn) -> Any:
+    """The report with its gate's verdict and, for a gate on a private figure, a warning."""
+    gate = apply_gate(epsilons(report), max_epsilon, on)
+    notes = gate_warnings(on, report.mechanism, max_epsilon)
+    return replace(report, gate=gate, warnings=report.warnings + notes)
+
+
+def budget_charge(
+    budget: BudgetArgument,
+    function: str,
+    mechanism: Mechanism,
+    votes: Votes,
+    options: dict[str, Any],
+    seed: object,
+    seed_file: str | os.PathLike[str] | None,
+) -> Charge | None:
+    """What a call charges to ``budget`` (``budget.book.checked_charge``), refused before
+    any work; None without a budget."""
+    if budget is None:
+        return None
+    command = function.replace("_", "-")
+    return checked_charge(
+        budget,
+        function,
+        command,
+        mechanism,
+        votes.num_queries,
+        options,
+        seed=seed,
+        seed_file=seed_file,
+    )
+
+
+def charged(report: Any, budget: BudgetArgument, charge: Charge | None, noise: Noise | None) -> Any:
+    """The report with its charge appended to ``budget`` under its lock (checked again there:
+    a concurrent charge may have spent the rest), and its ``budget`` block."""
+    if budget is None or charge is None:
+        return report
+    if noise is not None and noise.commitment is not None and charge.purposes:
+        charge = replace(charge, seed_commitment=noise.commitment)
+    with as_budget(budget).charging(charge) as pending:
+        pending.prepare()
+        pending.append()
+        pending.check_in_place()  # the file read and appended to is still the budget
+        return replace(report, budget=pending.block)
 
 
 def run_inputs(
@@ -143,103 +287,64 @@ def analysis_report(
     progress: Progress | None = None,
     guaranteed: bool = True,
     terms: QueryTerms | None = None,
-    need_neighbour: bool = False,
 ) -> AnalysisReport:
-    """Account a run and convert it, without a release: the core of ``analyze``.
-
-    ``guaranteed`` False leaves out the joint bound (``report.guaranteed`` None), for callers
-    that show none of it. ``terms``: the queries' terms when the caller has them (those of
-    the queries seen), so that the votes are not walked again; ``need_neighbour``: with the
-    answer step's q for every neighbour, in the same pass (``--pld``)."""
-    if terms is None:
-        terms = _query_terms(
-            votes, mechanism, baseline, answered, half_even, progress, need_neighbour
-        )
-    result = account_terms(
+    """Account a run and convert it, without a release: the core of ``analyze``
+    (``accountant.run.run_account`` as a report; ``guaranteed``, ``terms``: as there)."""
+    account = run_account(
+        votes.counts,
         mechanism,
-        terms,
         orders,
+        delta,
+        conversion,
         num_queries=votes.num_queries,
+        baseline=baseline,
         answered=answered,
         data_independent=data_independent,
+        half_even=half_even,
+        progress=progress,
+        guaranteed=guaranteed,
+        terms=terms,
     )
-    joint: FloatArray | None = None
-    if guaranteed and mechanism.threshold_step is not None and not data_independent:
-        # Never below the paper's figure: both bound the run (the joint one without the
-        # averaging), so their maximum does too, and the two never tell different stories.
-        joint = np.maximum(guaranteed_rdp(mechanism, terms, orders), result.data_dependent)
-    dependent = epsilon_result(orders, result.data_dependent, delta, conversion)
-    joint_result: EpsilonResult | None = dependent if guaranteed else None
-    if joint is not None:
-        joint_result = epsilon_result(orders, joint, delta, conversion)
-    moves = terms.threshold_sensitivity
-    exact, exact_worst_case, exact_absent = _exact_bounds(
-        mechanism, votes.num_queries, result.num_queries_seen, answered, delta, moves
-    )
+    return _report(votes, mechanism, account, orders, delta, conversion, answered, data_independent)
+
+
+def _report(
+    votes: Votes,
+    mechanism: Mechanism,
+    account: RunAccount,
+    orders: FloatArray,
+    delta: float,
+    conversion: Conversion,
+    answered: NDArray[np.bool_] | None,
+    data_independent: bool,
+) -> AnalysisReport:
+    """The run's account as ``analyze`` reports it, with its warnings."""
+    rdp = account.rdp
     return AnalysisReport(
         input=InputSummary.from_votes(votes),
         mechanism=mechanism.to_json_dict(),
         delta=delta,
         conversion=conversion.value,
         orders=orders,
-        realized=result.realized,
+        realized=rdp.realized,
         forced_data_independent=data_independent,
-        expected_answered=result.expected_answered,
-        num_queries_seen=result.num_queries_seen,
-        data_dependent=dependent,
-        data_independent=epsilon_result(orders, result.data_independent, delta, conversion),
-        worst_case=epsilon_result(orders, result.worst_case, delta, conversion),
-        exact=exact,
-        guaranteed=joint_result,
-        exact_worst_case=exact_worst_case,
-        exact_absent=exact_absent,
-        warnings=_warnings(votes, delta, moves, dependent),
-        account=result,
-        terms=terms,
+        expected_answered=rdp.expected_answered,
+        num_queries_seen=rdp.num_queries_seen,
+        data_dependent=account.data_dependent,
+        data_independent=account.data_independent,
+        worst_case=account.worst_case,
+        exact=account.exact,
+        guaranteed=account.guaranteed,
+        exact_worst_case=account.exact_worst_case,
+        exact_absent=account.exact_absent,
+        data_dependent_pld=account.pld,
+        warnings=_warnings(
+            votes, delta, account.terms.threshold_sensitivity, account.data_dependent
+        ),
+        account=rdp,
+        terms=account.terms,
         answered_mask=answered,
     )
-
-
-def _query_terms(
-    votes: Votes,
-    mechanism: Mechanism,
-    baseline: FloatArray | None,
-    answered: NDArray[np.bool_] | None,
-    half_even: bool,
-    progress: Progress | None,
-    need_neighbour: bool = False,
-) -> QueryTerms:
-    """One pass over the votes (shown as "accounting"): the per-query terms of the queries
-    seen, every one or those of the answered mask."""
-    with (progress or _no_progress)("accounting", votes.num_queries) as advance:
-        return query_terms(
-            votes.counts,
-            mechanism,
-            num_seen=None if answered is None else len(answered),
-            baseline=baseline,
-            half_even=half_even,
-            need_neighbour=need_neighbour,
-            progress=advance,
-        )
-
-
-def _exact_bounds(
-    mechanism: Mechanism,
-    num_queries: int,
-    seen: int,
-    answered: NDArray[np.bool_] | None,
-    delta: float,
-    moves: int,
-) -> tuple[ExactBound | None, ExactBound | None, str | None]:
-    """The exact bound of the run (the queries it saw and answered) and of the worst case
-    (every query answered): the same bound when the run answered every query; None for
-    both where the steps' parts have no exact joint account, and why."""
-    answered_count = seen if answered is None else int(np.count_nonzero(answered))
-    exact, absent = exact_or_reason(mechanism, seen, answered_count, delta, moves)
-    if (seen, answered_count) == (num_queries,) * 2:
-        return exact, exact, absent
-    worst, worst_absent = exact_or_reason(mechanism, num_queries, num_queries, delta, moves)
-    return exact, worst, absent or worst_absent
 
 
 def _warnings(votes: Votes, delta: float, moves: int, dependent: EpsilonResult) -> tuple[str, ...]:
@@ -281,7 +386,6 @@ def release_of(
     Reuses the analysis' per-query terms and step costs, so the release's data-dependent
     epsilon is the analysis' own number.
     """
-    checks.release(order, beta, sigma_ss)
     terms = report.terms if report.terms is not None and report.terms.logq is not None else None
     # The analysis composed every order of its grid: an order given there is read, not redone.
     index: int | None = report.data_dependent.order_index
@@ -289,7 +393,7 @@ def release_of(
         (found,) = np.nonzero(report.orders == order)
         index = int(found[0]) if found.size else None
     steps = None if index is None or report.account is None else report.account.steps
-    with (progress or _no_progress)("smooth sensitivity", votes.num_queries) as advance:
+    with (progress or no_progress)("smooth sensitivity", votes.num_queries) as advance:
         return gnss_release(
             votes.counts,
             votes.num_teachers,
@@ -359,12 +463,10 @@ def with_release(
     return replace(report, release=outcome, warnings=report.warnings + notes)
 
 
-def pld_choice(
-    pld: bool | str | None, mechanism: Mechanism | None = None, *, data_independent: bool = False
-) -> str | None:
+def pld_choice(pld: bool | str | None, *, data_independent: bool = False) -> str | None:
     """``pld=`` as a method of the privacy-loss-distribution account: None (not asked),
     "q-bound" (True) or "exact"; refused before any work with ``data_independent`` (the
-    figure is a data-dependent one) or for a ``mechanism`` it does not cover."""
+    figure is a data-dependent one). ``accountant.pld.check_pld`` checks the mechanism."""
     if pld is None or pld is False:
         return None
     if pld is not True and not (isinstance(pld, str) and pld in METHODS):
@@ -374,27 +476,4 @@ def pld_choice(
             f"{option('pld')} is a data-dependent figure; {option('data-independent')} "
             "forces data-independent bounds"
         )
-    method = "q-bound" if pld is True else str(pld)
-    if mechanism is not None:
-        check_pld(mechanism, method)
-    return method
-
-
-def with_pld(
-    report: AnalysisReport,
-    votes: Votes,
-    mechanism: Mechanism,
-    method: str | None,
-    progress: Progress | None,
-) -> AnalysisReport:
-    """The analysis with its data-dependent epsilon from privacy-loss distributions
-    (``method``: see :func:`pld_choice`; None leaves the report as it is)."""
-    if method is None:
-        return report
-    assert report.terms is not None and report.terms.logq is not None  # pld_choice's rule
-    seen = report.terms.num_seen
-    with (progress or _no_progress)("privacy-loss distributions", seen) as advance:
-        figure = pld_figure(
-            votes.counts, mechanism, report.terms, report.delta, method, advance=advance
-        )
-    return replace(report, data_dependent_pld=figure)
+    return "q-bound" if pld is True else str(pld)
