@@ -11,6 +11,12 @@ A query's data-dependent cost depends on the votes only through one scalar
 (``terms.py``), so equal scalars are evaluated once and weighted by how often
 they occur. Votes are consumed in chunks of queries, so memory depends on the
 chunk size and not on the number of queries.
+
+Terms held by distinct row (``QueryTerms.distinct``) find their distinct scalars among the
+rows' (a sort of the rows, not of the queries), and their weights are the same sums as the
+queries': whole weights (a count, the realised mask) summed per row first, which is exact in
+any order; other weights (Pr[answered]) summed over the queries in their order, as
+``_distinct`` sums them. Every total is then the same number, to the last bit.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pate_cli.accountant.figures import eps_curve
 from pate_cli.accountant.terms import (
     DEFAULT_CHUNK_SIZE,
     FloatArray,
+    Grouped,
     QueryTerms,
     answer_weights,
     query_terms,
@@ -150,23 +157,70 @@ def _distinct(
     return _group(block_values, list(block_weights))
 
 
+def _whole(weights: FloatArray) -> bool:
+    """Every weight a whole number: their sums are exact, in any order."""
+    return bool(np.array_equal(weights, np.floor(weights)))
+
+
+def grouped_weights(
+    grouped: Grouped, of_row: NDArray[np.intp], size: int, weights: FloatArray | None, block: int
+) -> FloatArray:
+    """The sum of ``weights`` (None: ones) over the queries of each of ``size`` distinct
+    values, the value of each row being ``of_row``: whole weights summed per row first
+    (exact, in any order); others over the queries in their order, a ``block`` of queries
+    at a time, the blocks' sums added in order (as ``_distinct`` adds them). Shapes: -> (size,)."""
+    if weights is None:
+        return np.asarray(np.bincount(of_row, weights=grouped.counts, minlength=size), float)
+    if _whole(weights):
+        per_row = np.bincount(grouped.inverse, weights=weights, minlength=of_row.size)
+        return np.asarray(np.bincount(of_row, weights=per_row, minlength=size), float)
+    index = of_row[grouped.inverse]
+    total = np.zeros(size)
+    for start in range(0, max(index.size, 1), block):
+        rows = slice(start, start + block)
+        total += np.bincount(index[rows], weights=weights[rows], minlength=size)
+    return total
+
+
+def _distinct_grouped(
+    grouped: Grouped, weights: Sequence[FloatArray | None]
+) -> tuple[FloatArray, FloatArray] | None:
+    """``_distinct`` of ``grouped``'s per-query array from its rows: the distinct values
+    among the rows', and per weight vector the same sums ``_distinct`` makes
+    (``grouped_weights``). None where those sums would cost more than ``_distinct`` itself
+    (many distinct values, each summed block by block). Shapes: -> (V,), (R, V)."""
+    unique, of_row = np.unique(grouped.values, return_inverse=True)
+    of_row = of_row.reshape(-1)
+    num = grouped.inverse.size
+    block = _DISTINCT_BLOCK if num > 4 * _DISTINCT_BLOCK else max(num, 1)  # _distinct's stages
+    fractional = any(w is not None and not _whole(w) for w in weights)
+    if fractional and block < num and unique.size > _DISTINCT_BLOCK:
+        return None
+    found = [grouped_weights(grouped, of_row, unique.size, w, block) for w in weights]
+    return unique, np.stack(found).reshape(len(weights), unique.size)
+
+
 def weighted_costs(
     values: FloatArray,
     weights: Sequence[FloatArray | None],
     cost: Callable[[FloatArray], FloatArray],
     *,
     workers: int | None = None,
+    grouped: Grouped | None = None,
 ) -> FloatArray:
     """sum_q w[q] * cost(values)[q] for each weight vector w (None: all ones).
 
     ``cost`` is evaluated once per distinct value, in blocks, on up to ``workers``
     threads (numpy releases the GIL in its loops); blocks are added in a fixed
-    order, so the result does not depend on the thread count.
+    order, so the result does not depend on the thread count. ``grouped``: ``values`` by
+    distinct row, whose distinct values and weights are then found from the rows
+    (``_distinct_grouped``: the same numbers).
 
     Shapes: values (Q,), each weight (Q,), cost (U,) -> (U, K); returns (R, K).
     """
     threads = workers if workers is not None else thread_count(4)
-    unique, per_value = _distinct(values, weights, threads)
+    found = None if grouped is None else _distinct_grouped(grouped, weights)
+    unique, per_value = _distinct(values, weights, threads) if found is None else found
     used = np.any(per_value != 0, axis=0)
     unique, per_value = unique[used], per_value[:, used]
     starts = range(0, unique.size, _COST_BLOCK)
@@ -199,10 +253,12 @@ itself (a frozen dataclass equals only a step of its own class and fields) and w
 the function depends on, never a subset of the step's numbers."""
 
 Total = Callable[
-    [FloatArray, FloatArray | None, CostKey, Callable[[FloatArray], FloatArray]], FloatArray
+    [FloatArray, FloatArray | None, CostKey, Callable[[FloatArray], FloatArray], Grouped | None],
+    FloatArray,
 ]
-"""total(values, weights, key, cost): a step's cost over the queries from its per-query
-scalars; ``sum_over_queries`` (the run's total) or ``per_query`` (one row per query)."""
+"""total(values, weights, key, cost, grouped): a step's cost over the queries from its
+per-query scalars (``grouped``: the same by distinct row, or None); ``sum_over_queries`` (the
+run's total) or ``per_query`` (one row per query)."""
 
 
 def sum_over_queries(
@@ -210,9 +266,10 @@ def sum_over_queries(
     weights: FloatArray | None,
     key: CostKey,
     cost: Callable[[FloatArray], FloatArray],
+    grouped: Grouped | None = None,
 ) -> FloatArray:
     """sum_q w[q] cost(values)[q], each distinct value costed once. Shapes: -> (K,)."""
-    return weighted_costs(values, [weights], cost)[0]
+    return weighted_costs(values, [weights], cost, grouped=grouped)[0]
 
 
 def per_query(
@@ -220,6 +277,7 @@ def per_query(
     weights: FloatArray | None,
     key: CostKey,
     cost: Callable[[FloatArray], FloatArray],
+    grouped: Grouped | None = None,
 ) -> FloatArray:
     """w[q] cost(values)[q] for every query, each distinct value costed once.
     Shapes: -> (Q, K)."""
@@ -274,9 +332,9 @@ def compose(
         answer_total = answer_independent
     else:
         assert terms.logq is not None
-        answer_total = total(
-            terms.logq, weights, answer_key(mechanism), answer_cost(mechanism, orders)
-        )
+        cost = answer_cost(mechanism, orders)
+        grouped = terms.grouped("logq")
+        answer_total = total(terms.logq, weights, answer_key(mechanism), cost, grouped)
     return StepCosts(threshold_total, answer_total, threshold_independent, answer_independent)
 
 
@@ -312,7 +370,8 @@ def _threshold_costs(
     cost = step.cost(orders, moves)
     statistic = getattr(terms, cost.statistic)
     assert statistic is not None
-    return total(statistic, None, threshold_key(step, moves), cost.function), independent
+    key, grouped = threshold_key(step, moves), terms.grouped(cost.statistic)
+    return total(statistic, None, key, cost.function, grouped), independent
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,8 @@ def guaranteed_rdp(
     (the threshold step's ``joint`` with the answer step's cost), never above the
     data-independent cost of both steps (Prop. 8), summed over the queries seen.
 
-    Each distinct (margin, log q) pair is costed once, a block of pairs at a time.
+    Each distinct (margin, log q) pair is costed once, a block of pairs at a time (found
+    among the distinct rows' pairs, where the terms keep them: the same pairs and counts).
 
     Shapes: terms (Q,), orders (K,) -> (K,).
     """
@@ -91,9 +92,16 @@ def guaranteed_rdp(
     if step is None:
         raise UnsupportedError(f"{mechanism.name}: no threshold step to guarantee over")
     orders = np.asarray(orders, dtype=np.float64)
-    keyed = np.empty(terms.margins.size, dtype=np.complex128)
-    keyed.real, keyed.imag = terms.margins, terms.logq  # (not z + 1j * logq: 0 * inf)
-    pairs, counts = np.unique(keyed, return_counts=True)
+    rows = terms if terms.distinct is None else terms.distinct.terms
+    assert rows.margins is not None and rows.logq is not None
+    keyed = np.empty(rows.margins.size, dtype=np.complex128)
+    keyed.real, keyed.imag = rows.margins, rows.logq  # (not z + 1j * logq: 0 * inf)
+    if terms.distinct is None:
+        pairs, counts = np.unique(keyed, return_counts=True)
+    else:
+        pairs, of_row = np.unique(keyed, return_inverse=True)
+        held = np.bincount(of_row.reshape(-1), weights=terms.distinct.counts, minlength=pairs.size)
+        counts = held.astype(np.int64)
     moves = terms.threshold_sensitivity  # 2 where half to even moves the rounded top by 2
     ceiling = step.data_independent(orders, moves) + answer_step.data_independent(orders)
     answer_cost = answer_step.cost(orders)

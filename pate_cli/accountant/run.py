@@ -79,6 +79,7 @@ def run_account(
     guaranteed: bool = True,
     terms: QueryTerms | None = None,
     pld: PldPlan | None = None,
+    grouped: Any = None,
 ) -> RunAccount:
     """Account a run of ``mechanism`` on ``votes`` (counts, Q x C) and convert it.
 
@@ -86,13 +87,15 @@ def run_account(
     ``terms``: the queries' terms when the caller has them (those of the queries seen), so
     that the votes are not walked again; ``pld``: the privacy-loss-distribution figure as
     ``pld.check_pld`` accepted it, before any work (its q-bound pairs' column is read in the
-    same pass as the terms). ``answered``: a realised run's mask (L,), L <= Q.
+    same pass as the terms). ``answered``: a realised run's mask (L,), L <= Q. ``grouped``:
+    the same votes held by distinct row where they are (``Votes.grouped``), which the terms'
+    pass reads instead of the rows.
     """
     show = progress or no_progress
     if terms is None:
         with show("accounting", num_queries) as advance:
             terms = query_terms(
-                votes,
+                votes if grouped is None else grouped,
                 mechanism,
                 num_seen=None if answered is None else len(answered),
                 baseline=baseline,

@@ -5,6 +5,11 @@ the answer step (Prop. 7 of 2018 for GNMax, Lemma 4 of 2017 for LNMax), and for 
 threshold step its statistic (the rounded top vote, in noise units) and log Pr[answered].
 ``query_terms`` computes them in one pass over the votes, chunk by chunk; every figure,
 the ledger and the release read them from there.
+
+Votes held by distinct row (``core.distinct.DistinctRows``) are evaluated once per distinct
+row (of the votes, or of the votes and the baseline side by side); each query's terms are
+its row's, and the terms keep the rows (``QueryTerms.distinct``) so that a sum over the
+queries can be a sum over the rows weighted by their counts (``accountant.compose``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from numpy.typing import NDArray
 
 from pate_cli.core._common import thread_count
 from pate_cli.core.compact import Counts, parts, read_rows
+from pate_cli.core.distinct import DistinctRows
 from pate_cli.mechanisms import Mechanism
 
 DEFAULT_CHUNK_SIZE = 1 << 16
@@ -47,13 +53,17 @@ class QueryTerms:
     logq_neighbour: FloatArray | None = None
     """log of the answer step's q bound for every neighbour of the votes (Q,), for the
     privacy-loss-distribution account; None unless asked for (``neighbour``)."""
+    distinct: Distinct | None = None
+    """The same terms by distinct row, where the votes are held so; None otherwise."""
 
     def rows(self, start: int, stop: int) -> QueryTerms:
-        """The terms of queries [start, stop); the threshold sensitivity is the run's."""
+        """The terms of queries [start, stop); the threshold sensitivity is the run's (the
+        distinct rows are kept for a prefix, ``start`` 0)."""
 
         def part(values: FloatArray | None) -> FloatArray | None:
             return None if values is None else values[start:stop]
 
+        distinct = self.distinct
         return replace(
             self,
             log_pr_answered=part(self.log_pr_answered),
@@ -62,7 +72,46 @@ class QueryTerms:
             num_seen=stop - start,
             margins=part(self.margins),
             logq_neighbour=part(self.logq_neighbour),
+            distinct=None if distinct is None or start else distinct.prefix(stop),
         )
+
+    def grouped(self, name: str) -> Grouped | None:
+        """The per-query array ``name`` (a field of the terms) by distinct row, or None."""
+        if self.distinct is None:
+            return None
+        values = getattr(self.distinct.terms, name)
+        if values is None:
+            return None
+        return Grouped(values, self.distinct.inverse, self.distinct.counts)
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """A per-query array held by distinct row: ``values[inverse]`` is the array (L,).
+    Shapes: values (U,), inverse (L,), counts (U,) the queries of each row, each at least 1."""
+
+    values: FloatArray
+    inverse: NDArray[np.signedinteger[Any]]
+    counts: NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Distinct:
+    """The terms of each distinct row (``terms``, of U rows), the row of each query seen
+    (``inverse``, (L,)) and how many queries seen hold each row (``counts``, (U,), each at
+    least 1)."""
+
+    terms: QueryTerms
+    inverse: NDArray[np.signedinteger[Any]]
+    counts: NDArray[np.int64]
+
+    def prefix(self, num: int) -> Distinct:
+        """The first ``num`` queries' rows (the first rows: they come in the order of their
+        first query)."""
+        inverse = self.inverse[:num]
+        held = int(inverse.max()) + 1 if inverse.size else 0
+        counts = np.bincount(inverse, minlength=held).astype(np.int64)
+        return Distinct(self.terms.rows(0, held), inverse, counts)
 
 
 def query_terms(
@@ -89,6 +138,20 @@ def query_terms(
 
     Shapes: votes (Q, C) -> (Q,) arrays for the first ``num_seen`` queries.
     """
+    if isinstance(votes, DistinctRows):
+        return _by_distinct_rows(
+            votes,
+            mechanism,
+            num_seen=num_seen,
+            baseline=baseline,
+            half_even=half_even,
+            need_logq=need_logq,
+            answer_only=answer_only,
+            neighbour=neighbour,
+            chunk_size=chunk_size,
+            progress=progress,
+            workers=workers,
+        )
     seen = len(votes) if num_seen is None else num_seen
     step = None if answer_only else mechanism.threshold_step
     is_threshold = step is not None
@@ -134,6 +197,52 @@ def query_terms(
     )
 
 
+def _by_distinct_rows(
+    votes: DistinctRows,
+    mechanism: Mechanism,
+    *,
+    num_seen: int | None,
+    baseline: FloatArray | None,
+    **options: Any,
+) -> QueryTerms:
+    """``query_terms`` of votes held by distinct row: the terms of each distinct row (of the
+    votes, or of the votes and the baseline side by side) once, each query's its row's. The
+    worst case of a realised run's threshold sensitivity covers the rows of the queries not
+    seen too, as it covers those queries."""
+    progress = options.pop("progress")
+    seen = len(votes) if num_seen is None else num_seen
+    rows, row_baseline = (votes, None) if baseline is None else votes.paired(baseline)
+    held = rows.prefix(seen)
+    num = held.num_rows
+    terms = query_terms(
+        held.rows,
+        mechanism,
+        baseline=None if row_baseline is None else row_baseline[:num],
+        **options,
+    )
+    step = None if options["answer_only"] else mechanism.threshold_step
+    moves = terms.threshold_sensitivity
+    if step is not None and options["half_even"] and moves == 1 and num < rows.num_rows:
+        rest = rows.rows[num:] if row_baseline is None else rows.rows[num:] - row_baseline[num:]
+        terms = replace(terms, threshold_sensitivity=step.moves(rest, half_even=True))
+    if progress is not None:
+        progress(seen)
+
+    def each(values: FloatArray | None) -> FloatArray | None:
+        return None if values is None else values[held.inverse]
+
+    return QueryTerms(
+        each(terms.log_pr_answered),
+        each(terms.logq_threshold),
+        each(terms.logq),
+        seen,
+        each(terms.margins),
+        terms.threshold_sensitivity,
+        each(terms.logq_neighbour),
+        Distinct(terms, held.inverse, held.counts),
+    )
+
+
 def answer_weights(
     terms: QueryTerms, answered: NDArray[np.bool_] | None = None
 ) -> FloatArray | None:
@@ -142,5 +251,8 @@ def answer_weights(
     if answered is not None:
         return answered.astype(np.float64)
     if terms.log_pr_answered is not None:
+        distinct = terms.distinct
+        if distinct is not None and distinct.terms.log_pr_answered is not None:
+            return np.exp(distinct.terms.log_pr_answered)[distinct.inverse]  # each row's once
         return np.exp(terms.log_pr_answered)
     return None

@@ -334,7 +334,7 @@ def compare(
     baseline_array, _ = run_inputs(votes, baseline, None)
     rows = sort_rows(
         compare_rows(
-            votes.counts,
+            votes.grouped,
             list(mechanisms),
             grid,
             delta,

@@ -116,6 +116,7 @@ def run_analyze(
         half_even=half_even,
         progress=progress,
         pld=plan,
+        grouped=votes.grouped,
     )
     report = _report(votes, mechanism, account, grid, delta, kind, answered_mask, data_independent)
     if mode is not None:
@@ -187,6 +188,7 @@ def run_smooth_sensitivity(
         half_even=half_even,
         progress=progress,
         guaranteed=gate_on is GateOn.GUARANTEED,  # in no output of this command but its gate
+        grouped=votes.grouped,
     )
     analysis = _report(votes, mechanism, account, grid, delta, kind, answered_mask, False)
     gnss = release_of(
@@ -304,6 +306,7 @@ def analysis_report(
         progress=progress,
         guaranteed=guaranteed,
         terms=terms,
+        grouped=votes.grouped,
     )
     return _report(votes, mechanism, account, orders, delta, conversion, answered, data_independent)
 

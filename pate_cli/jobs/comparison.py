@@ -34,17 +34,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accountant.compose import CostKey, compose, data_independent_rdp
+from pate_cli.accountant.compose import CostKey, compose, data_independent_rdp, grouped_weights
 from pate_cli.accountant.figures import EpsilonResult, ExactBound, epsilon_result, exact_or_reason
 from pate_cli.accountant.pld import PldFigure, pld_figure
-from pate_cli.accountant.terms import DEFAULT_CHUNK_SIZE, QueryTerms, answer_weights, query_terms
+from pate_cli.accountant.terms import (
+    DEFAULT_CHUNK_SIZE,
+    Distinct,
+    Grouped,
+    QueryTerms,
+    answer_weights,
+    query_terms,
+)
 from pate_cli.choices import Conversion, GateOn, SortColumn, ThresholdBound
+from pate_cli.core.distinct import DistinctRows
 from pate_cli.errors import UnsupportedError, UsageError
 from pate_cli.jobs.compare_columns import PARAMETERS, csv_value, parameter_names, setting
 from pate_cli.mechanisms import Mechanism, grid
@@ -169,40 +177,46 @@ class _SharedTerms:
     is then ``compose``'s rule, the one ``analyze`` applies, so every row equals ``analyze``.
     """
 
-    counts: FloatArray
+    counts: FloatArray | DistinctRows
     orders: FloatArray
     baseline: FloatArray | None
     half_even: bool
     chunk_size: int
-    logq: dict[object, FloatArray] = field(default_factory=dict)
+    answers: dict[object, QueryTerms] = field(default_factory=dict)
     agreements: dict[object, FloatArray] = field(default_factory=dict)
     gate: dict[object, QueryTerms] = field(default_factory=dict)
     grouped: dict[int, _Distinct] = field(default_factory=dict)
 
-    def answer_logq(self, mechanism: Mechanism) -> FloatArray:
-        """log q per query of the answer step, shared by the rows of one answer step."""
+    def answer_terms(self, mechanism: Mechanism) -> QueryTerms:
+        """log q per query of the answer step (by distinct row too, where the votes are held
+        so), shared by the rows of one answer step."""
 
-        def compute() -> FloatArray:
-            terms = query_terms(
-                self.counts, mechanism, answer_only=True, chunk_size=self.chunk_size
-            )
-            assert terms.logq is not None
-            return terms.logq
+        def compute() -> QueryTerms:
+            return query_terms(self.counts, mechanism, answer_only=True, chunk_size=self.chunk_size)
 
-        return _shared(self.logq, mechanism.answer_step, compute)
+        return _shared(self.answers, mechanism.answer_step, compute)
 
     def agreement(self, mechanism: Mechanism) -> FloatArray:
         """Per query, the probability that the answer step's noisy label is the plurality
-        label (``core.agreement``, by quadrature), shared by the rows of one answer step."""
-        step = mechanism.answer_step
-        return _shared(self.agreements, step, lambda: step.agreement(self.counts))
+        label (``core.agreement``, by quadrature), shared by the rows of one answer step;
+        once per distinct row where the votes are held so."""
+        step, counts = mechanism.answer_step, self.counts
+
+        def compute() -> FloatArray:
+            if isinstance(counts, DistinctRows):
+                return counts.expand(step.agreement(counts.rows))  # type: ignore[no-any-return]
+            return step.agreement(counts)
+
+        return _shared(self.agreements, step, compute)
 
     def terms(self, mechanism: Mechanism) -> QueryTerms:
         """The per-query terms of one setting, shared with the rows of the same steps."""
-        logq = self.answer_logq(mechanism)
+        answer = self.answer_terms(mechanism)
+        logq = answer.logq
+        assert logq is not None
         step = mechanism.threshold_step
         if step is None:
-            return QueryTerms(None, None, logq, logq.size)
+            return QueryTerms(None, None, logq, logq.size, distinct=answer.distinct)
         interactive = mechanism.needs_baseline  # its statistic reads votes - baseline
         gate = _shared(
             self.gate,
@@ -223,6 +237,7 @@ class _SharedTerms:
             logq.size,
             gate.margins,
             gate.threshold_sensitivity,
+            distinct=_joined(gate.distinct, answer.distinct),
         )
 
     def total(
@@ -231,15 +246,34 @@ class _SharedTerms:
         weights: FloatArray | None,
         key: CostKey,
         cost: Callable[[FloatArray], FloatArray],
+        grouped: Grouped | None = None,
     ) -> FloatArray:
-        """``sum_over_queries``, with the distinct values and their costs kept for later rows."""
-        found = self.grouped.get(id(values))
-        if found is None or found.values is not values:
-            unique, inverse = np.unique(values, return_inverse=True)
-            found = self.grouped[id(values)] = _Distinct(values, unique, inverse.ravel())
-        per_value = np.bincount(found.inverse, weights=weights, minlength=found.unique.size)
+        """``sum_over_queries``, with the distinct values and their costs kept for later rows
+        (found among the distinct rows' values where they are grouped: the same sums)."""
+        held = values if grouped is None else grouped.values
+        found = self.grouped.get(id(held))
+        if found is None or found.values is not held:
+            unique, inverse = np.unique(held, return_inverse=True)
+            found = self.grouped[id(held)] = _Distinct(held, unique, inverse.ravel())
+        size = found.unique.size
+        if grouped is None:
+            per_value = np.asarray(
+                np.bincount(found.inverse, weights=weights, minlength=size), dtype=np.float64
+            )
+        else:  # one block: the queries' sums in their order, as the bincount above
+            per_value = grouped_weights(grouped, found.inverse, size, weights, values.size or 1)
         costs = _shared(found.costs, key, lambda: cost(found.unique))
-        return np.asarray(per_value, dtype=np.float64) @ costs
+        return per_value @ costs
+
+
+def _joined(gate: Distinct | None, answer: Distinct | None) -> Distinct | None:
+    """The threshold step's and the answer step's terms by distinct row, where both hold the
+    same rows (no baseline: a baseline pairs the rows with its own)."""
+    if gate is None or answer is None or gate.counts.size != answer.counts.size:
+        return None
+    if gate.inverse is not answer.inverse and not np.array_equal(gate.inverse, answer.inverse):
+        return None
+    return Distinct(replace(gate.terms, logq=answer.terms.logq), gate.inverse, gate.counts)
 
 
 @dataclass(frozen=True)
@@ -367,7 +401,7 @@ def _pld_of(
 
 
 def compare_rows(
-    counts: FloatArray,
+    counts: FloatArray | DistinctRows,
     mechanisms: Sequence[Mechanism],
     orders: FloatArray,
     delta: float,
@@ -381,7 +415,7 @@ def compare_rows(
     """The expected cost of each setting, in the order given.
 
     Args:
-        counts: Vote counts (Q, C).
+        counts: Vote counts (Q, C), or held by distinct row (``Votes.grouped``).
         mechanisms: The settings.
         orders: Renyi orders (K,).
         delta: Target delta.

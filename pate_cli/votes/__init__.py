@@ -48,6 +48,7 @@ from numpy.typing import NDArray
 from pate_cli.choices import VoteFormat
 from pate_cli.common.spelling import given
 from pate_cli.core.compact import Compact
+from pate_cli.core.distinct import DistinctRows
 from pate_cli.errors import InputError, UsageError
 from pate_cli.files.outputs import (
     check_distinct_files,
@@ -66,12 +67,18 @@ from pate_cli.votes.candidates import (
 from pate_cli.votes.conversion import (
     check_shape,
     classes_of_labels,
+    counts_by_rows,
     teachers_of_counts,
     teachers_of_labels,
     to_counts,
 )
 from pate_cli.votes.detection import AmbiguousFormatError, detect_format, labels_transposed
-from pate_cli.votes.formats import QUERY_AXIS, BlockScan, scan_blocks
+from pate_cli.votes.formats import (
+    QUERY_AXIS,
+    BlockScan,
+    Distinct,
+    scan_rows_distinct,
+)
 from pate_cli.votes.inputs import (
     Input,
     load_answered_mask,
@@ -132,6 +139,15 @@ STREAM_MIN_ROWS = 1 << 18
 _BLOCK_ROWS = 1 << 16  # queries per streamed block at most
 _BLOCK_CELLS = 1 << 22  # values per streamed block at most: 32 MB of float64
 _MAX_LABEL_COUNT_CELLS = 10**8  # Q * C of a labels file's counts; beyond this C is implausible
+# Counts are held by distinct row (``Votes.distinct``) where at most this share of their
+# rows are distinct, of at most this many values in all (128 MB of float64: the memory of
+# grouping a file); a file with more is read row by row, as before.
+_DISTINCT_SHARE = 0.5
+_DISTINCT_CELLS = 1 << 24
+# ... and only whole counts of at most this many votes: each query's terms are then the same
+# wherever its row lies (GNMax's table of Gaussian tails covers gaps up to 2^20 votes; a
+# block of rows beyond it, or of fractional gaps, is summed in log space as a whole).
+_DISTINCT_MAX_VOTES = 1 << 20
 # What an .npz member may inflate to, and by how much, are the reader's limits
 # (reader.MAX_ARRAY_BYTES, reader.MAX_INFLATION_RATIO): they apply to every array read from
 # an archive, votes or not.
@@ -221,7 +237,9 @@ def load_votes(
     selection = query_selection(reading.where, num_file_queries, queries, indices)
     notes = reading.notes(teachers)
     try:
-        counts, num_teachers = _counts(reading, fmt, scans, selection, num_classes, teachers, notes)
+        counts, num_teachers, distinct = _counts(
+            reading, fmt, scans, selection, num_classes, teachers, notes, candidates is None
+        )
         over = _Over(candidates, reading.where, num_file_queries, selection, num_teachers)
         counts, ids = _over_candidates(counts, over, notes)
     except InputError as exc:
@@ -241,6 +259,7 @@ def load_votes(
         warnings=tuple(notes),
         candidate_ids=ids,
         classes_from=_classes_from(fmt, num_classes),
+        distinct=distinct,
         **reading.described(),
     )
 
@@ -277,6 +296,8 @@ class _Reading:
     columns: ChunkedLabels | None
     evidence: LayoutEvidence | None = None
     """How the labels agree by row and by column, when that decided their layout."""
+    distinct: Distinct | None = None
+    """The distinct rows of the file and the row of each, when its scan found them."""
     _in_memory: list[np.ndarray] = field(default_factory=list, repr=False)
 
     @property
@@ -394,7 +415,8 @@ def _open_reading(
 
 
 _Scans = tuple[BlockScan | None, BlockScan | None]
-"""The scans made while detecting the format: (rows of the whole file, columns of labels)."""
+"""The scans made while detecting the format: (rows of the whole file, columns of labels);
+the rows' scan is the counts rule's (``reading.distinct``: the rows it grouped)."""
 
 
 def _format_and_scans(
@@ -409,13 +431,14 @@ def _format_and_scans(
     size = math.prod(reading.shape)
     # The scans that detect the format also validate it below: the file is read once.
     label_scan = reading.columns.scan() if reading.columns is not None and size else None
-    row_scan = None
+    row_scan, found = None, None
     if fmt is VoteFormat.AUTO:
         if reading.rows is not None and size:
-            row_scan = reading.rows.scan()
+            limit = _distinct_limit(reading.shape)
+            row_scan, found = reading.rows.scan_distinct(limit, _DISTINCT_SHARE)
+        elif label_scan is None and len(reading.shape) == 2 and size:
+            row_scan, found = _scan_rows(reading.whole_array())
         whole: BlockScan | None = row_scan if row_scan is not None else label_scan
-        if whole is None and len(reading.shape) == 2 and size:
-            whole = _scan_rows(reading.whole_array())
         try:
             detected = detect_format(
                 reading.shape, reading.where, teachers, whole, num_classes, reading.layout_evidence
@@ -426,6 +449,7 @@ def _format_and_scans(
             error.digest = reading.digest
             raise
         fmt, reading = detected.format, replace(reading, evidence=detected.evidence)
+        reading = replace(reading, distinct=found)
         if detected.transposed:
             return reading.read_transposed(), fmt, (None, None)
     return reading, fmt, (row_scan, label_scan)
@@ -439,27 +463,35 @@ def _counts(
     num_classes: int | None,
     teachers: int | None,
     notes: list[str],
-) -> tuple[NDArray[np.float64] | ChunkedCounts | Compact, int]:
-    """The selected queries as counts, and M: streamed (counts by rows, labels by columns)
-    where the file is, else converted in memory. Notes are appended to ``notes``."""
+    group: bool,
+) -> tuple[NDArray[np.float64] | ChunkedCounts | Compact, int, DistinctRows | None]:
+    """The selected queries as counts, M, and the counts by distinct row (``group``: when
+    worth it, :func:`_grouped`): streamed (counts by rows, labels by columns) where the file
+    is, else converted in memory. Notes are appended to ``notes``."""
     where, (row_scan, label_scan) = reading.where, scans
     axis = QUERY_AXIS[fmt]
     num_selected = int(reading.shape[axis]) if selection is None else len(selection)
     if reading.rows is not None and fmt is VoteFormat.COUNTS:
         counts = reading.rows.prefix(num_selected)
-        scan = counts.scan() if row_scan is None else row_scan  # row_scan: the whole file
+        limit = _distinct_limit(reading.shape) if group else 0
+        # row_scan: the whole file's (a prefix of its rows is analysed)
+        found = (row_scan, reading.distinct) if row_scan is not None else None
+        scan, rows = found or counts.scan_distinct(limit, _DISTINCT_SHARE)
         num_teachers = teachers_of_counts(scan, where, teachers, notes, num_queries=num_selected)
         if _wide(reading.shape, fmt):
             compact = compact_from_row_blocks(counts.blocks(), num_selected, counts.shape[1])
-            return compact, num_teachers
-        return counts, num_teachers
+            return compact, num_teachers, None
+        return counts, num_teachers, _grouped(rows, num_selected) if group else None
     if fmt is VoteFormat.LABELS and num_classes is not None and _wide((0, num_classes), fmt):
-        return _compact_labels(reading, label_scan, selection, num_classes, teachers, notes)
+        compact, num_teachers = _compact_labels(
+            reading, label_scan, selection, num_classes, teachers, notes
+        )
+        return compact, num_teachers, None
     if reading.columns is not None and label_scan is not None and fmt is VoteFormat.LABELS:
         chunked = reading.columns.counts(
             where, label_scan, num_classes, num_selected, _MAX_LABEL_COUNT_CELLS
         )
-        return chunked, teachers_of_labels(reading.shape[0], teachers, where, notes)
+        return chunked, teachers_of_labels(reading.shape[0], teachers, where, notes), None
     # Select before converting: a memory-mapped file then reads only the queries kept.
     raw = reading.whole_array()
     data = np.asarray(raw if selection is None else np.take(raw, selection, axis=axis))
@@ -467,21 +499,65 @@ def _counts(
     def file_query(q: int) -> int:
         return q if selection is None else int(selection[q])
 
-    in_memory, num_teachers = to_counts(
-        raw,
-        data,
-        fmt,
-        where,
-        num_classes,
-        teachers,
-        file_query,
-        notes,
-        max_label_cells=_MAX_LABEL_COUNT_CELLS,
-    )
+    distinct = None
+    if fmt is VoteFormat.COUNTS:
+        # The scan of the file's rows made to detect the format is this one (of float64
+        # values, the same values) where every row is analysed.
+        same = row_scan is not None and selection is None and raw.dtype == np.float64
+        in_memory, num_teachers, grouped_rows = counts_by_rows(
+            data,
+            where,
+            teachers,
+            file_query,
+            notes,
+            limit=_distinct_limit(data.shape) if group else 0,
+            share=_DISTINCT_SHARE,
+            found=(row_scan, reading.distinct) if same and row_scan is not None else None,
+        )
+        distinct = _grouped(grouped_rows, len(in_memory)) if group else None
+    else:
+        in_memory, num_teachers = to_counts(
+            raw,
+            data,
+            fmt,
+            where,
+            num_classes,
+            teachers,
+            file_query,
+            notes,
+            max_label_cells=_MAX_LABEL_COUNT_CELLS,
+        )
     if _wide(in_memory.shape, VoteFormat.COUNTS):
-        return compact_from_row_blocks([(0, in_memory)], *in_memory.shape), num_teachers
+        compact = compact_from_row_blocks([(0, in_memory)], *in_memory.shape)
+        return compact, num_teachers, None
     in_memory.flags.writeable = False
-    return in_memory, num_teachers
+    return in_memory, num_teachers, distinct
+
+
+def _distinct_limit(shape: tuple[int, ...]) -> int:
+    """The most distinct rows a counts file of ``shape`` is grouped by (0: none, for counts
+    over a vocabulary, held compact)."""
+    if len(shape) != 2 or _wide(shape, VoteFormat.COUNTS):
+        return 0
+    return _DISTINCT_CELLS // max(shape[1], 1)
+
+
+def _grouped(found: Distinct | None, num_queries: int) -> DistinctRows | None:
+    """The first ``num_queries`` queries by distinct row, where that is worth it (at most half
+    of them distinct) and gives every figure as the rows do (whole counts of at most
+    ``_DISTINCT_MAX_VOTES`` votes); else None."""
+    if found is None:
+        return None
+    inverse = found[1][:num_queries]
+    held = int(inverse.max()) + 1 if inverse.size else 0  # the rows of the queries kept
+    rows = np.asarray(found[0][:held], dtype=np.float64)
+    if held > _DISTINCT_SHARE * num_queries:
+        return None
+    if not np.all((rows >= 0) & (rows <= _DISTINCT_MAX_VOTES)):
+        return None
+    if not np.array_equal(rows, np.floor(rows)):
+        return None
+    return DistinctRows.grouped(rows, inverse)
 
 
 @dataclass(frozen=True)
@@ -566,9 +642,14 @@ def _compact_labels(
     return compact, teachers_of_labels(int(reading.shape[0]), teachers, where, notes)
 
 
-def _scan_rows(raw: np.ndarray) -> BlockScan:
+def _scan_rows(raw: np.ndarray) -> tuple[BlockScan, Distinct | None]:
     """What detection needs of a 2-D array in memory (or memory-mapped), gathered a block of
-    rows at a time, so that its temporaries are a block's, not the array's."""
+    rows at a time, so that its temporaries are a block's, not the array's; the counts
+    rule's scan, of each distinct row once (``formats.scan_rows_distinct``), and the distinct
+    rows."""
     step = max(1, _BLOCK_CELLS // max(raw.shape[1], 1))
-    blocks = ((start, raw[start : start + step]) for start in range(0, len(raw), step))
-    return scan_blocks(blocks, VoteFormat.COUNTS, num_rows=len(raw))
+
+    def blocks() -> Iterator[tuple[int, np.ndarray]]:
+        return ((start, raw[start : start + step]) for start in range(0, len(raw), step))
+
+    return scan_rows_distinct(blocks, len(raw), _distinct_limit(raw.shape), _DISTINCT_SHARE)

@@ -23,9 +23,11 @@ from pate_cli.errors import InputError
 from pate_cli.votes.formats import (
     LAYOUTS,
     BlockScan,
+    Distinct,
     all_near,
     same_query,
     scan_blocks,
+    scan_rows_distinct,
     show_value,
 )
 
@@ -237,6 +239,27 @@ def teachers_of_labels(
     return num_teachers
 
 
+def counts_by_rows(
+    data: np.ndarray,
+    where: str,
+    teachers: int | None,
+    file_query: Callable[[int], int],
+    notes: list[str],
+    *,
+    limit: int = 0,
+    share: float = 0.5,
+    found: tuple[BlockScan, Distinct | None] | None = None,
+) -> tuple[NDArray[np.float64], int, Distinct | None]:
+    """Validate (Q, C) counts in memory and return (counts as float64, M, their distinct
+    rows): each distinct row checked once (at most ``limit`` of them, at most ``share`` of
+    the rows, else each row; ``formats.scan_rows_distinct``). ``found``: the scan and
+    distinct rows made of ``data`` already (of the same values), not made again."""
+    counts = np.array(data, dtype=np.float64, order="C")
+    blocks = [(0, counts)]
+    scan, distinct = found or scan_rows_distinct(lambda: blocks, len(counts), limit, share)
+    return counts, teachers_of_counts(scan, where, teachers, notes, file_query), distinct
+
+
 def to_counts(
     full: np.ndarray,
     data: np.ndarray,
@@ -267,9 +290,8 @@ def to_counts(
     Shapes: ``data`` is (Q, C) counts, (M, Q) labels or (M, Q, C) scores; counts are (Q, C).
     """
     if fmt is VoteFormat.COUNTS:
-        counts = np.array(data, dtype=np.float64, order="C")
-        scan = scan_blocks([(0, counts)], fmt, num_rows=len(counts))
-        return counts, teachers_of_counts(scan, where, teachers, notes, file_query)
+        counts, num_teachers, _ = counts_by_rows(data, where, teachers, file_query, notes)
+        return counts, num_teachers
     if fmt is VoteFormat.LABELS:
         # C comes from the whole file, so that a selection cannot change the class count.
         whole = scan_blocks([(0, full)], fmt) if num_classes is None else None

@@ -46,6 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.choices import VoteFormat
+from pate_cli.core.distinct import RowTable
 from pate_cli.errors import InputError
 
 LAYOUTS = {
@@ -348,3 +349,60 @@ def scan_blocks(
     if sums is not None:
         scan.row_sums = sums
     return scan
+
+
+def scan_distinct(
+    rows: np.ndarray, inverse: NDArray[np.signedinteger[Any]], fmt: VoteFormat, block_rows: int
+) -> BlockScan:
+    """:func:`scan_blocks` (with ``num_rows``) of a 2-D array split along its rows, from its
+    distinct rows: each is checked once, and the scan is the whole array's.
+
+    ``rows`` are the distinct rows in the order of the first row holding each, ``inverse``
+    the distinct row of every row (``pate_cli.core.distinct``). A value is named at the first
+    row holding it: that order keeps the first bad value, the first -1 and the first
+    fractional value the whole array's. Each row's sum is its distinct row's.
+
+    Shapes: rows (U, C), inverse (R,); blocks of ``block_rows`` distinct rows.
+    """
+    step = max(1, block_rows)
+    blocks = ((start, rows[start : start + step]) for start in range(0, len(rows), step))
+    scan = scan_blocks(blocks, fmt, num_rows=len(rows))
+    runs = np.maximum.accumulate(inverse) if inverse.size else inverse
+
+    def first_row(place: tuple[int, ...] | None) -> Any:
+        if place is None:
+            return None
+        return (int(np.searchsorted(runs, place[0])), *place[1:])
+
+    scan.bad, scan.minus_one = first_row(scan.bad), first_row(scan.minus_one)
+    scan.fraction = first_row(scan.fraction)
+    scan.row_sums = scan.row_sums[inverse]
+    return scan
+
+
+Distinct = tuple[np.ndarray, NDArray[np.signedinteger[Any]]]
+"""Distinct rows (U, C), in the order of their first row, and the distinct row of each (R,)."""
+
+
+def scan_rows_distinct(
+    blocks: Callable[[], Iterable[tuple[int, np.ndarray]]],
+    num_rows: int,
+    limit: int,
+    share: float = 0.5,
+) -> tuple[BlockScan, Distinct | None]:
+    """The counts rule's scan (:func:`scan_blocks` with ``num_rows``) of a 2-D array split
+    along its rows, and its distinct rows: one pass that groups the rows of ``blocks()``
+    (``core.distinct.RowTable``), then the rule on each distinct row once
+    (:func:`scan_distinct`). An array of more than ``limit`` distinct rows, or of more than
+    ``share`` of its rows read distinct past its first block, is scanned row by row instead
+    (a second call of ``blocks()``; None for the rows): the rows held stay within ``limit``."""
+    if limit < 1:
+        return scan_blocks(blocks(), VoteFormat.COUNTS, num_rows=num_rows), None
+    table = RowTable(limit)
+    done = step = 0
+    for _, block in blocks():
+        done, step = done + len(block), max(step, len(block))
+        if not table.add(block) or table.size > max(share * done, len(block)):
+            return scan_blocks(blocks(), VoteFormat.COUNTS, num_rows=num_rows), None
+    rows, inverse = table.distinct()
+    return scan_distinct(rows, inverse, VoteFormat.COUNTS, step), (rows, inverse)

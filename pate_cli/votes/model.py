@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.choices import VoteFormat
+from pate_cli.core.distinct import DistinctRows
 from pate_cli.votes.candidates import CandidateIds
 from pate_cli.votes.formats import AXES
 from pate_cli.votes.layout import LayoutEvidence
@@ -49,6 +50,10 @@ class Votes:
             array's shape ("shape": the classes of counts and scores).
         layout_evidence: How the labels agree by row and by column, when that decided their
             layout (``--format auto`` without ``--teachers``); None otherwise.
+        distinct: The counts held by distinct row (``pate_cli.core.distinct``), when at most
+            half the queries' rows are distinct (whole counts, as dense rows): every pass
+            then evaluates each distinct row once, weighted by how many queries hold it.
+            None otherwise.
     """
 
     counts: NDArray[np.float64]
@@ -68,6 +73,7 @@ class Votes:
     candidate_ids: CandidateIds | None = None
     classes_from: str = "shape"
     layout_evidence: LayoutEvidence | None = None
+    distinct: DistinctRows | None = None
 
     def __repr__(self) -> str:
         """Short: the format, the shape read, the sizes and the digest's first characters
@@ -90,6 +96,12 @@ class Votes:
     def sha256(self) -> str:
         """Hex SHA-256 of the file's bytes (waits for the hashing thread)."""
         return self.digest.result()
+
+    @property
+    def grouped(self) -> NDArray[np.float64] | DistinctRows:
+        """The counts as the passes over the queries read them: by distinct row
+        (``distinct``) where they are held so, else ``counts``."""
+        return self.counts if self.distinct is None else self.distinct
 
     @property
     def num_queries(self) -> int:

@@ -37,7 +37,13 @@ from numpy.typing import NDArray
 from pate_cli.common.spelling import option
 from pate_cli.errors import InputError
 from pate_cli.votes.conversion import check_label_cells, classes_of_labels, counts_from_labels
-from pate_cli.votes.formats import BlockScan, VoteFormat, scan_blocks
+from pate_cli.votes.formats import (
+    BlockScan,
+    Distinct,
+    VoteFormat,
+    scan_blocks,
+    scan_rows_distinct,
+)
 from pate_cli.votes.reader import ArrayFile, NpyHeader, StrPath
 
 _MAYBE_COUNTS = (VoteFormat.AUTO, VoteFormat.COUNTS)
@@ -239,6 +245,12 @@ class ChunkedCounts:
     def scan(self) -> BlockScan:
         """One pass over the rows with the counts rule, summing each row on the way."""
         return scan_blocks(self.blocks(), VoteFormat.COUNTS, num_rows=len(self))
+
+    def scan_distinct(self, limit: int, share: float) -> tuple[BlockScan, Distinct | None]:
+        """:meth:`scan` from the distinct rows, and the distinct rows (at most ``limit``, at
+        most ``share`` of the rows; else None, the rows scanned one by one):
+        ``formats.scan_rows_distinct``."""
+        return scan_rows_distinct(self.blocks, len(self), limit, share)
 
 
 class ChunkedLabels(ChunkedCounts):

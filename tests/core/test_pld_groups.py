@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.special import log_ndtr
 
-from pate_cli.accountant.pld import pld_figure
+from pate_cli.accountant.pld import check_pld, pld_figure
 from pate_cli.accountant.terms import query_terms
 from pate_cli.core import pld, pld_compose, pld_groups
 from pate_cli.core.pld_compose import TAIL_SHARE
@@ -39,7 +39,7 @@ def run_cells(queries: int, seed: int, classes: int = 16):
     ``confident_epsilon`` makes them, mu, mu_joint, the margins' shift and the loss grid."""
     counts = candidate_votes(queries, classes, seed)
     mechanism = ConfidentGNMax(threshold=THRESHOLD, sigma1=SIGMA1, sigma=SIGMA)
-    terms = query_terms(counts, mechanism, need_neighbour=True)
+    terms = query_terms(counts, mechanism, neighbour=check_pld(mechanism, "q-bound").neighbour)
     log_a, log_b, margins = terms.logq, terms.logq_neighbour, terms.margins
     floor = math.log(DELTA * TAIL_SHARE / queries)
     cells = pld.cells(log_a, log_b, pld.DEFAULT_CELL, floor, margins)
@@ -148,7 +148,7 @@ def test_the_work_is_shown_as_it_is_done_in_queries(monkeypatch):
     monkeypatch.setattr(pld, "_ROWS", 8)
     counts = candidate_votes(3000, 16, 3)
     mechanism = ConfidentGNMax(threshold=THRESHOLD, sigma1=SIGMA1, sigma=SIGMA)
-    terms = query_terms(counts, mechanism, need_neighbour=True)
+    terms = query_terms(counts, mechanism, neighbour=check_pld(mechanism, "q-bound").neighbour)
     shown: list[int] = []
     found = pld_figure(counts, mechanism, terms, DELTA, advance=shown.append)
     assert found.groups > 40
