@@ -280,3 +280,22 @@ def test_an_exact_half_past_the_mask_still_moves_the_statistic_by_two(
     assert grouped.terms.threshold_sensitivity == 2
     monkeypatch.setattr(votes_module, "_DISTINCT_CELLS", 0)
     _same_reports(grouped, _analyze(counts, "interactive-gnmax", **options))
+
+
+def test_mostly_distinct_rows_are_given_up_on_at_the_second_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An array of distinct rows is hashed two blocks deep, not whole, then read as rows."""
+    from pate_cli.votes import formats
+
+    hashed: list[int] = []
+    add = RowTable.add
+
+    def counted(self: RowTable, block: np.ndarray) -> bool:
+        hashed.append(len(block))
+        return add(self, block)
+
+    monkeypatch.setattr(RowTable, "add", counted)
+    votes = pate.load_votes(_files("distinct", num=300_000))
+    assert votes.distinct is None
+    assert sum(hashed) == 2 * formats._GROUP_ROWS < 300_000

@@ -380,6 +380,8 @@ def scan_distinct(
     return scan
 
 
+_GROUP_ROWS = 1 << 16  # rows grouped at a time
+
 Distinct = tuple[np.ndarray, NDArray[np.signedinteger[Any]]]
 """Distinct rows (U, C), in the order of their first row, and the distinct row of each (R,)."""
 
@@ -400,9 +402,13 @@ def scan_rows_distinct(
         return scan_blocks(blocks(), VoteFormat.COUNTS, num_rows=num_rows), None
     table = RowTable(limit)
     done = step = 0
-    for _, block in blocks():
-        done, step = done + len(block), max(step, len(block))
-        if not table.add(block) or table.size > max(share * done, len(block)):
-            return scan_blocks(blocks(), VoteFormat.COUNTS, num_rows=num_rows), None
+    for _, whole in blocks():
+        step = max(step, len(whole))
+        # A few rows at a time, so that mostly distinct rows are given up on early.
+        for start in range(0, len(whole), _GROUP_ROWS):
+            block = whole[start : start + _GROUP_ROWS]
+            done += len(block)
+            if not table.add(block) or table.size > max(share * done, len(block)):
+                return scan_blocks(blocks(), VoteFormat.COUNTS, num_rows=num_rows), None
     rows, inverse = table.distinct()
     return scan_distinct(rows, inverse, VoteFormat.COUNTS, step), (rows, inverse)
