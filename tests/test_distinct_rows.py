@@ -299,3 +299,16 @@ def test_mostly_distinct_rows_are_given_up_on_at_the_second_block(
     votes = pate.load_votes(_files("distinct", num=300_000))
     assert votes.distinct is None
     assert sum(hashed) == 2 * formats._GROUP_ROWS < 300_000
+
+
+@pytest.mark.parametrize("classes", [2, 10, 100])
+def test_a_rows_log_q_is_its_own_alone_or_among_others(classes: int) -> None:
+    """Prop. 7's sum for one query has the same bits alone as beside others (a distinct row
+    can be a chunk's only row): numpy sums a single column pairwise, many row after row."""
+    from pate_cli.core.gnmax import logq_gnmax
+
+    rng = np.random.default_rng(classes)
+    counts = rng.multinomial(250, rng.dirichlet(np.full(classes, 0.3), size=2000)).astype(float)
+    together = logq_gnmax(counts, 40.0)
+    alone = np.array([logq_gnmax(counts[q : q + 1], 40.0)[0] for q in range(len(counts))])
+    assert np.array_equal(alone, together)

@@ -228,8 +228,10 @@ def _by_distinct_rows(
     if progress is not None:
         progress(seen)
 
+    index = held.inverse.astype(np.intp)  # converted once, not by each gather
+
     def each(values: FloatArray | None) -> FloatArray | None:
-        return None if values is None else values[held.inverse]
+        return None if values is None else values[index]
 
     return QueryTerms(
         each(terms.log_pr_answered),

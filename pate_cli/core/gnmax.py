@@ -180,7 +180,11 @@ def _column_sums(terms: NDArray[np.float64]) -> NDArray[np.float64]:
     """Sums down the columns of (C, Q) non-negative terms: in order for few classes, else
     pairwise (halving the rows), so that the rounding error grows with log C, not C."""
     if terms.shape[0] <= _PAIRWISE_FROM:
-        sums: NDArray[np.float64] = terms.sum(axis=0)
+        # Row after row, as numpy sums down columns of two or more queries; its sum down a
+        # single column (one query) is pairwise, which gave a query other bits alone.
+        sums = terms[0].copy()
+        for row in terms[1:]:
+            sums += row
         return sums
     rows = terms
     while rows.shape[0] > 1:
