@@ -312,3 +312,27 @@ def test_a_rows_log_q_is_its_own_alone_or_among_others(classes: int) -> None:
     together = logq_gnmax(counts, 40.0)
     alone = np.array([logq_gnmax(counts[q : q + 1], 40.0)[0] for q in range(len(counts))])
     assert np.array_equal(alone, together)
+
+
+def test_compare_with_a_baseline_by_distinct_row_equals_row_by_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counts = _files("repetitive")
+    settings_ = [pate.InteractiveGNMax(200, 150, 40), pate.InteractiveGNMax(180, 150, 40)]
+    baseline = np.floor(counts / 2)
+    grouped = pate.compare(counts, settings_, delta=DELTA, baseline=baseline)
+    monkeypatch.setattr(votes_module, "_DISTINCT_CELLS", 0)
+    rows = pate.compare(counts, settings_, delta=DELTA, baseline=baseline)
+    assert grouped.to_dict() == rows.to_dict()
+
+
+@pytest.mark.parametrize("pld", [True, "exact"])
+@pytest.mark.parametrize("name", ["gnmax", "confident-gnmax"])
+def test_pld_figures_by_distinct_row_equal_row_by_row(
+    name: str, pld: bool | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counts = _files("repetitive")
+    grouped = _analyze(counts, name, pld=pld)
+    assert grouped.data_dependent_pld is not None
+    monkeypatch.setattr(votes_module, "_DISTINCT_CELLS", 0)
+    _same_reports(grouped, _analyze(counts, name, pld=pld))
