@@ -163,15 +163,21 @@ def _whole(weights: FloatArray) -> bool:
 
 
 def grouped_weights(
-    grouped: Grouped, of_row: NDArray[np.intp], size: int, weights: FloatArray | None, block: int
+    grouped: Grouped,
+    of_row: NDArray[np.intp],
+    size: int,
+    weights: FloatArray | None,
+    block: int,
+    whole: bool | None = None,
 ) -> FloatArray:
     """The sum of ``weights`` (None: ones) over the queries of each of ``size`` distinct
     values, the value of each row being ``of_row``: whole weights summed per row first
     (exact, in any order); others over the queries in their order, a ``block`` of queries
-    at a time, the blocks' sums added in order (as ``_distinct`` adds them). Shapes: -> (size,)."""
+    at a time, the blocks' sums added in order (as ``_distinct`` adds them); ``whole``:
+    whether the weights are whole, where the caller knows. Shapes: -> (size,)."""
     if weights is None:
         return np.asarray(np.bincount(of_row, weights=grouped.counts, minlength=size), float)
-    if _whole(weights):
+    if _whole(weights) if whole is None else whole:
         per_row = np.bincount(grouped.inverse, weights=weights, minlength=of_row.size)
         return np.asarray(np.bincount(of_row, weights=per_row, minlength=size), float)
     index = of_row[grouped.inverse]
@@ -193,10 +199,13 @@ def _distinct_grouped(
     of_row = of_row.reshape(-1)
     num = grouped.inverse.size
     block = _DISTINCT_BLOCK if num > 4 * _DISTINCT_BLOCK else max(num, 1)  # _distinct's stages
-    fractional = any(w is not None and not _whole(w) for w in weights)
-    if fractional and block < num and unique.size > _DISTINCT_BLOCK:
+    whole = [w is None or _whole(w) for w in weights]
+    if not all(whole) and block < num and unique.size > _DISTINCT_BLOCK:
         return None
-    found = [grouped_weights(grouped, of_row, unique.size, w, block) for w in weights]
+    found = [
+        grouped_weights(grouped, of_row, unique.size, w, block, is_whole)
+        for w, is_whole in zip(weights, whole, strict=True)
+    ]
     return unique, np.stack(found).reshape(len(weights), unique.size)
 
 
