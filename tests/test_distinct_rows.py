@@ -336,3 +336,33 @@ def test_pld_figures_by_distinct_row_equal_row_by_row(
     assert grouped.data_dependent_pld is not None
     monkeypatch.setattr(votes_module, "_DISTINCT_CELLS", 0)
     _same_reports(grouped, _analyze(counts, name, pld=pld))
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_each_distinct_row_is_validated_once(
+    streamed: bool, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The counts rule reads the 40 distinct rows of a 5,000-row file, not its rows."""
+    from pate_cli.votes import formats
+
+    scanned: list[int] = []
+    scan_blocks = formats.scan_blocks
+
+    def counted(blocks: Any, *args: Any, **kwargs: Any) -> Any:
+        def each() -> Any:
+            for start, block in blocks:
+                scanned.append(len(block))
+                yield start, block
+
+        return scan_blocks(each(), *args, **kwargs)
+
+    monkeypatch.setattr(formats, "scan_blocks", counted)
+    counts = _files("repetitive", num=5000)
+    source: Any = counts
+    if streamed:
+        source = tmp_path / "votes.npy"
+        np.save(source, counts)
+        monkeypatch.setattr(votes_module, "STREAM_MIN_ROWS", 1000)
+    votes = pate.load_votes(source)
+    assert votes.distinct is not None and votes.distinct.num_rows == 40
+    assert sum(scanned) == 40
