@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 import pate_cli as pate
-from pate_cli import votes as votes_module
+from pate_cli.votes import grouping
 
 CLASSES, TEACHERS, DISTINCT = 10, 250, 11_340
 MECHANISM = pate.ConfidentGNMax(200, 150, 40)
@@ -91,12 +91,12 @@ def main() -> None:
             write_file(path, int(args.rows), args.diverse)
         load_cpu, load_wall, _ = timed(lambda: np.load(path).shape, args.repeat)
         grouped = timed(lambda: analysis(path), args.repeat)
-        cells = votes_module._DISTINCT_CELLS
-        votes_module._DISTINCT_CELLS = 0
+        cells = grouping.CELLS
+        grouping.CELLS = 0
         try:
             rows = timed(lambda: analysis(path), args.repeat)
         finally:
-            votes_module._DISTINCT_CELLS = cells
+            grouping.CELLS = cells
         print(
             f"{kind}, {int(args.rows):,} rows x {CLASSES} classes (CPU s / wall s, best of "
             f"{args.repeat})"

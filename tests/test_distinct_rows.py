@@ -3,7 +3,7 @@
 A (Q, C) counts file whose rows repeat is grouped once where it is read
 (``pate_cli.core.distinct``), validated once per distinct row, and the accounting passes
 take the distinct rows with their counts. Every figure below is compared with the same
-analysis made row by row (the grouping switched off: ``votes._DISTINCT_CELLS`` 0), with
+analysis made row by row (the grouping switched off: ``votes.grouping.CELLS`` 0), with
 ``==`` on the floats: the RDP vectors, each epsilon, the guaranteed figure, every ledger
 column (in the queries' order) and compare's rows; for every built-in mechanism, with and
 without a baseline and an answered mask, on repetitive and all-distinct votes, in memory
@@ -25,6 +25,7 @@ from pate_cli import votes as votes_module
 from pate_cli.core import distinct
 from pate_cli.core.distinct import DistinctRows, RowTable, group_rows
 from pate_cli.errors import InputError
+from pate_cli.votes import grouping
 
 TEACHERS = 250
 CLASSES = 10
@@ -54,7 +55,7 @@ def _files(kind: str, num: int = 3000, seed: int = 5) -> np.ndarray:
 
 @pytest.fixture
 def row_by_row(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(votes_module, "_DISTINCT_CELLS", 0)
+    monkeypatch.setattr(grouping, "CELLS", 0)
     yield
 
 
@@ -145,9 +146,9 @@ def test_the_table_gives_up_past_its_limit() -> None:
 def test_a_file_with_more_distinct_rows_than_the_limit_is_read_as_rows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(votes_module, "_DISTINCT_CELLS", 39 * CLASSES)
+    monkeypatch.setattr(grouping, "CELLS", 39 * CLASSES)
     assert pate.load_votes(_files("repetitive")).distinct is None
-    monkeypatch.setattr(votes_module, "_DISTINCT_CELLS", 40 * CLASSES)
+    monkeypatch.setattr(grouping, "CELLS", 40 * CLASSES)
     assert pate.load_votes(_files("repetitive")).distinct is not None
 
 
@@ -177,7 +178,7 @@ def test_analysis_by_distinct_row_equals_row_by_row(
     grouped = _analyze(counts, name, **options)
     if kind == "repetitive":
         assert grouped.terms.distinct is not None
-    monkeypatch.setattr(votes_module, "_DISTINCT_CELLS", 0)
+    monkeypatch.setattr(grouping, "CELLS", 0)
     rows = _analyze(counts, name, **options)
     assert rows.terms.distinct is None
     _same_reports(grouped, rows)
@@ -190,7 +191,7 @@ def test_half_even_and_guaranteed_by_distinct_row(
     counts = _files("repetitive")
     options = _options(name, counts, answered=True)
     grouped = _analyze(counts, name, half_even=True, **options)
-    monkeypatch.setattr(votes_module, "_DISTINCT_CELLS", 0)
+    monkeypatch.setattr(grouping, "CELLS", 0)
     _same_reports(grouped, _analyze(counts, name, half_even=True, **options))
 
 
@@ -205,7 +206,7 @@ def test_a_streamed_file_by_distinct_row_equals_row_by_row(
     assert votes.distinct is not None
     assert not isinstance(votes.counts, np.ndarray)  # streamed: the release reads the rows
     grouped = _analyze(path, "confident-gnmax", answered=np.ones(4000, bool))
-    monkeypatch.setattr(votes_module, "_DISTINCT_CELLS", 0)
+    monkeypatch.setattr(grouping, "CELLS", 0)
     _same_reports(grouped, _analyze(path, "confident-gnmax", answered=np.ones(4000, bool)))
 
 
@@ -222,7 +223,7 @@ def test_compare_by_distinct_row_equals_row_by_row(
         pate.LNMax(0.05),
     ]
     grouped = pate.compare(counts, settings_, delta=DELTA)
-    monkeypatch.setattr(votes_module, "_DISTINCT_CELLS", 0)
+    monkeypatch.setattr(grouping, "CELLS", 0)
     assert grouped.to_dict() == pate.compare(counts, settings_, delta=DELTA).to_dict()
 
 
@@ -247,12 +248,12 @@ def test_property_distinct_rows_give_the_rows_figures(
     if answered:
         options["answered"] = rng.random(int(rng.integers(1, num + 1))) < 0.5
     grouped = _analyze(counts, name, **options)
-    previous = votes_module._DISTINCT_CELLS
-    votes_module._DISTINCT_CELLS = 0
+    previous = grouping.CELLS
+    grouping.CELLS = 0
     try:
         rows_report = _analyze(counts, name, **options)
     finally:
-        votes_module._DISTINCT_CELLS = previous
+        grouping.CELLS = previous
     _same_reports(grouped, rows_report)
 
 
@@ -278,7 +279,7 @@ def test_an_exact_half_past_the_mask_still_moves_the_statistic_by_two(
     grouped = _analyze(counts, "interactive-gnmax", **options)
     assert grouped.terms.distinct is not None
     assert grouped.terms.threshold_sensitivity == 2
-    monkeypatch.setattr(votes_module, "_DISTINCT_CELLS", 0)
+    monkeypatch.setattr(grouping, "CELLS", 0)
     _same_reports(grouped, _analyze(counts, "interactive-gnmax", **options))
 
 
@@ -321,7 +322,7 @@ def test_compare_with_a_baseline_by_distinct_row_equals_row_by_row(
     settings_ = [pate.InteractiveGNMax(200, 150, 40), pate.InteractiveGNMax(180, 150, 40)]
     baseline = np.floor(counts / 2)
     grouped = pate.compare(counts, settings_, delta=DELTA, baseline=baseline)
-    monkeypatch.setattr(votes_module, "_DISTINCT_CELLS", 0)
+    monkeypatch.setattr(grouping, "CELLS", 0)
     rows = pate.compare(counts, settings_, delta=DELTA, baseline=baseline)
     assert grouped.to_dict() == rows.to_dict()
 
@@ -334,7 +335,7 @@ def test_pld_figures_by_distinct_row_equal_row_by_row(
     counts = _files("repetitive")
     grouped = _analyze(counts, name, pld=pld)
     assert grouped.data_dependent_pld is not None
-    monkeypatch.setattr(votes_module, "_DISTINCT_CELLS", 0)
+    monkeypatch.setattr(grouping, "CELLS", 0)
     _same_reports(grouped, _analyze(counts, name, pld=pld))
 
 

@@ -139,19 +139,10 @@ def query_terms(
     Shapes: votes (Q, C) -> (Q,) arrays for the first ``num_seen`` queries.
     """
     if isinstance(votes, DistinctRows):
-        return _by_distinct_rows(
-            votes,
-            mechanism,
-            num_seen=num_seen,
-            baseline=baseline,
-            half_even=half_even,
-            need_logq=need_logq,
-            answer_only=answer_only,
-            neighbour=neighbour,
-            chunk_size=chunk_size,
-            progress=progress,
-            workers=workers,
-        )
+        options: dict[str, Any] = {"half_even": half_even, "need_logq": need_logq}
+        options |= {"answer_only": answer_only, "neighbour": neighbour}
+        options |= {"chunk_size": chunk_size, "workers": workers}
+        return _by_distinct_rows(votes, mechanism, num_seen, baseline, progress, options)
     seen = len(votes) if num_seen is None else num_seen
     step = None if answer_only else mechanism.threshold_step
     is_threshold = step is not None
@@ -200,16 +191,15 @@ def query_terms(
 def _by_distinct_rows(
     votes: DistinctRows,
     mechanism: Mechanism,
-    *,
     num_seen: int | None,
     baseline: FloatArray | None,
-    **options: Any,
+    progress: Callable[[int], None] | None,
+    options: dict[str, Any],
 ) -> QueryTerms:
     """``query_terms`` of votes held by distinct row: the terms of each distinct row (of the
     votes, or of the votes and the baseline side by side) once, each query's its row's. The
     worst case of a realised run's threshold sensitivity covers the rows of the queries not
     seen too, as it covers those queries."""
-    progress = options.pop("progress")
     seen = len(votes) if num_seen is None else num_seen
     rows, row_baseline = (votes, None) if baseline is None else votes.paired(baseline)
     held = rows.prefix(seen)

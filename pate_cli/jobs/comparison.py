@@ -188,8 +188,7 @@ class _SharedTerms:
     grouped: dict[int, _Distinct] = field(default_factory=dict)
 
     def answer_terms(self, mechanism: Mechanism) -> QueryTerms:
-        """log q per query of the answer step (by distinct row too, where the votes are held
-        so), shared by the rows of one answer step."""
+        """The answer step's log q per query (and by distinct row), shared by its rows."""
 
         def compute() -> QueryTerms:
             return query_terms(self.counts, mechanism, answer_only=True, chunk_size=self.chunk_size)
@@ -256,22 +255,19 @@ class _SharedTerms:
             unique, inverse = np.unique(held, return_inverse=True)
             found = self.grouped[id(held)] = _Distinct(held, unique, inverse.ravel())
         size = found.unique.size
+        per_value: NDArray[Any]
         if grouped is None:
-            per_value = np.asarray(
-                np.bincount(found.inverse, weights=weights, minlength=size), dtype=np.float64
-            )
+            per_value = np.bincount(found.inverse, weights=weights, minlength=size)
         else:  # one block: the queries' sums in their order, as the bincount above
             per_value = grouped_weights(grouped, found.inverse, size, weights, values.size or 1)
         costs = _shared(found.costs, key, lambda: cost(found.unique))
-        return per_value @ costs
+        return np.asarray(per_value, dtype=np.float64) @ costs
 
 
 def _joined(gate: Distinct | None, answer: Distinct | None) -> Distinct | None:
     """The threshold step's and the answer step's terms by distinct row, where both hold the
     same rows (no baseline: a baseline pairs the rows with its own)."""
-    if gate is None or answer is None or gate.counts.size != answer.counts.size:
-        return None
-    if gate.inverse is not answer.inverse and not np.array_equal(gate.inverse, answer.inverse):
+    if gate is None or answer is None or not np.array_equal(gate.inverse, answer.inverse):
         return None
     return Distinct(replace(gate.terms, logq=answer.terms.logq), gate.inverse, gate.counts)
 

@@ -56,6 +56,7 @@ from pate_cli.files.outputs import (
     save_npy_atomic,
     write_atomic,
 )
+from pate_cli.votes import grouping
 from pate_cli.votes.candidates import (
     CandidateIds,
     candidates_note,
@@ -73,12 +74,7 @@ from pate_cli.votes.conversion import (
     to_counts,
 )
 from pate_cli.votes.detection import AmbiguousFormatError, detect_format, labels_transposed
-from pate_cli.votes.formats import (
-    QUERY_AXIS,
-    BlockScan,
-    Distinct,
-    scan_rows_distinct,
-)
+from pate_cli.votes.formats import QUERY_AXIS, BlockScan, Distinct
 from pate_cli.votes.inputs import (
     Input,
     load_answered_mask,
@@ -139,15 +135,6 @@ STREAM_MIN_ROWS = 1 << 18
 _BLOCK_ROWS = 1 << 16  # queries per streamed block at most
 _BLOCK_CELLS = 1 << 22  # values per streamed block at most: 32 MB of float64
 _MAX_LABEL_COUNT_CELLS = 10**8  # Q * C of a labels file's counts; beyond this C is implausible
-# Counts are held by distinct row (``Votes.distinct``) where at most this share of their
-# rows are distinct, of at most this many values in all (128 MB of float64: the memory of
-# grouping a file); a file with more is read row by row, as before.
-_DISTINCT_SHARE = 0.5
-_DISTINCT_CELLS = 1 << 24
-# ... and only whole counts of at most this many votes: each query's terms are then the same
-# wherever its row lies (GNMax's table of Gaussian tails covers gaps up to 2^20 votes; a
-# block of rows beyond it, or of fractional gaps, is summed in log space as a whole).
-_DISTINCT_MAX_VOTES = 1 << 20
 # What an .npz member may inflate to, and by how much, are the reader's limits
 # (reader.MAX_ARRAY_BYTES, reader.MAX_INFLATION_RATIO): they apply to every array read from
 # an archive, votes or not.
@@ -415,8 +402,7 @@ def _open_reading(
 
 
 _Scans = tuple[BlockScan | None, BlockScan | None]
-"""The scans made while detecting the format: (rows of the whole file, columns of labels);
-the rows' scan is the counts rule's (``reading.distinct``: the rows it grouped)."""
+"""The scans made while detecting the format: (rows of the whole file, columns of labels)."""
 
 
 def _format_and_scans(
@@ -434,8 +420,8 @@ def _format_and_scans(
     row_scan, found = None, None
     if fmt is VoteFormat.AUTO:
         if reading.rows is not None and size:
-            limit = _distinct_limit(reading.shape)
-            row_scan, found = reading.rows.scan_distinct(limit, _DISTINCT_SHARE)
+            limit = grouping.limit(reading.shape, _wide(reading.shape, VoteFormat.COUNTS))
+            row_scan, found = reading.rows.scan_distinct(limit, grouping.SHARE)
         elif label_scan is None and len(reading.shape) == 2 and size:
             row_scan, found = _scan_rows(reading.whole_array())
         whole: BlockScan | None = row_scan if row_scan is not None else label_scan
@@ -448,8 +434,7 @@ def _format_and_scans(
             error.shape, error.dtype = reading.file_shape, str(reading.file.dtype)
             error.digest = reading.digest
             raise
-        fmt, reading = detected.format, replace(reading, evidence=detected.evidence)
-        reading = replace(reading, distinct=found)
+        fmt, reading = detected.format, replace(reading, evidence=detected.evidence, distinct=found)
         if detected.transposed:
             return reading.read_transposed(), fmt, (None, None)
     return reading, fmt, (row_scan, label_scan)
@@ -466,27 +451,25 @@ def _counts(
     group: bool,
 ) -> tuple[NDArray[np.float64] | ChunkedCounts | Compact, int, DistinctRows | None]:
     """The selected queries as counts, M, and the counts by distinct row (``group``: when
-    worth it, :func:`_grouped`): streamed (counts by rows, labels by columns) where the file
+    worth it, ``grouping``): streamed (counts by rows, labels by columns) where the file
     is, else converted in memory. Notes are appended to ``notes``."""
     where, (row_scan, label_scan) = reading.where, scans
     axis = QUERY_AXIS[fmt]
     num_selected = int(reading.shape[axis]) if selection is None else len(selection)
     if reading.rows is not None and fmt is VoteFormat.COUNTS:
         counts = reading.rows.prefix(num_selected)
-        limit = _distinct_limit(reading.shape) if group else 0
+        limit = grouping.limit(reading.shape, _wide(reading.shape, fmt)) if group else 0
         # row_scan: the whole file's (a prefix of its rows is analysed)
         found = (row_scan, reading.distinct) if row_scan is not None else None
-        scan, rows = found or counts.scan_distinct(limit, _DISTINCT_SHARE)
+        scan, rows = found or counts.scan_distinct(limit, grouping.SHARE)
         num_teachers = teachers_of_counts(scan, where, teachers, notes, num_queries=num_selected)
         if _wide(reading.shape, fmt):
             compact = compact_from_row_blocks(counts.blocks(), num_selected, counts.shape[1])
             return compact, num_teachers, None
-        return counts, num_teachers, _grouped(rows, num_selected) if group else None
+        return counts, num_teachers, grouping.grouped(rows, num_selected)
     if fmt is VoteFormat.LABELS and num_classes is not None and _wide((0, num_classes), fmt):
-        compact, num_teachers = _compact_labels(
-            reading, label_scan, selection, num_classes, teachers, notes
-        )
-        return compact, num_teachers, None
+        by_query = _compact_labels(reading, label_scan, selection, num_classes, teachers, notes)
+        return (*by_query, None)
     if reading.columns is not None and label_scan is not None and fmt is VoteFormat.LABELS:
         chunked = reading.columns.counts(
             where, label_scan, num_classes, num_selected, _MAX_LABEL_COUNT_CELLS
@@ -501,20 +484,14 @@ def _counts(
 
     distinct = None
     if fmt is VoteFormat.COUNTS:
-        # The scan of the file's rows made to detect the format is this one (of float64
-        # values, the same values) where every row is analysed.
+        # The scan made to detect the format is this one where every row is analysed.
         same = row_scan is not None and selection is None and raw.dtype == np.float64
-        in_memory, num_teachers, grouped_rows = counts_by_rows(
-            data,
-            where,
-            teachers,
-            file_query,
-            notes,
-            limit=_distinct_limit(data.shape) if group else 0,
-            share=_DISTINCT_SHARE,
-            found=(row_scan, reading.distinct) if same and row_scan is not None else None,
+        found = (row_scan, reading.distinct) if same and row_scan is not None else None
+        limit = grouping.limit(data.shape, _wide(data.shape, fmt)) if group else 0
+        in_memory, num_teachers, rows = counts_by_rows(
+            data, where, teachers, file_query, notes, limit=limit, found=found
         )
-        distinct = _grouped(grouped_rows, len(in_memory)) if group else None
+        distinct = grouping.grouped(rows, len(in_memory))
     else:
         in_memory, num_teachers = to_counts(
             raw,
@@ -528,36 +505,9 @@ def _counts(
             max_label_cells=_MAX_LABEL_COUNT_CELLS,
         )
     if _wide(in_memory.shape, VoteFormat.COUNTS):
-        compact = compact_from_row_blocks([(0, in_memory)], *in_memory.shape)
-        return compact, num_teachers, None
+        return compact_from_row_blocks([(0, in_memory)], *in_memory.shape), num_teachers, None
     in_memory.flags.writeable = False
     return in_memory, num_teachers, distinct
-
-
-def _distinct_limit(shape: tuple[int, ...]) -> int:
-    """The most distinct rows a counts file of ``shape`` is grouped by (0: none, for counts
-    over a vocabulary, held compact)."""
-    if len(shape) != 2 or _wide(shape, VoteFormat.COUNTS):
-        return 0
-    return _DISTINCT_CELLS // max(shape[1], 1)
-
-
-def _grouped(found: Distinct | None, num_queries: int) -> DistinctRows | None:
-    """The first ``num_queries`` queries by distinct row, where that is worth it (at most half
-    of them distinct) and gives every figure as the rows do (whole counts of at most
-    ``_DISTINCT_MAX_VOTES`` votes); else None."""
-    if found is None:
-        return None
-    inverse = found[1][:num_queries]
-    held = int(inverse.max()) + 1 if inverse.size else 0  # the rows of the queries kept
-    rows = np.asarray(found[0][:held], dtype=np.float64)
-    if held > _DISTINCT_SHARE * num_queries:
-        return None
-    if not np.all((rows >= 0) & (rows <= _DISTINCT_MAX_VOTES)):
-        return None
-    if not np.array_equal(rows, np.floor(rows)):
-        return None
-    return DistinctRows.grouped(rows, inverse)
 
 
 @dataclass(frozen=True)
@@ -644,12 +594,7 @@ def _compact_labels(
 
 def _scan_rows(raw: np.ndarray) -> tuple[BlockScan, Distinct | None]:
     """What detection needs of a 2-D array in memory (or memory-mapped), gathered a block of
-    rows at a time, so that its temporaries are a block's, not the array's; the counts
-    rule's scan, of each distinct row once (``formats.scan_rows_distinct``), and the distinct
-    rows."""
+    rows at a time, so that its temporaries are a block's, not the array's: the counts
+    rule's scan, of each distinct row once, and the distinct rows (``grouping.scan_rows``)."""
     step = max(1, _BLOCK_CELLS // max(raw.shape[1], 1))
-
-    def blocks() -> Iterator[tuple[int, np.ndarray]]:
-        return ((start, raw[start : start + step]) for start in range(0, len(raw), step))
-
-    return scan_rows_distinct(blocks, len(raw), _distinct_limit(raw.shape), _DISTINCT_SHARE)
+    return grouping.scan_rows(raw, step, _wide(raw.shape, VoteFormat.COUNTS))
