@@ -58,6 +58,7 @@ VERSION_LOADS = {
     "pate_cli.cli",
     "pate_cli.cli.entry",
     "pate_cli.cli.interrupts",
+    "pate_cli.cli.version",
     "pate_cli.common",
     "pate_cli.common.version",
     "pate_cli.errors",

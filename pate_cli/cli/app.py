@@ -287,7 +287,7 @@ def _our_words(message: str) -> str:
 
 def _version(value: bool) -> None:
     if value:  # as the entry point answers a bare --version (a stdout that fails: exit 74)
-        from pate_cli.cli.entry import version
+        from pate_cli.cli.version import version
 
         version()
         raise typer.Exit()
