@@ -129,17 +129,8 @@ def _composed_spectrum(
     shift = sum(int(k) * (pmf.lo + int(c)) for k, c in zip(counts, centres, strict=True))
     direct = live * width <= 4 * size * math.log2(size)
     if direct:
-        omega = 2 * math.pi * np.arange(live) / size
-        padded = -(-width // _SUM_BLOCK) * _SUM_BLOCK
-        phases = np.outer(np.arange(padded), omega)
-        blocks = padded // _SUM_BLOCK
-        cosines = np.cos(phases).reshape(blocks, _SUM_BLOCK, live)
-        sines = np.sin(phases).reshape(blocks, _SUM_BLOCK, live)
-        # Sums of _SUM_BLOCK terms, then of the blocks' sums in turn (each an ulp per term
-        # of the terms' size), twiddles within an ulp of their argument (at most
-        # omega_max padded, each cos or sin within an ulp), the origin's phase and product.
-        largest = float(omega[-1]) * padded if live else 0.0
-        transform_error = (_SUM_BLOCK + blocks + 2 * largest + 16) * _U
+        omega, cosines, sines, transform_error = _twiddles(width, live, size)
+        blocks = cosines.shape[0]
     else:
         transform_error = (1 + _FFT_ULPS * _U) ** math.log2(size) - 1
     batch = max(1, _BATCH // ((live * max(1, width // _SUM_BLOCK)) if direct else size))
@@ -187,6 +178,23 @@ def _composed_spectrum(
     spectrum[:live] = modulus * (np.cos(argument) + 1j * np.sin(argument))
     error = _entry_error(modulus, log_modulus, perturbed, modulus_sum, rows, size)
     return spectrum, error + beyond, shift
+
+
+def _twiddles(width: int, live: int, size: int) -> tuple[FloatArray, FloatArray, FloatArray, float]:
+    """The direct DFT's frequencies omega (live,), its cosines and sines in blocks of
+    ``_SUM_BLOCK`` rows (blocks, _SUM_BLOCK, live) over the rows' ``width`` padded, and the
+    bound on its relative error per entry."""
+    omega = 2 * math.pi * np.arange(live) / size
+    padded = -(-width // _SUM_BLOCK) * _SUM_BLOCK
+    phases = np.outer(np.arange(padded), omega)
+    blocks = padded // _SUM_BLOCK
+    cosines = np.cos(phases).reshape(blocks, _SUM_BLOCK, live)
+    sines = np.sin(phases).reshape(blocks, _SUM_BLOCK, live)
+    # Sums of _SUM_BLOCK terms, then of the blocks' sums in turn (each an ulp per term of
+    # the terms' size), twiddles within an ulp of their argument (at most omega_max padded,
+    # each cos or sin within an ulp), the origin's phase and product.
+    largest = float(omega[-1]) * padded if live else 0.0
+    return omega, cosines, sines, (_SUM_BLOCK + blocks + 2 * largest + 16) * _U
 
 
 # |C| below this at every frequency left out: charged to every entry whole.
