@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from pate_cli.accountant.figures import EpsilonResult, delta_warnings
-from pate_cli.accountant.pld import METHODS, check_pld
+from pate_cli.accountant.pld import METHODS, PldPlan, check_pld
 from pate_cli.accountant.run import Progress, RunAccount, no_progress, run_account
 from pate_cli.accountant.terms import QueryTerms
 from pate_cli.budget import Budget, Charge, as_budget
@@ -103,22 +103,19 @@ def run_analyze(
     plan = None if method is None else check_pld(mechanism, method)
     grid, kind = as_orders(orders), checks.conversion(conversion)
     baseline_array, answered_mask = run_inputs(votes, baseline, answered)
-    account = run_account(
-        votes.counts,
+    report = analysis_report(
+        votes,
         mechanism,
         grid,
         delta,
         kind,
-        num_queries=votes.num_queries,
         baseline=baseline_array,
         answered=answered_mask,
         data_independent=data_independent,
         half_even=half_even,
         progress=progress,
         pld=plan,
-        grouped=votes.grouped,
     )
-    report = _report(votes, mechanism, account, grid, delta, kind, answered_mask, data_independent)
     if mode is not None:
         report = with_release(
             votes,
@@ -176,21 +173,18 @@ def run_smooth_sensitivity(
     checks.delta(delta)
     grid, kind = as_orders(orders), checks.conversion(conversion)
     baseline_array, answered_mask = run_inputs(votes, baseline, answered)
-    account = run_account(
-        votes.counts,
+    analysis = analysis_report(
+        votes,
         mechanism,
         grid,
         delta,
         kind,
-        num_queries=votes.num_queries,
         baseline=baseline_array,
         answered=answered_mask,
         half_even=half_even,
         progress=progress,
         guaranteed=gate_on is GateOn.GUARANTEED,  # in no output of this command but its gate
-        grouped=votes.grouped,
     )
-    analysis = _report(votes, mechanism, account, grid, delta, kind, answered_mask, False)
     gnss = release_of(
         votes,
         mechanism,
@@ -289,9 +283,11 @@ def analysis_report(
     progress: Progress | None = None,
     guaranteed: bool = True,
     terms: QueryTerms | None = None,
+    pld: PldPlan | None = None,
 ) -> AnalysisReport:
     """Account a run and convert it, without a release: the core of ``analyze``
-    (``accountant.run.run_account`` as a report; ``guaranteed``, ``terms``: as there)."""
+    (``accountant.run.run_account`` as a report; ``guaranteed``, ``terms``, ``pld``: as
+    there)."""
     account = run_account(
         votes.counts,
         mechanism,
@@ -306,6 +302,7 @@ def analysis_report(
         progress=progress,
         guaranteed=guaranteed,
         terms=terms,
+        pld=pld,
         grouped=votes.grouped,
     )
     return _report(votes, mechanism, account, orders, delta, conversion, answered, data_independent)
