@@ -259,16 +259,23 @@ class _GnmaxWalk:
 class _MovedTotal:
     """An answer step at Prop. 8's cost ``independent``: that cost times the change of
     Pr[answered] within each distance, summed over queries, range by range of distances;
-    every entry is at most its largest change, so ``bound`` is that times the queries."""
+    every entry is at most its largest change, so ``bound`` is that times the queries
+    (``counts``: the queries each entry of ``tops`` stands for; None: one)."""
 
     def __init__(
-        self, window: _ChangeWindow, tops: NDArray[np.int64], sensitivity: int, independent: float
+        self,
+        window: _ChangeWindow,
+        tops: NDArray[np.int64],
+        sensitivity: int,
+        independent: float,
+        counts: NDArray[np.float64] | None = None,
     ) -> None:
-        self.window, self.tops = window, tops
+        self.window, self.tops, self.counts = window, tops, counts
         self.reach = 2 * (sensitivity - 1)
         self.factor = independent * sensitivity
         self.per_query = self.factor * window.largest
-        self.bound = tops.size * self.per_query
+        held = tops.size if counts is None else float(counts.sum())  # the queries held
+        self.bound = held * self.per_query
 
     def span(self, start: int, stop: int) -> NDArray[np.float64]:
-        return self.factor * self.window.total(self.tops, start, stop, self.reach)
+        return self.factor * self.window.total(self.tops, start, stop, self.reach, self.counts)

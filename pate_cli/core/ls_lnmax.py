@@ -272,26 +272,40 @@ class LnmaxSensitivity:
         total, _, _ = self._walked(votes, weights, None)
         return total
 
-    def walked(self, votes: ArrayLike, weights: ArrayLike | None, horizon: Horizon) -> Horizon:
+    def walked(
+        self,
+        votes: ArrayLike,
+        weights: ArrayLike | None,
+        horizon: Horizon,
+        counts: ArrayLike | None = None,
+    ) -> Horizon:
         """``total`` of one block of a release's queries, walked only over the distances that
         can change the smooth sensitivity at betas of at least ``horizon.beta``
         (``core.horizon``; W: the weights times the table's largest): returns the horizon
-        after the block. The weights must be at most 1 (the queries still to come are
-        bounded as such)."""
-        total, bound, queries = self._walked(votes, weights, horizon)
+        after the block. The weights must be at most 1 a query (the queries still to come
+        are bounded as such). ``counts``: how many queries each row stands for (distinct
+        rows; whole numbers), the weights then the summed weights of its queries (None: the
+        counts)."""
+        total, bound, queries = self._walked(votes, weights, horizon, counts)
         return horizon.after(total, bound, queries)
 
     def _walked(
-        self, votes: ArrayLike, weights: ArrayLike | None, horizon: Horizon | None
+        self,
+        votes: ArrayLike,
+        weights: ArrayLike | None,
+        horizon: Horizon | None,
+        counts: ArrayLike | None = None,
     ) -> tuple[NDArray[np.float64], float, int]:
         """The total range by range (until ``horizon`` is reached), its bound W and the
         number of queries."""
         unique, inverse = self._rows(votes)
-        w = np.ones(inverse.size) if weights is None else np.asarray(weights, dtype=np.float64)
-        if horizon is not None and np.any(w > 1):
-            raise ValueError("a release's walk needs weights of at most 1")
+        held = np.ones(inverse.size) if counts is None else np.asarray(counts, dtype=np.float64)
+        w = held if weights is None else np.asarray(weights, dtype=np.float64)
+        if horizon is not None and np.any(w > held):
+            raise ValueError("a release's walk needs weights of at most 1 a query")
         highest = 0.0 if self._table is None else float(self._table.envelope[self._table.peak])
         bound = float(w.sum()) * highest
+        queries = inverse.size if counts is None else int(held.sum())
         row_weight = np.asarray(
             np.bincount(inverse, weights=w, minlength=unique.shape[0]), dtype=np.float64
         )
@@ -306,10 +320,10 @@ class LnmaxSensitivity:
             else:
                 pieces.append(_weighted(walk, row_weight[live], start, stop))
             if horizon is not None:
-                reach = min(reach, horizon.reach(pieces[-1], start, bound, inverse.size, highest))
+                reach = min(reach, horizon.reach(pieces[-1], start, bound, queries, highest))
                 if reach < stop:
                     break
-        return np.concatenate(pieces), bound, inverse.size
+        return np.concatenate(pieces), bound, queries
 
 
 def _weighted(

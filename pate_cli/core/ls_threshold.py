@@ -97,19 +97,37 @@ class _ChangeWindow:
         )
 
     def total(
-        self, tops: NDArray[np.int64], start: int, stop: int, extra: int = 0
+        self,
+        tops: NDArray[np.int64],
+        start: int,
+        stop: int,
+        extra: int = 0,
+        counts: NDArray[np.float64] | None = None,
     ) -> NDArray[np.float64]:
         """sum over queries of the window maximum per distance d = start .. stop-1 (the
         window reaching d + ``extra`` steps), summed over the tops row by row (the same
-        order whatever the range). Shapes: (Q,) -> (stop - start,)."""
-        distinct, multiplicity = np.unique(tops, return_counts=True)
-        weight = multiplicity.astype(np.float64)
+        order whatever the range); ``counts``: the queries each top stands for (None: one).
+        Shapes: (Q,), (Q,) -> (stop - start,)."""
+        distinct, weight = _multiplicities(tops, counts)
         total = np.zeros(stop - start)
         for block, span in _blocks(distinct.size, stop - start):
             distance = np.arange(start + span.start, start + span.stop) + extra
             at = self.at(distinct[block, None], distance)
             total[span] += np.sum(at * weight[block, None], axis=0)
         return total
+
+
+def _multiplicities(
+    tops: NDArray[np.int64], counts: NDArray[np.float64] | None
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """The distinct tops and how many queries hold each: one per entry of ``tops``, or
+    ``counts`` of each (whole numbers, so their sums are exact in any order)."""
+    if counts is None:
+        distinct, multiplicity = np.unique(tops, return_counts=True)
+        return distinct, multiplicity.astype(np.float64)
+    distinct, inverse = np.unique(tops, return_inverse=True)
+    summed = np.bincount(inverse.reshape(-1), weights=counts, minlength=distinct.size)
+    return distinct, np.asarray(summed, dtype=np.float64)
 
 
 def _threshold_ls_table(
@@ -269,13 +287,17 @@ class _ThresholdTotal:
     least the total at every distance. Shapes: tops (Q,), table (M+1,)."""
 
     def __init__(
-        self, tops: NDArray[np.int64], table: NDArray[np.float64], strict: bool, reach: int = 0
+        self,
+        tops: NDArray[np.int64],
+        table: NDArray[np.float64],
+        strict: bool,
+        reach: int = 0,
+        counts: NDArray[np.float64] | None = None,
     ) -> None:
-        self.unique, multiplicity = np.unique(tops, return_counts=True)
-        self.multiplicity = multiplicity.astype(np.float64)
+        self.unique, self.multiplicity = _multiplicities(tops, counts)
         self.table, self.strict, self.reach = table, strict, reach
         self.per_query = float(table.max())  # every entry of a row is one of the table's
-        self.bound = tops.size * self.per_query
+        self.bound = float(self.multiplicity.sum()) * self.per_query
         self.carry = np.full(self.unique.size, -np.inf)
         if reach and strict:  # the running maximum starts at distance 0
             self.carry = _threshold_ls_rows(self.unique, table, strict, np.arange(reach))[:, -1]

@@ -109,10 +109,13 @@ class _ThresholdStep:
             half_even,
         )
 
-    def local_sensitivity(self, order: float, *, reference: bool, exact: bool) -> _ThresholdTotal:
+    def local_sensitivity(
+        self, order: float, counts: NDArray[np.float64] | None, *, reference: bool, exact: bool
+    ) -> _ThresholdTotal:
         """The step's local sensitivity summed over queries, range by range of distances:
         strict (a running maximum, every distance filled) unless ``reference``. Its table runs
-        over h, and the queries are grouped by h = round(max(step1 votes)): no (Q, M) array."""
+        over h, and the queries are grouped by h = round(max(step1 votes)), each row standing
+        for ``counts`` queries (None: one): no (Q, M) array."""
         table = _threshold_ls_table(
             self.levels,
             self.shifted,
@@ -122,30 +125,34 @@ class _ThresholdStep:
             exact=exact,
             sensitivity=self.sensitivity,
         )
-        return _ThresholdTotal(self.tops, table, not reference, self.sensitivity - 1)
+        return _ThresholdTotal(self.tops, table, not reference, self.sensitivity - 1, counts)
 
-    def answer_weights(self, sigma: float, order: float, *, reference: bool) -> _AnswerWeights:
+    def answer_weights(
+        self, sigma: float, order: float, counts: NDArray[np.float64] | None, *, reference: bool
+    ) -> _AnswerWeights:
         """Pr[answered] as the answer step's weight: at the votes themselves for
-        ``reference``, else a function of h whose change within each distance is bounded."""
+        ``reference``, else a function of h whose change within each distance is bounded;
+        each row standing for ``counts`` queries (None: one)."""
+        held = np.ones(self.tops.size) if counts is None else counts
         if reference:
             pr = np.exp(
                 log_pr_answered_threshold(
                     self.step1, self.threshold, self.sigma1, half_even=self.half_even
                 )
             )
-            return _AnswerWeights(pr)
+            return _AnswerWeights(pr * held)
         pr, change = _pr_answered_table(self.levels, self.shifted, self.sigma1)
         window = _ChangeWindow.build(change)
         del change  # M entries, no longer needed: the window holds its running maxima
         # The answer step's cost is at most Prop. 8's, whether or not it is data-dependent.
         independent = float(rdp_gnmax_data_independent(sigma, np.array([order]))[0])
-        return _AnswerWeights(
-            np.ones(self.tops.size), self.tops, pr, window, independent, self.sensitivity
-        )
+        return _AnswerWeights(held, self.tops, pr, window, independent, self.sensitivity)
 
-    def moved_total(self, window: _ChangeWindow, independent: float) -> _MovedTotal:
+    def moved_total(
+        self, window: _ChangeWindow, independent: float, counts: NDArray[np.float64] | None
+    ) -> _MovedTotal:
         """An answer step at Prop. 8's cost ``independent`` (``_MovedTotal``)."""
-        return _MovedTotal(window, self.tops, self.sensitivity, independent)
+        return _MovedTotal(window, self.tops, self.sensitivity, independent, counts)
 
 
 def local_sensitivity_total(
@@ -166,6 +173,7 @@ def local_sensitivity_total(
     half_even: bool = False,
     threshold_exact: bool = False,
     threshold_sensitivity: int | None = None,
+    row_counts: ArrayLike | None = None,
 ) -> NDArray[np.float64]:
     """Local-sensitivity bound of the total RDP at each distance d (Theorem 24).
 
@@ -201,6 +209,9 @@ def local_sensitivity_total(
             (``threshold.statistic_sensitivity``).
         threshold_exact: the threshold step is accounted exactly (``--threshold-bound exact``):
             its table is of that cost.
+        row_counts: how many queries each row stands for (distinct rows, ``core.distinct``):
+            every term of a row is weighted by it (``step2_weights`` are then the summed
+            weights of its queries). None: one query a row.
 
     Returns the summed bound per distance; raises ValueError on inconsistent shapes, a
     missing sigma1 or invalid parameters.
@@ -224,6 +235,7 @@ def local_sensitivity_total(
         half_even=half_even,
         threshold_exact=threshold_exact,
         threshold_sensitivity=threshold_sensitivity,
+        row_counts=row_counts,
     )
     total, _ = _walked(parts, num_teachers, num_queries, None)
     return total
@@ -241,13 +253,16 @@ def local_sensitivity_walked(
     release's queries, walked only over the distances that can change its smooth sensitivity
     at betas of at least ``horizon.beta`` (``core.horizon``): returns the horizon after the
     block, its totals added there (``Horizon.total``). The weights (Pr[answered], or
-    ``step2_weights``) must be at most 1: the queries still to come are bounded as such.
+    ``step2_weights``) must be at most 1 a query: the queries still to come are bounded as
+    such (a row standing for ``row_counts`` queries: its weight at most that count).
 
     Shapes: votes (Q, C).
     """
     weights = options.get("step2_weights")
-    if weights is not None and np.any(np.asarray(weights, dtype=np.float64) > 1):
-        raise ValueError("a release's walk needs step2_weights of at most 1")
+    held = options.get("row_counts")
+    most = 1.0 if held is None else np.asarray(held, dtype=np.float64)
+    if weights is not None and np.any(np.asarray(weights, dtype=np.float64) > most):
+        raise ValueError("a release's walk needs step2_weights of at most 1 a query")
     parts, num_queries, num_teachers, shared = _parts(votes, num_teachers, order, sigma, **options)
     totals, bound = _walked(parts, num_teachers, num_queries, horizon, shared)
     return horizon.after(totals, bound, num_queries)
@@ -283,6 +298,7 @@ def _parts(
     half_even: bool = False,
     threshold_exact: bool = False,
     threshold_sensitivity: int | None = None,
+    row_counts: ArrayLike | None = None,
 ) -> tuple[list[_Part], int, int, bool]:
     """The parts of ``local_sensitivity_total`` (arguments as its): the threshold step's, the
     change of Pr[answered] of an answer step at Prop. 8's cost, the answer step's, each where
@@ -290,9 +306,11 @@ def _parts(
     are every block's (a baseline's tables run over h = -M .. M in a block whose
     votes - baseline sum below 0, and its statistic moves as its votes say)."""
     counts, extra, num_teachers, order, sigma = _checked(votes, num_teachers, order, sigma)
-    num_queries, num_classes = counts.shape[0], counts.shape[1] + extra
+    num_rows, num_classes = counts.shape[0], counts.shape[1] + extra
+    held = None if row_counts is None else _row_counts(row_counts, num_rows)
+    num_queries = num_rows if held is None else int(held.sum())
     parts: list[_Part] = []
-    answer = _AnswerWeights(np.ones(num_queries))
+    answer = _AnswerWeights(np.ones(num_rows) if held is None else held)
     shared = True
     if threshold is not None:
         step = _ThresholdStep.build(
@@ -303,13 +321,15 @@ def _parts(
         widest = step.levels > num_teachers
         shared = threshold_sensitivity is not None and (step1_votes is None or widest)
         if not data_independent_step1:
-            parts.append(step.local_sensitivity(order, reference=reference, exact=threshold_exact))
+            parts.append(
+                step.local_sensitivity(order, held, reference=reference, exact=threshold_exact)
+            )
         if step2_weights is None:
-            answer = step.answer_weights(sigma, order, reference=reference)
+            answer = step.answer_weights(sigma, order, held, reference=reference)
             if answer.change is not None and (data_independent_step2 or num_classes == 1):
-                parts.append(step.moved_total(answer.change, answer.independent))
+                parts.append(step.moved_total(answer.change, answer.independent, held))
     if step2_weights is not None:
-        answer = _AnswerWeights(_fixed_weights(step2_weights, num_queries))
+        answer = _AnswerWeights(_fixed_weights(step2_weights, num_rows))
     if not data_independent_step2 and num_classes > 1 and num_queries > 0:
         bounds = {"reference": reference, "increments_verified": increments_verified}
         params = _GnmaxSensitivity.build(sigma, order, num_classes, **bounds)
@@ -357,6 +377,16 @@ def _checked(
         _check_order(order),
         _check_positive("sigma", sigma),
     )
+
+
+def _row_counts(counts: ArrayLike, num_rows: int) -> NDArray[np.float64]:
+    """How many queries each row stands for: whole numbers, at least 1, one per row."""
+    out = np.asarray(counts, dtype=np.float64)
+    if out.shape != (num_rows,):
+        raise ValueError(f"row_counts must have shape ({num_rows},), got {out.shape}")
+    if not np.all(np.isfinite(out)) or np.any(out < 1) or np.any(out != np.round(out)):
+        raise ValueError("row_counts must be whole numbers of at least 1")
+    return out
 
 
 def _fixed_weights(weights: ArrayLike, num_queries: int) -> NDArray[np.float64]:

@@ -384,7 +384,8 @@ def release_of(
     """The GNSS release at the analysis' best data-dependent order (or ``order``).
 
     Reuses the analysis' per-query terms and step costs, so the release's data-dependent
-    epsilon is the analysis' own number.
+    epsilon is the analysis' own number, and its distinct rows where the votes are held so
+    (``Votes.grouped``): each walked once, weighted by how many queries hold it.
     """
     terms = report.terms if report.terms is not None and report.terms.logq is not None else None
     # The analysis composed every order of its grid: an order given there is read, not redone.
@@ -395,7 +396,7 @@ def release_of(
     steps = None if index is None or report.account is None else report.account.steps
     with (progress or no_progress)("smooth sensitivity", votes.num_queries) as advance:
         return gnss_release(
-            votes.counts,
+            votes.grouped,
             votes.num_teachers,
             mechanism,
             report.data_dependent.order if order is None else order,

@@ -22,6 +22,7 @@ from pate_cli.choices import Conversion
 from pate_cli.common.spelling import given
 from pate_cli.core import smooth as smooth_core
 from pate_cli.core.compact import Compact, DenseRows, parts
+from pate_cli.core.distinct import DistinctRows
 from pate_cli.core.horizon import Horizon
 from pate_cli.errors import UsageError
 from pate_cli.files.seeds import Noise, os_entropy
@@ -121,7 +122,7 @@ class Walk:
 
     def local_sensitivity(
         self,
-        counts: FloatArray | Compact | DenseRows,
+        counts: FloatArray | Compact | DenseRows | DistinctRows,
         num_seen: int,
         block_bound: Callable[[Any, slice, Horizon], Horizon],
         beta: float,
@@ -141,6 +142,60 @@ class Walk:
                 self.progress(stop - start)
         return horizon
 
+    def held_local_sensitivity(
+        self,
+        held: HeldRows,
+        num_seen: int,
+        bound: Callable[[HeldRows, Horizon], Horizon],
+        beta: float,
+    ) -> Horizon:
+        """``local_sensitivity`` of queries held by distinct row: one block of every row,
+        each weighted by its count (``bound(held, horizon)``): the same terms as the queries'
+        own, each evaluated once."""
+        # Theorem 24: the bound of the total is the sum of the per-query bounds, here of the
+        # distinct rows' times their counts.
+        horizon = bound(held, Horizon.start(beta, self.num_teachers, num_seen))
+        if self.progress is not None:
+            self.progress(num_seen)
+        return horizon
+
+
+@dataclass(frozen=True)
+class HeldRows:
+    """The queries seen, held by distinct row (of the votes, or of the votes and the
+    baseline side by side): the walk evaluates each row once, its terms weighted by how many
+    queries hold it. Every weight is a whole number (a count, a sum of the answered mask), so
+    its sums are exact in any order. Shapes: U rows, C classes."""
+
+    rows: FloatArray  # the distinct rows of whole counts (U, C)
+    counts: FloatArray  # how many queries seen hold each (U,), each at least 1
+    baseline: FloatArray | None  # each row's baseline (U, C), beside the votes
+    answered: FloatArray | None  # how many of its queries the realised run answered (U,)
+
+    @classmethod
+    def of(
+        cls,
+        counts: DistinctRows,
+        seen: int,
+        baseline: FloatArray | None,
+        answered: NDArray[np.bool_] | None,
+    ) -> HeldRows:
+        """The distinct rows of the first ``seen`` queries (with their baseline), their
+        counts, and the answered mask summed per row."""
+        rows, row_baseline = (counts, None) if baseline is None else counts.paired(baseline)
+        held = rows.prefix(seen)
+        num = held.num_rows
+        index = held.inverse[:seen]
+        summed = None
+        if answered is not None:
+            summed = np.bincount(index, weights=answered[:seen], minlength=num).astype(np.float64)
+        return cls(
+            np.asarray(whole_counts(held.rows), dtype=np.float64),
+            held.counts.astype(np.float64),
+            None if row_baseline is None else row_baseline[:num],
+            summed,
+        )
+
 
 def smallest_beta(draw: Draw, order: float) -> float:
     """The smallest beta the release reads at ``order``: the one given, or the reference's
@@ -150,7 +205,7 @@ def smallest_beta(draw: Draw, order: float) -> float:
     return float(smooth_core.beta_grid(order).min())
 
 
-def num_seen(counts: FloatArray, answered: NDArray[np.bool_] | None) -> int:
+def num_seen(counts: FloatArray | DistinctRows, answered: NDArray[np.bool_] | None) -> int:
     """The queries the run saw: every one, or those of the answered mask (a prefix)."""
     return len(counts) if answered is None else answered.shape[0]
 

@@ -38,13 +38,22 @@ from pate_cli.common.spelling import option
 from pate_cli.core import conditions as cond_core
 from pate_cli.core import smooth as smooth_core
 from pate_cli.core.compact import Compact
+from pate_cli.core.distinct import DistinctRows
 from pate_cli.core.horizon import Horizon
 from pate_cli.core.theorem6 import NumericalRangeError
 from pate_cli.files.seeds import Noise
 from pate_cli.mechanisms import Mechanism, UnsupportedError
 from pate_cli.mechanisms.releases import GaussianRelease, LaplaceRelease, StepRelease
 from pate_cli.mechanisms.steps import GaussianThreshold, gaussian_threshold
-from pate_cli.release.common import AtOrder, Draw, Walk, num_seen, sampled, smallest_beta
+from pate_cli.release.common import (
+    AtOrder,
+    Draw,
+    HeldRows,
+    Walk,
+    num_seen,
+    sampled,
+    smallest_beta,
+)
 from pate_cli.release.conditions import ConditionError, checked_conditions
 from pate_cli.release.laplace import laplace_release
 from pate_cli.release.model import (
@@ -91,7 +100,7 @@ def _local_sensitivity_walked(*args: Any, **kwargs: Any) -> Horizon:
 
 
 def gnss_release(
-    counts: FloatArray,
+    counts: FloatArray | DistinctRows,
     num_teachers: int,
     mechanism: Mechanism,
     order: float,
@@ -118,7 +127,9 @@ def gnss_release(
     """Smooth sensitivity of the data-dependent RDP at ``order`` and its GNSS release.
 
     Args:
-        counts: vote counts (Q, C), integers.
+        counts: vote counts (Q, C), integers, or held by distinct row (``DistinctRows``:
+            each row's local sensitivity is then evaluated once and weighted by its count,
+            the same terms as row by row).
         num_teachers: M, the number of distances d = 0 .. M-1.
         mechanism: GNMax, Confident-, Interactive-GNMax or LNMax.
         order: the Renyi order of the release.
@@ -199,7 +210,7 @@ class _Maker:
         return laplace_release(release, **self.arguments)
 
 
-def _check_releasable(counts: FloatArray | Compact) -> None:
+def _check_releasable(counts: FloatArray | Compact | DistinctRows) -> None:
     """The errors known before any pass over the votes: a single class (no sensitivity to
     release), and candidate sets (a number of classes per query: no bound for them)."""
     if isinstance(counts, Compact) and np.any(counts.num_classes != counts.vocabulary):
@@ -216,7 +227,7 @@ def _check_releasable(counts: FloatArray | Compact) -> None:
 
 def gaussian_release(
     release: GaussianRelease,
-    counts: FloatArray,
+    counts: FloatArray | DistinctRows,
     mechanism: Mechanism,
     at: AtOrder,
     draw: Draw,
@@ -257,8 +268,16 @@ def gaussian_release(
         release.sigma, counts.shape[1], at.order, strict, skip_conditions
     )
 
-    def block_bound(block: FloatArray, rows: slice, horizon: Horizon) -> Horizon:
-        """One block's bound of ``core.smooth.local_sensitivity_walked``."""
+    def bound(
+        block: FloatArray,
+        block_baseline: FloatArray | None,
+        block_weights: FloatArray | None,
+        row_counts: FloatArray | None,
+        horizon: Horizon,
+    ) -> Horizon:
+        """One block's bound of ``core.smooth.local_sensitivity_walked``: its rows (each
+        standing for ``row_counts`` queries, None: one), their baseline and, for a realised
+        run, the weights of their answer steps."""
         return _local_sensitivity_walked(
             block,
             walk.num_teachers,
@@ -267,8 +286,9 @@ def gaussian_release(
             horizon,
             threshold=None if gate is None else gate.threshold,
             sigma1=None if gate is None else gate.sigma1,
-            step1_votes=None if baseline is None else block - baseline[rows],
-            step2_weights=None if answered is None or weights is None else weights[rows],
+            step1_votes=None if block_baseline is None else block - block_baseline,
+            step2_weights=block_weights,
+            row_counts=row_counts,
             data_independent_step1=forced[0],
             data_independent_step2=forced[1],
             reference=not strict,
@@ -279,7 +299,25 @@ def gaussian_release(
             threshold_sensitivity=moves,
         )
 
-    walked = walk.local_sensitivity(counts, seen, block_bound, smallest_beta(draw, at.order))
+    beta_min = smallest_beta(draw, at.order)
+    if isinstance(counts, DistinctRows) and strict:
+        # The reference's weights (Pr[answered] at each query's votes) are fractions, whose
+        # sums by row would move last bits: that bound keeps the queries' own order.
+        held = HeldRows.of(counts, seen, baseline, answered)
+
+        def held_bound(rows: HeldRows, horizon: Horizon) -> Horizon:
+            return bound(rows.rows, rows.baseline, rows.answered, rows.counts, horizon)
+
+        walked = walk.held_local_sensitivity(held, seen, held_bound, beta_min)
+    else:
+        realised = None if answered is None else weights
+
+        def block_bound(block: FloatArray, rows: slice, horizon: Horizon) -> Horizon:
+            block_baseline = None if baseline is None else baseline[rows]
+            block_weights = None if realised is None else realised[rows]
+            return bound(block, block_baseline, block_weights, None, horizon)
+
+        walked = walk.local_sensitivity(counts, seen, block_bound, beta_min)
     fields.update(
         conditions=conditions,
         strict_local_sensitivity=strict,
@@ -293,7 +331,7 @@ def _feature(mechanism: Mechanism) -> str:
 
 
 def _data_independent_steps(
-    counts: FloatArray,
+    counts: FloatArray | DistinctRows,
     mechanism: Mechanism,
     gate: GaussianThreshold | None,
     sigma: float,

@@ -17,11 +17,20 @@ from pate_cli.accountant.terms import QueryTerms, query_terms
 from pate_cli.common.spelling import option
 from pate_cli.core import ls_lnmax
 from pate_cli.core.compact import Compact, DenseRows
+from pate_cli.core.distinct import DistinctRows
 from pate_cli.core.horizon import Horizon
 from pate_cli.errors import UnsupportedError, UsageError
 from pate_cli.mechanisms import Mechanism
 from pate_cli.mechanisms.releases import LaplaceRelease
-from pate_cli.release.common import AtOrder, Draw, Walk, num_seen, sampled, smallest_beta
+from pate_cli.release.common import (
+    AtOrder,
+    Draw,
+    HeldRows,
+    Walk,
+    num_seen,
+    sampled,
+    smallest_beta,
+)
 from pate_cli.release.model import GnssRelease, LocalSensitivityBound
 
 FloatArray = NDArray[np.float64]
@@ -47,7 +56,7 @@ _LNMAX_DENSE_CLASSES = 1 << 22  # LNMax's release reads a dense row of every cla
 
 def laplace_release(
     release: LaplaceRelease,
-    counts: FloatArray,
+    counts: FloatArray | DistinctRows,
     mechanism: Mechanism,
     at: AtOrder,
     draw: Draw,
@@ -75,6 +84,8 @@ def laplace_release(
             f"({step.name!r}): its data-dependent epsilon has no smooth-sensitivity release"
         )
     _reference_bounds_are_gnmax(local_sensitivity)
+    if isinstance(counts, DistinctRows):
+        return _held_release(release, counts, mechanism, at, draw, walk, answered, terms)
     counts = counts[: num_seen(counts, answered)]
     if terms is None:
         terms = query_terms(counts, mechanism, num_seen=len(counts), chunk_size=walk.chunk_size)
@@ -95,10 +106,44 @@ def laplace_release(
         return tables.walked(block, None if weights is None else weights[rows], horizon)
 
     walked = walk.local_sensitivity(rows, len(counts), block_bound, smallest_beta(draw, at.order))
+    return sampled(walked, _bounded(fields), [], at, draw)
+
+
+def _bounded(fields: dict[str, Any]) -> dict[str, Any]:
+    """The release's fields with how its sensitivity was bounded (its one sound bound)."""
     fields.update(
         conditions=None,
         conditions_apply=False,
         strict_local_sensitivity=True,
         local_sensitivity_bound="tabulated",
     )
-    return sampled(walked, fields, [], at, draw)
+    return fields
+
+
+def _held_release(
+    release: LaplaceRelease,
+    counts: DistinctRows,
+    mechanism: Mechanism,
+    at: AtOrder,
+    draw: Draw,
+    walk: Walk,
+    answered: NDArray[np.bool_] | None,
+    terms: QueryTerms | None,
+) -> GnssRelease:
+    """``laplace_release`` of votes held by distinct row: each row walked once, its terms
+    weighted by how many queries seen hold it (and how many of them the realised run
+    answered)."""
+    seen = num_seen(counts, answered)
+    if terms is None:
+        terms = query_terms(counts, mechanism, num_seen=seen, chunk_size=walk.chunk_size)
+    weights = None if answered is None else answered[:seen].astype(np.float64)
+    fields = at.fields(mechanism, terms, weights, (True, False), seen)
+    tables = ls_lnmax.LnmaxSensitivity(counts.shape[1], walk.num_teachers, release.gamma, at.order)
+    held = HeldRows.of(counts, seen, None, answered)
+
+    def bound(rows: HeldRows, horizon: Horizon) -> Horizon:
+        """The rows' bound of ``ls_lnmax``, each weighted by its count."""
+        return tables.walked(rows.rows, rows.answered, horizon, rows.counts)
+
+    walked = walk.held_local_sensitivity(held, seen, bound, smallest_beta(draw, at.order))
+    return sampled(walked, _bounded(fields), [], at, draw)
