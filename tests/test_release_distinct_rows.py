@@ -21,6 +21,7 @@ import pytest
 
 import pate_cli as pate
 from pate_cli.core import smooth
+from pate_cli.release import common
 from pate_cli.votes import grouping
 
 TEACHERS = 250
@@ -95,15 +96,19 @@ def test_release_by_distinct_row_equals_row_by_row(
     grouped_report = _release(counts, name, walk, **options)
     monkeypatch.setattr(grouping, "CELLS", 0)
     assert pate.load_votes(counts).distinct is None
-    rows_report = _release(counts, name, walk, **options)
-    assert grouped_report.to_dict() == rows_report.to_dict()
-    grouped, rows = grouped_report.release, rows_report.release
-    assert rows.released and grouped.released
+    sorted_report = _release(counts, name, walk, **options)  # grouped by sorted row
+    monkeypatch.setattr(common, "SORTED_CELLS", 0)
+    rows_report = _release(counts, name, walk, **options)  # row by row, chunk by chunk
+    rows = rows_report.release
+    assert rows.released
     assert rows.smooth_sensitivity > 0
-    for field in FIELDS:
-        assert getattr(grouped, field) == getattr(rows, field), field
-    assert grouped.local_sensitivity.size == rows.local_sensitivity.size
-    assert np.array_equal(grouped.local_sensitivity, rows.local_sensitivity)
+    for report in (grouped_report, sorted_report):
+        assert report.to_dict() == rows_report.to_dict()
+        grouped = report.release
+        for field in FIELDS:
+            assert getattr(grouped, field) == getattr(rows, field), field
+        assert grouped.local_sensitivity.size == rows.local_sensitivity.size
+        assert np.array_equal(grouped.local_sensitivity, rows.local_sensitivity)
 
 
 def _expanded(rows: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -3,6 +3,16 @@ there (``AtOrder``), how it is drawn (``Draw``), the pass over the votes that bo
 sensitivity (``Walk``), and the sampled GNSS release of a total's local sensitivities
 (``sampled``: beta and sigma_ss, Theorem 23's cost, one draw). ``pate_cli.release.gnss``
 (the GNMax family's release) and ``pate_cli.release.laplace`` (LNMax's) are made of them.
+
+The walk takes the queries held by row (``HeldRows``): by distinct row where the votes are
+held so, else (without a baseline) by distinct sorted row, found a chunk at a time; each row
+is walked once and its terms weighted by how many queries hold it. The weights are whole
+numbers, so every term is the queries' own, and on votes of one chunk every sum too, to the
+last bit. Over several chunks the queries were summed chunk by chunk and the rows are summed
+once: the same non-negative terms in another order, so a total can move in its last bits
+(measured: the smooth sensitivity 10 ulps up on 1e7 rows in 153 chunks), neither order
+being above the other in general. Where the sorted rows outgrow ``SORTED_CELLS``, the walk
+goes chunk by chunk.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ from pate_cli.choices import Conversion
 from pate_cli.common.spelling import given
 from pate_cli.core import smooth as smooth_core
 from pate_cli.core.compact import Compact, DenseRows, parts
-from pate_cli.core.distinct import DistinctRows
+from pate_cli.core.distinct import DistinctRows, RowTable
 from pate_cli.core.horizon import Horizon
 from pate_cli.errors import UsageError
 from pate_cli.files.seeds import Noise, os_entropy
@@ -32,6 +42,10 @@ from pate_cli.release.conditions import ConditionError
 from pate_cli.release.model import GnssRelease, not_private_note, on_grid
 
 FloatArray = NDArray[np.float64]
+
+# The most values the rows sorted and grouped by ``HeldRows.sorted`` may hold (128 MB of
+# float64); votes with more distinct sorted rows are walked a chunk at a time.
+SORTED_CELLS = 1 << 24
 
 
 def epsilon_at(kind: Conversion, order: float, rdp: float, delta: float) -> float:
@@ -195,6 +209,38 @@ class HeldRows:
             None if row_baseline is None else row_baseline[:num],
             summed,
         )
+
+    @classmethod
+    def sorted(
+        cls,
+        counts: FloatArray | Compact | DenseRows | DistinctRows,
+        seen: int,
+        answered: NDArray[np.bool_] | None,
+        chunk_size: int,
+    ) -> HeldRows | None:
+        """The queries seen grouped by their row sorted in non-increasing order, read a
+        chunk at a time; None for compact votes, or past ``SORTED_CELLS`` values of distinct
+        sorted rows (a table of verified 64-bit hashes, ``core.distinct.RowTable``, which
+        also gives up at a collision). Without a baseline a query's local sensitivity reads
+        its votes only through their sorted row: the walk of Algorithm 4 runs on the sorted
+        votes, and the threshold step's statistic is their largest count."""
+        if isinstance(counts, Compact | DenseRows):
+            return None
+        table = RowTable(SORTED_CELLS // max(int(counts.shape[1]), 1))
+        for start in range(0, seen, chunk_size):
+            block = whole_counts(np.asarray(counts[start : min(start + chunk_size, seen)]))
+            assert not isinstance(block, Compact)
+            # Negated twice: a count of 0 comes back as +0.0, one set of bytes a value.
+            if not table.add(-np.sort(-block, axis=1)):
+                return None
+        rows, inverse = table.distinct()
+        index = inverse.astype(np.intp)
+        num = rows.shape[0]
+        summed = None
+        if answered is not None:
+            summed = np.bincount(index, weights=answered[:seen], minlength=num).astype(np.float64)
+        held = np.bincount(index, minlength=num).astype(np.float64)
+        return cls(np.asarray(rows, dtype=np.float64).reshape(num, -1), held, None, summed)
 
 
 def smallest_beta(draw: Draw, order: float) -> float:

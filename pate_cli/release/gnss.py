@@ -300,10 +300,14 @@ def gaussian_release(
         )
 
     beta_min = smallest_beta(draw, at.order)
-    if isinstance(counts, DistinctRows) and strict:
-        # The reference's weights (Pr[answered] at each query's votes) are fractions, whose
-        # sums by row would move last bits: that bound keeps the queries' own order.
+    # The reference's weights (Pr[answered] at each query's votes) are fractions, whose sums
+    # by row would move last bits: that bound keeps the queries' own order.
+    held = None
+    if strict and isinstance(counts, DistinctRows):
         held = HeldRows.of(counts, seen, baseline, answered)
+    elif strict and baseline is None:
+        held = HeldRows.sorted(counts, seen, answered, walk.chunk_size)
+    if held is not None:
 
         def held_bound(rows: HeldRows, horizon: Horizon) -> Horizon:
             return bound(rows.rows, rows.baseline, rows.answered, rows.counts, horizon)

@@ -84,9 +84,15 @@ def laplace_release(
             f"({step.name!r}): its data-dependent epsilon has no smooth-sensitivity release"
         )
     _reference_bounds_are_gnmax(local_sensitivity)
-    if isinstance(counts, DistinctRows):
-        return _held_release(release, counts, mechanism, at, draw, walk, answered, terms)
-    counts = counts[: num_seen(counts, answered)]
+    seen = num_seen(counts, answered)
+    held = (
+        HeldRows.of(counts, seen, None, answered)
+        if isinstance(counts, DistinctRows)
+        else HeldRows.sorted(counts, seen, answered, walk.chunk_size)
+    )
+    if held is not None:
+        return _held_release(release, counts, held, mechanism, at, draw, walk, answered, terms)
+    counts = counts[:seen]
     if terms is None:
         terms = query_terms(counts, mechanism, num_seen=len(counts), chunk_size=walk.chunk_size)
     rows: FloatArray | DenseRows = counts
@@ -122,7 +128,8 @@ def _bounded(fields: dict[str, Any]) -> dict[str, Any]:
 
 def _held_release(
     release: LaplaceRelease,
-    counts: DistinctRows,
+    counts: FloatArray | DistinctRows,
+    held: HeldRows,
     mechanism: Mechanism,
     at: AtOrder,
     draw: Draw,
@@ -130,16 +137,15 @@ def _held_release(
     answered: NDArray[np.bool_] | None,
     terms: QueryTerms | None,
 ) -> GnssRelease:
-    """``laplace_release`` of votes held by distinct row: each row walked once, its terms
-    weighted by how many queries seen hold it (and how many of them the realised run
-    answered)."""
+    """``laplace_release`` of the queries seen held by distinct (or distinct sorted) row,
+    ``held``: each row walked once, its terms weighted by how many queries seen hold it (and
+    how many of them the realised run answered)."""
     seen = num_seen(counts, answered)
     if terms is None:
         terms = query_terms(counts, mechanism, num_seen=seen, chunk_size=walk.chunk_size)
     weights = None if answered is None else answered[:seen].astype(np.float64)
     fields = at.fields(mechanism, terms, weights, (True, False), seen)
     tables = ls_lnmax.LnmaxSensitivity(counts.shape[1], walk.num_teachers, release.gamma, at.order)
-    held = HeldRows.of(counts, seen, None, answered)
 
     def bound(rows: HeldRows, horizon: Horizon) -> Horizon:
         """The rows' bound of ``ls_lnmax``, each weighted by its count."""
