@@ -20,8 +20,10 @@ import numpy as np
 import pytest
 
 import pate_cli as pate
+from pate_cli.choices import Conversion
 from pate_cli.core import smooth
-from pate_cli.release import common
+from pate_cli.core.distinct import DistinctRows
+from pate_cli.release import common, gnss, laplace
 from pate_cli.votes import grouping
 
 TEACHERS = 250
@@ -145,3 +147,62 @@ def test_row_counts_are_whole_and_at_least_one() -> None:
     for bad in ([1, 2, 0, 1], [1, 2.5, 1, 1], [1, 1, 1]):
         with pytest.raises(ValueError, match="row_counts"):
             smooth.local_sensitivity_total(rows, TEACHERS, 8.0, 40.0, row_counts=bad)
+
+
+def _held_blocks(counts: Any, chunk: int, name: str) -> Any:
+    """gnss_release of ``counts`` (rows, or held by distinct row), ``chunk`` rows a block."""
+    mechanism = MECHANISMS[name]
+    return gnss.gnss_release(
+        counts, TEACHERS, mechanism, 8.0, DELTA, Conversion.CLASSIC,
+        epsilon_data_independent=1.0, epsilon_worst_case=1.0, chunk_size=chunk,
+        noise=None, skip_conditions=True,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["gnmax", "confident-gnmax", "lnmax"])
+@pytest.mark.parametrize("held", ["distinct", "sorted"])
+def test_held_rows_in_blocks_stop_where_nothing_can_change(
+    name: str, held: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Distinct rows walked 8 at a time, each block bounding the queries still to come by
+    their count: the figures of the same blocks walked over every distance. Contested rows come first (alone they would stop at
+    once), then confident ones, whose local sensitivity is tiny until late."""
+    rng = np.random.default_rng(4)
+    contested = rng.multinomial(TEACHERS, np.full(CLASSES, 1 / CLASSES), size=8)
+    confident = rng.multinomial(TEACHERS, [0.9] + [0.1 / (CLASSES - 1)] * (CLASSES - 1), size=32)
+    pool = np.vstack([contested, confident]).astype(np.float64)
+    counts = pool[np.concatenate([np.arange(40), rng.integers(8, 40, 560)])]
+    votes = DistinctRows.of(counts) if held == "distinct" else counts
+    walked = _held_blocks(votes, 8, name)
+    whole = _held_blocks(votes, 1 << 16, name)
+    monkeypatch.setattr(gnss, "smallest_beta", lambda draw, order: 0.0)
+    monkeypatch.setattr(laplace, "smallest_beta", lambda draw, order: 0.0)
+    full = _held_blocks(votes, 8, name)
+    size = walked.local_sensitivity.size
+    assert size < TEACHERS == full.local_sensitivity.size
+    np.testing.assert_array_equal(walked.local_sensitivity, full.local_sensitivity[:size])
+    figures = ("smooth_sensitivity", "beta", "sigma_ss", "gnss_cost", "epsilon_expected_release")
+    assert [getattr(walked, f) for f in figures] == [getattr(full, f) for f in figures]
+    assert walked.smooth_sensitivity > 0
+    # The tabulated bound's cells follow each block's rows: blocks of 8 rows give their own.
+    assert walked.smooth_sensitivity == pytest.approx(whole.smooth_sensitivity, rel=1e-3)
+
+
+def test_held_blocks_count_their_queries() -> None:
+    """Each block of held rows leaves the horizon the queries of the blocks still to come:
+    the counts of their rows, not their number of rows."""
+    rows = _files("distinct", num=20, seed=3)
+    counts = np.arange(1.0, 21.0)
+    held = common.HeldRows(rows, counts, None, None)
+    left: list[int] = []
+
+    def bound(block: common.HeldRows, horizon: Any) -> Any:
+        out = smooth.local_sensitivity_walked(
+            block.rows, TEACHERS, 8.0, 40.0, horizon, row_counts=block.counts
+        )
+        left.append(out.queries_left)
+        return out
+
+    walk = common.Walk(TEACHERS, 6, None)
+    walk.held_local_sensitivity(held, int(counts.sum()), bound, 0.04)
+    assert left == [210 - 21, 210 - 21 - 57, 210 - 21 - 57 - 93, 0]

@@ -163,14 +163,18 @@ class Walk:
         bound: Callable[[HeldRows, Horizon], Horizon],
         beta: float,
     ) -> Horizon:
-        """``local_sensitivity`` of queries held by distinct row: one block of every row,
-        each weighted by its count (``bound(held, horizon)``): the same terms as the queries'
-        own, each evaluated once."""
+        """``local_sensitivity`` of queries held by distinct row: blocks of ``chunk_size``
+        rows, each row weighted by its count (``bound(rows, horizon)``): the same terms as the
+        queries' own, each evaluated once. A block's queries are its rows' counts summed, so
+        the horizon bounds the queries still to come as it does chunk by chunk."""
         # Theorem 24: the bound of the total is the sum of the per-query bounds, here of the
         # distinct rows' times their counts.
-        horizon = bound(held, Horizon.start(beta, self.num_teachers, num_seen))
-        if self.progress is not None:
-            self.progress(num_seen)
+        horizon = Horizon.start(beta, self.num_teachers, num_seen)
+        for start in range(0, held.counts.size, self.chunk_size):
+            rows = held.block(slice(start, start + self.chunk_size))
+            horizon = bound(rows, horizon)
+            if self.progress is not None:
+                self.progress(int(rows.counts.sum()))
         return horizon
 
 
@@ -208,6 +212,16 @@ class HeldRows:
             held.counts.astype(np.float64),
             None if row_baseline is None else row_baseline[:num],
             summed,
+        )
+
+    def block(self, rows: slice) -> HeldRows:
+        """The rows ``rows`` and their weights."""
+
+        def part(values: FloatArray | None) -> FloatArray | None:
+            return None if values is None else values[rows]
+
+        return HeldRows(
+            self.rows[rows], self.counts[rows], part(self.baseline), part(self.answered)
         )
 
     @classmethod
