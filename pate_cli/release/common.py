@@ -43,9 +43,9 @@ from pate_cli.release.model import GnssRelease, not_private_note, on_grid
 
 FloatArray = NDArray[np.float64]
 
-# The most values the rows sorted and grouped by ``HeldRows.sorted`` may hold (128 MB of
+# The most values the rows sorted and grouped by ``HeldRows.sorted`` may hold (256 MB of
 # float64); votes with more distinct sorted rows are walked a chunk at a time.
-SORTED_CELLS = 1 << 24
+SORTED_CELLS = 1 << 25
 
 
 def epsilon_at(kind: Conversion, order: float, rdp: float, delta: float) -> float:
@@ -235,10 +235,11 @@ class HeldRows:
         """The queries seen grouped by their row sorted in non-increasing order, read a
         chunk at a time; None for compact votes, or past ``SORTED_CELLS`` values of distinct
         sorted rows (a table of verified 64-bit hashes, ``core.distinct.RowTable``, which
-        also gives up at a collision). Without a baseline a query's local sensitivity reads
-        its votes only through their sorted row: the walk of Algorithm 4 runs on the sorted
-        votes, and the threshold step's statistic is their largest count."""
-        if isinstance(counts, Compact | DenseRows):
+        also gives up at a collision), or when no query was seen. Without a baseline a
+        query's local sensitivity reads its votes only through their sorted row: the walk of
+        Algorithm 4 runs on the sorted votes, and the threshold step's statistic is their
+        largest count."""
+        if isinstance(counts, Compact | DenseRows) or seen == 0:
             return None
         table = RowTable(SORTED_CELLS // max(int(counts.shape[1]), 1))
         for start in range(0, seen, chunk_size):
