@@ -25,8 +25,9 @@ Rows
         ``--no-release``.
     1e5 next-token (in-process): ``pate.analyze`` over the GPT-2 vocabulary with its default
         release against ``release=False``.
-    --large: 1e7 realistic rows (with against without the release) and 1e7 rows of 11,340
-        distinct histograms against ``numpy.load`` of the same file.
+    --large: 1e7 realistic rows (with against without the release; goal 2x) and 1e7 rows of
+        11,340 distinct histograms (1e7 x 10 float64, 800 MB) against ``numpy.load`` of the
+        same file, its best of 3 (goal 12x).
 """
 
 from __future__ import annotations
@@ -263,26 +264,31 @@ def repetitive(workdir: Path) -> dict[str, Any]:
     distinct = np.concatenate([diverse_chunk(rng, 100_000) for _ in range(3)])
     distinct = np.unique(distinct, axis=0)[:11340]
     path = workdir / "repetitive.npy"
-    np.save(path, distinct[rng.integers(0, distinct.shape[0], 10_000_000)].astype(np.uint8))
-    load = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys,time,numpy as np;t=time.perf_counter();"
-            "np.load(sys.argv[1],allow_pickle=False);print(time.perf_counter()-t)",
-            str(path),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    loaded = float(load.stdout)
+    # 1e7 x 10 float64 counts, 800 MB, as the issue states it.
+    np.save(path, distinct[rng.integers(0, distinct.shape[0], 10_000_000)].astype(np.float64))
+    # numpy.load's time swings 0.2-1.9 s with what the pages held before: the best of 3.
+    loads = [
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys,time,numpy as np;t=time.perf_counter();"
+                "np.load(sys.argv[1],allow_pickle=False);print(time.perf_counter()-t)",
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        for _ in range(3)
+    ]
+    loaded = min(float(load.stdout) for load in loads)
     seconds, _ = whole_process(["analyze", str(path), "--sigma", "40", "--delta", "1e-5", "--json"])
     return {
         "run": "1e7 rows of 11,340 distinct (whole process)",
         "seconds": seconds,
         "against": f"numpy.load {loaded:.2f} s",
-        "ratio": f"{seconds / loaded:.1f}x (goal 6x)",
+        "ratio": f"{seconds / loaded:.1f}x (goal 12x)",
         "walk s": None,
         "looseness": None,
     }
