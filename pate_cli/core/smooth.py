@@ -191,8 +191,7 @@ def local_sensitivity_total(
         sigma: GNMax (step 2) noise standard deviation.
         threshold: T of Confident/Interactive GNMax; None: plain GNMax (no step 1, weights 1).
         sigma1: threshold-step noise standard deviation (required with threshold).
-        step1_votes: what step 1 thresholds; votes - baseline for Interactive GNMax. Defaults
-            to ``votes``.
+        step1_votes: what step 1 thresholds (Interactive GNMax: votes - baseline); default votes.
         step2_weights: a realised run's 0/1 answered mask (or any fixed weights). Defaults to
             Pr[answered] (the expectation the reference uses), or 1 without a threshold.
         data_independent_step1: step 1 uses Prop. 8's bound (no sensitivity).
@@ -207,14 +206,11 @@ def local_sensitivity_total(
         threshold_sensitivity: how far a neighbour moves the rounded statistic (1, or 2 under
             half to even at exact halves); None: from ``step1_votes`` and ``half_even``
             (``threshold.statistic_sensitivity``).
-        threshold_exact: the threshold step is accounted exactly (``--threshold-bound exact``):
-            its table is of that cost.
-        row_counts: how many queries each row stands for (distinct rows, ``core.distinct``):
-            every term of a row is weighted by it (``step2_weights`` are then the summed
-            weights of its queries). None: one query a row.
+        threshold_exact: the threshold step's table is its exact cost's (``--threshold-bound``).
+        row_counts: how many queries each row stands for (whole; None: one), its every term
+            weighted by it (``step2_weights`` then summed over its queries).
 
-    Returns the summed bound per distance; raises ValueError on inconsistent shapes, a
-    missing sigma1 or invalid parameters.
+    Returns the summed bound per distance; ValueError on bad shapes, sigma1 or parameters.
 
     Shapes: votes (Q, C), step1_votes (Q, C), step2_weights (Q,) -> (M,).
     """

@@ -156,6 +156,41 @@ class Walk:
                 self.progress(stop - start)
         return horizon
 
+    def walked(
+        self,
+        counts: FloatArray | DistinctRows,
+        num_seen: int,
+        bound: Callable[..., Horizon],
+        beta: float,
+        baseline: FloatArray | None,
+        answered: NDArray[np.bool_] | None,
+        *,
+        by_row: bool,
+    ) -> Horizon:
+        """The local sensitivity of the first ``num_seen`` queries: ``bound(rows, their
+        baseline, their answered weights, how many queries each row stands for (None: one),
+        horizon)`` of each block. With ``by_row``, the queries by distinct row where the
+        votes are held so, else by distinct sorted row without a baseline (``HeldRows``);
+        otherwise, or past ``SORTED_CELLS``, chunk by chunk."""
+        held = None
+        if by_row and isinstance(counts, DistinctRows):
+            held = HeldRows.of(counts, num_seen, baseline, answered)
+        elif by_row and baseline is None:
+            held = HeldRows.sorted(counts, num_seen, answered, self.chunk_size)
+        if held is not None:
+
+            def held_bound(rows: HeldRows, horizon: Horizon) -> Horizon:
+                return bound(rows.rows, rows.baseline, rows.answered, rows.counts, horizon)
+
+            return self.held_local_sensitivity(held, num_seen, held_bound, beta)
+        mask = None if answered is None else answered.astype(np.float64)
+
+        def block_bound(block: FloatArray, rows: slice, horizon: Horizon) -> Horizon:
+            block_baseline = None if baseline is None else baseline[rows]
+            return bound(block, block_baseline, None if mask is None else mask[rows], None, horizon)
+
+        return self.local_sensitivity(counts, num_seen, block_bound, beta)
+
     def held_local_sensitivity(
         self,
         held: HeldRows,

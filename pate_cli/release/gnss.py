@@ -45,15 +45,7 @@ from pate_cli.files.seeds import Noise
 from pate_cli.mechanisms import Mechanism, UnsupportedError
 from pate_cli.mechanisms.releases import GaussianRelease, LaplaceRelease, StepRelease
 from pate_cli.mechanisms.steps import GaussianThreshold, gaussian_threshold
-from pate_cli.release.common import (
-    AtOrder,
-    Draw,
-    HeldRows,
-    Walk,
-    num_seen,
-    sampled,
-    smallest_beta,
-)
+from pate_cli.release.common import AtOrder, Draw, Walk, num_seen, sampled, smallest_beta
 from pate_cli.release.conditions import ConditionError, checked_conditions
 from pate_cli.release.laplace import laplace_release
 from pate_cli.release.model import (
@@ -256,7 +248,6 @@ def gaussian_release(
     terms, forced = _data_independent_steps(
         counts, mechanism, gate, release.sigma, at.order, walk, terms, seen, baseline, half_even
     )
-    moves = terms.threshold_sensitivity
     weights = answer_weights(terms, answered)
     # As the reference: a data-independent step is accounted at Prop. 8's bound.
     fields = at.fields(mechanism, terms, weights, forced, seen)
@@ -275,9 +266,7 @@ def gaussian_release(
         row_counts: FloatArray | None,
         horizon: Horizon,
     ) -> Horizon:
-        """One block's bound of ``core.smooth.local_sensitivity_walked``: its rows (each
-        standing for ``row_counts`` queries, None: one), their baseline and, for a realised
-        run, the weights of their answer steps."""
+        """A block's bound of ``core.smooth.local_sensitivity_walked`` (``Walk.walked``)."""
         return _local_sensitivity_walked(
             block,
             walk.num_teachers,
@@ -296,32 +285,12 @@ def gaussian_release(
             increments_verified=conditions is not None and all(conditions),
             half_even=half_even,
             threshold_exact=gate is not None and gate.bound == "exact",
-            threshold_sensitivity=moves,
+            threshold_sensitivity=terms.threshold_sensitivity,
         )
 
+    # The reference's weights (Pr[answered] per query, fractions) keep the queries' order.
     beta_min = smallest_beta(draw, at.order)
-    # The reference's weights (Pr[answered] at each query's votes) are fractions, whose sums
-    # by row would move last bits: that bound keeps the queries' own order.
-    held = None
-    if strict and isinstance(counts, DistinctRows):
-        held = HeldRows.of(counts, seen, baseline, answered)
-    elif strict and baseline is None:
-        held = HeldRows.sorted(counts, seen, answered, walk.chunk_size)
-    if held is not None:
-
-        def held_bound(rows: HeldRows, horizon: Horizon) -> Horizon:
-            return bound(rows.rows, rows.baseline, rows.answered, rows.counts, horizon)
-
-        walked = walk.held_local_sensitivity(held, seen, held_bound, beta_min)
-    else:
-        realised = None if answered is None else weights
-
-        def block_bound(block: FloatArray, rows: slice, horizon: Horizon) -> Horizon:
-            block_baseline = None if baseline is None else baseline[rows]
-            block_weights = None if realised is None else realised[rows]
-            return bound(block, block_baseline, block_weights, None, horizon)
-
-        walked = walk.local_sensitivity(counts, seen, block_bound, beta_min)
+    walked = walk.walked(counts, seen, bound, beta_min, baseline, answered, by_row=strict)
     fields.update(
         conditions=conditions,
         strict_local_sensitivity=strict,
