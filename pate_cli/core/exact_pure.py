@@ -142,7 +142,7 @@ def _log_delta_hoeffding(eps: float, shares: Sequence[Share]) -> float:
     log delta(eps) <= -(eps - c)^2 / (2 sum k eps0^2), c = sum k eps0 tanh(eps0 / 2) (the
     heterogeneous form of Kairouz, Oh and Viswanath 2015's Theorem 3.4 bound)."""
     centre = math.fsum(k * e * math.tanh(e / 2) for e, k in shares) * (1 + 8 * _ROUNDING)
-    spread = math.fsum(k * e * e for e, k in shares) * (1 - 8 * _ROUNDING)
+    spread = math.fsum(k * e * e for e, k in shares) * (1 + 8 * _ROUNDING)  # rounded up
     if not eps > centre or not spread > 0:
         return 0.0
     gap = eps - centre
