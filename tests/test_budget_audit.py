@@ -527,6 +527,12 @@ def test_record_options_are_refused_for_a_budget(charged):
     assert "replayed from their votes: give them with --records" in result.stderr
     record = releases / "gnmax" / "record.json"
     run_cli(["verify", record, "--head", "0" * 64], expect=ExitCode.BAD_INPUT)
+    # A record replays one votes file: a second --votes is one line, exit 2.
+    result = run_cli(
+        ["verify", record, "--votes", MNIST, "--votes", MNIST], expect=ExitCode.BAD_INPUT
+    )
+    assert result.stderr.startswith("pate: error: --votes")
+    assert "a record reads one votes file" in result.stderr and result.stderr.count("\n") == 1
 
 
 # ----------------------------------------------------------------------------- the library

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from pate_cli.accountant.figures import delta_warnings
 from pate_cli.budget import Budget
@@ -78,7 +78,6 @@ from pate_cli.reports.publishable import as_gate_on, check_gate_choice, gate_war
 from pate_cli.votes import Input, VoteFormat, Votes, as_vote_format
 from pate_cli.votes import load_votes as _load_votes
 
-FloatArray = NDArray[np.float64]
 PathLike = str | os.PathLike[str]
 
 
