@@ -131,11 +131,35 @@ def test_a_published_record_pins_its_charge_and_those_before(team):
     assert check(forged, f"published record {published / 'record.json'}")["status"] == "differs"
 
 
-def test_records_replayed_from_their_votes_pin_their_charges(team):
+def test_records_replayed_from_their_votes_pin_their_charges(tmp_path):
+    """Runs that draw no noise (analyze --no-release: its figures are the votes') are
+    recomputed from their votes whole, every check made: their charges are pinned."""
+    budget = tmp_path / "seeded.budget.jsonl"
+    run_cli(["budget", "init", budget, "--delta", DELTA, "--max-epsilon", 50, "--name", "seeded"])
+    for n in (1, 2):
+        out = tmp_path / "releases" / str(n)
+        out.mkdir(parents=True)
+        run_cli(
+            ["analyze", MNIST, "--sigma", 40 * n, "--queries", 100, "--delta", DELTA, "-q"]
+            + ["--no-release", "--record", out / "record.json", "--budget", budget]
+        )
+    report = verify(budget, "--records", tmp_path / "releases", "--votes", MNIST, expect=0)
+    assert check(report, "records replayed")["detail"].startswith("charges 1, 2 recomputed")
+    assert check(report, "charges pinned")["detail"].startswith("charges 1, 2 replayed")
+
+
+def test_a_replay_whose_random_sample_cannot_be_drawn_again_pins_nothing(team):
+    """The team's runs drew their noise from OS entropy: a replay recomputes their figures
+    from the votes but cannot check that the labels came from the recorded sigma, so a
+    forger who rewrites sigma in a charge and its record alike would pass it. They are named
+    among the records not replayed, and rest on the owner's files."""
     budget, releases = team / "team.budget.jsonl", team / "releases"
-    report = verify(budget, "--records", releases, "--votes", MNIST, expect=0)
-    assert check(report, "records replayed")["detail"].startswith("charges 1, 2, 3, 4 recomputed")
-    assert check(report, "charges pinned")["detail"].startswith("charges 1, 2, 3, 4 replayed")
+    report = verify(budget, "--records", releases, "--votes", MNIST, expect=3)
+    skipped = check(report, "records not replayed")
+    assert skipped["status"] == "not-checked"
+    assert skipped["detail"].startswith("charges 1, 2, 3, 4: charge 1: random sample not checked")
+    assert check(report, "charges pinned")["detail"].startswith("charges 1, 2, 3, 4 rest on")
+    assert all(c["name"] != "records replayed" for c in report["checks"])
 
 
 def test_a_record_lowered_with_its_line_rests_on_the_owner_or_differs(team):
@@ -346,3 +370,25 @@ def test_budget_show_maps_every_charge_to_its_record(team):
     ]
     text = run_cli(["budget", "show", budget, "--records", team / "releases"]).stdout
     assert f"record of no charge: {record_of(team, 4)}: names this budget" in " ".join(text.split())
+
+
+def test_a_sample_from_the_seed_file_its_command_line_names_is_replayed(tmp_path):
+    """A run drawn from --seed-file: the budget's replay reads the seed file the record's
+    command line names, where it is, and so checks the random sample too (pinned); with the
+    seed file gone, the sample is not checked and the charge rests on the owner's files."""
+    budget = tmp_path / "seeded.budget.jsonl"
+    run_cli(["budget", "init", budget, "--delta", DELTA, "--max-epsilon", 50, "--name", "seeded"])
+    out = tmp_path / "releases" / "1"
+    out.mkdir(parents=True)
+    seed = tmp_path / "march.seed"
+    run_cli(
+        ["aggregate", MNIST, "--sigma", 40, "--queries", 100, "--delta", DELTA, "-q"]
+        + ["--seed-file", seed, "--output", out / "labels.npy", "--record", out / "record.json"]
+        + ["--budget", budget]
+    )
+    report = verify(budget, "--records", tmp_path / "releases", "--votes", MNIST, expect=0)
+    assert check(report, "charges pinned")["detail"].startswith("charge 1 replayed")
+    seed.unlink()
+    report = verify(budget, "--records", tmp_path / "releases", "--votes", MNIST, expect=3)
+    detail = check(report, "records not replayed")["detail"]
+    assert detail.startswith("charge 1: charge 1: random sample not checked")

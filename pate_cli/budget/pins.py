@@ -23,7 +23,7 @@ from pate_cli.budget.claims import THIS, Claim
 from pate_cli.budget.lines import charge_numbers
 from pate_cli.common.spelling import option
 from pate_cli.errors import PateError
-from pate_cli.records.verdict import DIFFERS, Check, listed, numbered
+from pate_cli.records.verdict import DIFFERS, NOT_CHECKED, Check, listed, numbered
 from pate_cli.votes import file_sha256
 
 Replayer = Callable[[dict[str, Any], str, str], list[Check]]
@@ -103,6 +103,11 @@ def pin_checks(
     return checks
 
 
+# A check a library replay leaves unmade without leaving the run unchecked: the call is what
+# is replayed, not its command line.
+_REPLAYED_ANYWAY = frozenset({"command line"})
+
+
 def replay_checks(
     lines: list[dict[str, Any]],
     found: dict[str, Claim],
@@ -111,7 +116,9 @@ def replay_checks(
 ) -> tuple[set[int], list[Check]]:
     """Each charge's record recomputed from its votes (the file of ``votes`` whose SHA-256 the
     record holds, or the only one given), as ``pate verify RECORD`` does: the charges
-    replayed, and a check naming any whose record does not replay."""
+    replayed, every check of their records made (a replay that leaves one unmade, such as a
+    random sample drawn from OS entropy, pins nothing), and a check naming any whose record
+    does not replay."""
     if not votes or replayer is None:
         return set(), []
     by_digest = {file_sha256(path): path for path in votes}
@@ -135,8 +142,12 @@ def replay_checks(
             missing.append(f"charge {number}: {error.message}")
             continue
         wrong = [check for check in made if check.status == DIFFERS]
+        unmade = [c for c in made if c.status == NOT_CHECKED and c.name not in _REPLAYED_ANYWAY]
         if wrong:
             failed.append(f"charge {number} ({claim.where}): {wrong[0].name}: {wrong[0].detail}")
+        elif unmade:  # in part: what was not checked (its random sample, say) pins nothing
+            unmatched.append(number)
+            missing.append(f"charge {number}: {unmade[0].name} not checked: {unmade[0].detail}")
         else:
             replayed.add(number)
     checks = []

@@ -60,7 +60,8 @@ def verify_file(
             absent = missing_plugin(record)
             if absent is not None:  # not replayed (budget.pins), never taken as replayed
                 raise InputError(f"{where}: {absent}")
-            return verify_record(record, where, {"votes": path}, replay, rtol=rtol)
+            seed = _named_seed_file(record)
+            return verify_record(record, where, {"votes": path}, replay, seed_file=seed, rtol=rtol)
 
         header = {"command": "budget", "kind": "budget"}
         checks = verify_budget(
@@ -99,6 +100,16 @@ def verify_file(
 
 
 _HEAD = re.compile(r"\A[0-9a-f]{64}\Z")
+
+
+def _named_seed_file(record: dict[str, Any]) -> str | None:
+    """The seed file a record's command line names, where it is now (its random sample is
+    then replayed, and a file that is not the run's differs against the record's
+    commitment); None where it names none or the file is not there (not checked)."""
+    argv = [str(arg) for arg in record.get("argv") or []]
+    named = [argv[n + 1] for n, arg in enumerate(argv[:-1]) if arg == "--seed-file"]
+    named += [arg.split("=", 1)[1] for arg in argv if arg.startswith("--seed-file=")]
+    return named[-1] if named and os.path.isfile(named[-1]) else None
 
 
 def _check_budget_options(
