@@ -9,7 +9,7 @@ mechanisms (Murtagh and Vadhan 2016, Theorem 1.5):
     delta(eps) = E[(1 - e^(eps - L))_+],
 
 a sum over every subset of the steps in general (#P-hard), but over the counts l_g when the
-steps take a few values of eps0. :func:`log_delta_heterogeneous` sums it for two values
+steps take a few values of eps0. :func:`curve` sums it for two values
 (more are raised to two: an eps-DP step is eps'-DP for every eps' >= eps), in O(window) an
 epsilon: the outer count's atoms one by one, the inner's sum over the steps whose loss
 passes eps - L_outer from prefix sums whose every term is positive (no cancellation).
@@ -79,12 +79,6 @@ def _two_levels(shares: list[Share]) -> list[Share]:
         return shares
     (top, top_count), (second, _) = shares[0], shares[1]
     return [(top, top_count), (second, sum(count for _, count in shares[1:]))]
-
-
-def log_delta_heterogeneous(eps: float, shares: Sequence[Share]) -> float:
-    """An upper bound on log delta(eps) of the optimal composition of ``shares`` (module
-    docstring); 0 where nothing better is known."""
-    return curve(shares)(eps)
 
 
 def heterogeneous_epsilon(shares: Sequence[Share], delta: float) -> float:

@@ -343,11 +343,6 @@ class _RightState:
         bound = np.logaddexp(head, self.rest.at(self.rest_index[group], distance))
         return np.minimum(bound, self.params.log_cap)
 
-    def plateau_from(self, num_teachers: int) -> NDArray[np.int64]:
-        """Each group's first distance on the plateau (``_PlateauScan``), at most M."""
-        self.rest.reach(num_teachers)
-        return _PlateauScan(self, num_teachers).advance(num_teachers)
-
     def chunk(self, tables: _Tables, group: NDArray[np.intp], step: NDArray[np.int64]) -> WalkChunk:
         cells = tables.right_ls.cells(_nudge(self.logq(group, step), 1), tables.log_c1)
         return group, step, tables.right_ls.values[cells], tables.right_cost[cells]
