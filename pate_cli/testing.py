@@ -23,7 +23,8 @@ failure; it returns what it checked. Each check is also a function of its own.
   follow the stated probabilities: Pearson's chi-square test (``scipy.stats.chisquare``;
   outcomes expected fewer than 5 times pooled), each at ``false_alarm`` divided by the
   number of tests (Bonferroni), from a fixed seed. A correct mechanism fails with
-  probability at most ``false_alarm`` over the seeds; a label drawn that its stated
+  probability of about ``false_alarm`` or less over the seeds (the chi-square law is the test
+  statistic's as the samples grow); a label drawn that its stated
   probabilities make impossible fails at once.
 
 Figures are compared in log space, with a tolerance for rounding: a bound fails where it is
