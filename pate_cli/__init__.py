@@ -35,6 +35,8 @@ _WHERE = {
     "inspect": "pate_cli.api",
     "aggregate": "pate_cli.api",
     "verify": "pate_cli.api.replay",
+    "audit": "pate_cli.api",
+    "AuditReport": "pate_cli.jobs.audit",
     "plan": "pate_cli.jobs.planning",
     "PlanReport": "pate_cli.jobs.planning",
     "plot_analysis": "pate_cli.plots",
@@ -71,6 +73,7 @@ __all__ = [
     "aggregate",
     "verify",
     "plan",
+    "audit",
     "plot_analysis",
     "plot_compare",
     "GNMax",
@@ -86,6 +89,7 @@ __all__ = [
     "AggregateResult",
     "VerifyReport",
     "PlanReport",
+    "AuditReport",
     "PateError",
     "InputError",
     "UsageError",
@@ -114,6 +118,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     from pate_cli.api import (
         aggregate,
         analyze,
+        audit,
         compare,
         inspect,
         load_votes,
@@ -123,6 +128,7 @@ if TYPE_CHECKING:  # for type checkers and editors: the same names, eagerly
     from pate_cli.budget import Budget, BudgetExceeded
     from pate_cli.errors import InputError, PateError, PluginError, UnsupportedError, UsageError
     from pate_cli.jobs.aggregation import AggregateResult
+    from pate_cli.jobs.audit import AuditReport
     from pate_cli.jobs.comparison import CompareReport
     from pate_cli.jobs.inspection import InspectReport
     from pate_cli.jobs.planning import PlanReport, plan

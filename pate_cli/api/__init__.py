@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -77,6 +77,9 @@ from pate_cli.reports.models import AnalysisReport, InputSummary, SmoothSensitiv
 from pate_cli.reports.publishable import as_gate_on, check_gate_choice, gate_warnings
 from pate_cli.votes import Input, VoteFormat, Votes, as_vote_format
 from pate_cli.votes import load_votes as _load_votes
+
+if TYPE_CHECKING:
+    from pate_cli.jobs.audit import AuditReport
 
 PathLike = str | os.PathLike[str]
 
@@ -439,4 +442,51 @@ def aggregate(
         gate_on=gate_on,
         progress=progress,
         budget=budget,
+    )
+
+
+def audit(
+    mechanism: Mechanism,
+    *,
+    delta: float,
+    votes: Votes | Input | None = None,
+    query: int | None = None,
+    queries: int = 1,
+    runs: int = 1_000_000,
+    alpha: float = 0.05,
+    claim: float | None = None,
+    seed: int | None = None,
+    classes: int = 2,
+    format: str | VoteFormat | None = None,
+    teachers: int | None = None,
+    num_classes: int | None = None,
+    member: str | None = None,
+) -> AuditReport:
+    """What ``pate audit`` computes: a lower bound on the mechanism's epsilon at ``delta``
+    from ``runs`` draws of its own sampler on each of two neighbouring histograms, true with
+    probability at least 1 - ``alpha``, beside the upper figures claimed for the same pair
+    and number of ``queries`` (``claim``: one more, someone's); ``report.exceeds`` names
+    those below the lower bound (docs/cli.md, "Auditing a mechanism").
+
+    Without ``votes``, the pair is searched over histograms of ``classes`` classes; with
+    them, it is query ``query`` (required) and its neighbour, and the figures are of
+    private data. ``seed``: a public seed for a reproducible audit (default: OS entropy).
+    """
+    from pate_cli.jobs.audit import run_audit  # its modules load when an audit runs
+
+    mechanism = as_mechanism(mechanism)
+    read = None
+    if votes is not None:
+        read = read_votes(votes, reading(format, teachers, num_classes, member, None))
+    return run_audit(
+        mechanism,
+        delta=delta,
+        votes=read,
+        query=query,
+        queries=queries,
+        runs=runs,
+        alpha=alpha,
+        claim=claim,
+        seed=seed,
+        classes=classes,
     )

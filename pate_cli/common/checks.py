@@ -102,3 +102,30 @@ def delta(value: float) -> None:
 def conversion(value: str | Conversion) -> Conversion:
     """A conversion from its name ("classic" or "improved")."""
     return choice(Conversion, value, "conversion")
+
+
+def claim(value: float | None) -> float | None:
+    """An epsilon someone claims (``audit --claim``): finite and >= 0."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise UsageError(f"{given('claim', value)}: expected a finite number >= 0")
+    return value
+
+
+def alpha(value: float) -> float:
+    """The probability that an audit's lower bound is wrong: strictly between 0 and 1."""
+    if not 0 < value < 1:
+        raise UsageError(f"{given('alpha', value)}: expected a number strictly between 0 and 1")
+    return float(value)
+
+
+def whole(value: int, name: str, low: int, high: int) -> int:
+    """A whole number from ``low`` to ``high`` (``name``: its flag without the dashes)."""
+    try:
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    if isinstance(value, bool) or number is None or not low <= number <= high:
+        raise UsageError(
+            f"{given(name, value, quote=True)}: expected a whole number from {low:,} to {high:,}"
+        )
+    return number
