@@ -72,3 +72,10 @@ class Accountant(str, Enum):
 
     EXACT = "exact"
     RDP = "rdp"
+
+
+class TestFrom(str, Enum):
+    """What fixes an audit's pair and test (``pate audit --test-from``)."""
+
+    LAW = "law"
+    DRAWS = "draws"

@@ -15,6 +15,7 @@ class ExitCode(IntEnum):
 
     OK = 0
     BUDGET_EXCEEDED = 1  # the --max-epsilon gate failed
+    CLAIM_BELOW_AUDIT = 1  # audit: a claimed epsilon is below the empirical lower bound
     BAD_INPUT = 2  # usage error or bad input
     NOT_CHECKED = 3  # verify: nothing differs, but something was not checked
     CHARGE_REFUSED = 4  # --budget: the run's charge would take the total over the limit

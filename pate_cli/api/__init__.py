@@ -457,6 +457,7 @@ def audit(
     claim: float | None = None,
     seed: int | None = None,
     classes: int = 2,
+    test_from: str = "law",
     format: str | VoteFormat | None = None,
     teachers: int | None = None,
     num_classes: int | None = None,
@@ -471,6 +472,9 @@ def audit(
     Without ``votes``, the pair is searched over histograms of ``classes`` classes; with
     them, it is query ``query`` (required) and its neighbour, and the figures are of
     private data. ``seed``: a public seed for a reproducible audit (default: OS entropy).
+    ``test_from``: ``"law"`` (the pair and the test fixed from the mechanism's stated law,
+    where it states one) or ``"draws"`` (from held-out draws of its sampler: for a sampler
+    not trusted to follow its law).
     """
     from pate_cli.jobs.audit import run_audit  # its modules load when an audit runs
 
@@ -489,4 +493,5 @@ def audit(
         claim=claim,
         seed=seed,
         classes=classes,
+        test_from=test_from,
     )

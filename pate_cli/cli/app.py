@@ -315,6 +315,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "inspect": ("inspect", "inspect"),
     "verify": ("verify", "verify"),
     "plan": ("plan", "plan"),
+    "audit": ("audit", "audit"),
     "budget": ("budget", None),
 }
 
@@ -328,7 +329,8 @@ def make_app(names: Sequence[str] = tuple(COMMANDS)) -> typer.Typer:
         help="Privacy analysis for PATE (Private Aggregation of Teacher Ensembles).\n\n"
         "Reads saved teacher votes (.npy/.npz) and reports Renyi-DP and (epsilon, delta) "
         "costs, smooth-sensitivity releases, noisy labels and comparisons. "
-        "Exit codes: 0 ok, 1 budget exceeded (--max-epsilon) or a record that differs, 2 bad "
+        "Exit codes: 0 ok, 1 budget exceeded (--max-epsilon), a record that differs or a "
+        "claimed epsilon below an audit's lower bound, 2 bad "
         "input or usage, 3 a record verified only in part, 4 a charge refused over its "
         "budget's limit (--budget), 5 interrupted after the release was committed (it and its "
         "charge stand), 6 a mechanism plugin failed (nothing written), 70 a bug, 74 stdout "

@@ -46,6 +46,9 @@ _SLACK = 1e-12
 # their roundings: each log-probability moved 1e-9 in the direction that raises epsilon.
 _LAW_SLACK = 1e-9
 _BATCH = 16  # prefixes bounded at a time
+STEADY = 0.1
+"""The largest standard deviation of the bound a test is chosen with (where one has it): a
+rerun lands within about 0.2 of the expected bound."""
 MOST_VECTORS = 1 << 16
 """The most count vectors a run's law is enumerated over (kinds are merged past it)."""
 
@@ -249,18 +252,42 @@ def pair_epsilon(law: RunLaw, delta: float) -> float:
     return best
 
 
+def bound_spread(rate: FloatArray, other: FloatArray, runs: int, delta: float) -> FloatArray:
+    """The standard deviation of the bound log(rate - delta) - log(other) over the binomial
+    counts, to first order: sqrt((1 - p) / (N p) (p / (p - delta))^2 + (1 - q) / (N q)), 0
+    for a rate of 0, inf where p <= delta."""
+    p = np.clip(np.asarray(rate, dtype=np.float64), 0.0, 1.0)
+    q = np.clip(np.asarray(other, dtype=np.float64), 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        first = np.where(p > delta, (1 - p) / (runs * p) * (p / (p - delta)) ** 2, np.inf)
+        second = np.where(q > 0, (1 - q) / (runs * np.maximum(q, 1e-300)), 0.0)
+    return np.asarray(np.sqrt(first + second))
+
+
 def best_test(law: RunLaw, runs: int, alpha: float, delta: float) -> tuple[Test, float]:
-    """The test whose bound at the expected counts is largest, and that bound. A prefix's
-    plug-in figure (its rates themselves) is above its bound, so prefixes are bounded in the
-    order of their plug-in figures until the next cannot win."""
+    """The test whose bound at the expected counts is largest among those whose bound
+    varies by at most ``STEADY`` (one standard deviation, ``bound_spread``; all of them where
+    none does), and that bound. A prefix's plug-in figure (its rates themselves) is above its
+    bound, so prefixes are bounded in the order of their plug-in figures until the next
+    cannot win."""
     best: tuple[Test, float] | None = None
-    for positive, order, rate, other in _prefixes(law):
+    prefixes = _prefixes(law)
+    steady = any(
+        (bound_spread(np.exp(rate), np.exp(other), runs, delta) <= STEADY).any()
+        for _, _, rate, other in prefixes
+    )
+    for positive, order, rate, other in prefixes:
         plug = epsilon_from_rates(np.exp(rate), np.exp(other), delta)
+        if steady:
+            plug = np.where(
+                bound_spread(np.exp(rate), np.exp(other), runs, delta) <= STEADY, plug, -1.0
+            )
         ranked = np.argsort(-plug, kind="stable")
         for start in range(0, ranked.size, _BATCH):
-            if best is not None and plug[ranked[start]] <= best[1]:
+            if plug[ranked[start]] < 0 or (best is not None and plug[ranked[start]] <= best[1]):
                 break
             picked = ranked[start : start + _BATCH]
+            picked = picked[plug[picked] >= 0]
             low = clopper_pearson_lower(runs * np.exp(rate[picked]), runs, alpha / 2)
             high = clopper_pearson_upper(runs * np.exp(other[picked]), runs, alpha / 2)
             bounds = epsilon_from_rates(low, high, delta)
@@ -271,10 +298,55 @@ def best_test(law: RunLaw, runs: int, alpha: float, delta: float) -> tuple[Test,
                 members[order[: cut + 1]] = True
                 test = Test(members, positive, float(rate[cut]), float(other[cut]))
                 best = (test, float(bounds[at]))
-    assert best is not None
+    if best is None:  # no prefix bounds anything: the first, which shows at every run
+        positive, order, rate, other = prefixes[0]
+        members = np.zeros(order.size, dtype=bool)
+        members[order[0]] = True
+        best = (Test(members, positive, float(rate[0]), float(other[0])), 0.0)
     return best
 
 
 def expected_bound(law: RunLaw, runs: int, alpha: float, delta: float) -> float:
     """The best test's bound at the expected counts (a search's score)."""
     return best_test(law, runs, alpha, delta)[1]
+
+
+def _binomial_support(runs: int, rate: float) -> tuple[FloatArray, FloatArray]:
+    """The counts of Binomial(runs, rate) within 12 standard deviations (and 8 counts) of its
+    mean, and their probabilities (log-gamma form; the mass left out is below 1e-30)."""
+    mean = runs * rate
+    spread = 12.0 * math.sqrt(runs * rate * (1.0 - rate)) + 8.0
+    first, last = max(0, math.floor(mean - spread)), min(runs, math.ceil(mean + spread))
+    k = np.arange(first, last + 1, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_pmf = (
+            gammaln(runs + 1.0)
+            - gammaln(k + 1.0)
+            - gammaln(runs - k + 1.0)
+            + np.where(k > 0, k * math.log(rate) if rate > 0 else -np.inf, 0.0)
+            + np.where(k < runs, (runs - k) * math.log1p(-rate) if rate < 1 else -np.inf, 0.0)
+        )
+    return k, np.asarray(np.exp(log_pmf))
+
+
+def expected_lower_bound(
+    rate_a: float, rate_b: float, runs: int, alpha: float, delta: float
+) -> float:
+    """E[epsilon_lower_bound] when S shows with probability ``rate_a`` in each run on A and
+    ``rate_b`` on B: the bound's mean over the two binomial counts, each value of the bound
+    max(0, a - b) with a = log(lower rate - delta), b = log(upper rate) summed in sorted order
+    (sum_a P(a) [a F(a) - G(a)], F and G the mass and the first moment of b below a)."""
+    hits_a, mass_a = _binomial_support(runs, rate_a)
+    hits_b, mass_b = _binomial_support(runs, rate_b)
+    low = clopper_pearson_lower(hits_a, runs, alpha / 2)
+    with np.errstate(divide="ignore"):
+        a = np.where(low > delta, np.log(np.maximum(low - delta, 1e-300)), -np.inf)
+        b = np.log(clopper_pearson_upper(hits_b, runs, alpha / 2))
+    order = np.argsort(b)
+    b, mass_b = b[order], mass_b[order]
+    below_mass = np.concatenate([[0.0], np.cumsum(mass_b)])
+    below_first = np.concatenate([[0.0], np.cumsum(mass_b * b)])
+    live = np.isfinite(a)
+    at = np.searchsorted(b, a[live], side="left")
+    gain = a[live] * below_mass[at] - below_first[at]
+    return float(np.sum(mass_a[live] * np.maximum(gain, 0.0)))

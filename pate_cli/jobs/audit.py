@@ -18,6 +18,7 @@ The steps, in order (docs/cli.md, "Auditing a mechanism"):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ from pate_cli.accountant.run import run_account
 from pate_cli.audits import pairs
 from pate_cli.audits.draws import block_noise, outcome_kinds, run_vectors
 from pate_cli.audits.laws import Law, estimated_law, stated_law
-from pate_cli.choices import Conversion
+from pate_cli.choices import Conversion, TestFrom
 from pate_cli.common import checks
 from pate_cli.core import auditing
 from pate_cli.core.exact import gaussian_epsilon
@@ -152,6 +153,7 @@ def run_audit(
     claim: float | None = None,
     seed: int | None = None,
     classes: int = 2,
+    test_from: str | TestFrom = TestFrom.LAW,
 ) -> AuditReport:
     """``pate audit`` (module docstring); the arguments as ``pate_cli.api.audit`` takes them.
 
@@ -160,25 +162,26 @@ def run_audit(
     """
     setting = _setting(delta, alpha, runs, queries, seed)
     claim = checks.claim(claim)
-    law, test_from = _law(mechanism, setting)
+    law, test_from, fixed_on = _law(mechanism, setting, test_from)
     if votes is None:
         if query is not None:
             raise UsageError("--query picks a query of VOTES: give the votes file too")
         checks.whole(classes, "classes", 2, MOST_CLASSES)
-        refine = test_from == "stated law"
-        pair = pairs.searched(
-            law, setting.score, classes, refine=refine, per_doubling=2 if refine else 1
-        )
+        pair = _searched(mechanism, law, setting, classes, test_from == "stated law")
         where: dict[str, Any] = {"source": "search", "a": _votes(pair.a), "b": _votes(pair.b)}
     else:
         row = _query_row(votes, query)
         pair = pairs.of_query(law, setting.score, row)
         where = {"source": "votes", "query": query, "move": list(pair.move)}
-    run_law, group, test, expected = _tested(setting, pair.law_a, pair.law_b)
+    run_law, group, test, _ = _tested(setting, pair.law_a, pair.law_b)
+    expected = auditing.expected_lower_bound(
+        math.exp(test.log_rate), math.exp(test.log_other), runs, alpha, delta
+    )
     hits = _hits(mechanism, pair, setting, run_law, group, test)
     bound = auditing.epsilon_lower_bound(*hits, setting.runs, setting.alpha, setting.delta)
     merged = int(group.max()) + 1 < group.size
-    exact = None if merged else auditing.pair_epsilon(run_law, setting.delta)
+    stated = test_from == "stated law" and not merged  # the law is the mechanism's, whole
+    exact = auditing.pair_epsilon(run_law, setting.delta) if stated else None
     claimed, gaussian = _claims(mechanism, pair, setting, exact, claim)
     mu = None if not gaussian else auditing.gaussian_mu_lower_bound(*hits, runs, alpha)
     return AuditReport(
@@ -198,7 +201,7 @@ def run_audit(
         mu_lower_bound=mu,
         epsilon_gaussian=None if mu is None else _gaussian_below(mu, setting.delta),
         private=votes is not None,
-        notes=_notes(votes is not None, test_from, merged),
+        notes=_notes(votes is not None, fixed_on, merged),
     )
 
 
@@ -211,11 +214,25 @@ def _setting(delta: float, alpha: float, runs: int, queries: int, seed: int | No
     return _Setting(float(delta), checks.alpha(alpha), runs, queries, root, seed)
 
 
-def _law(mechanism: Mechanism, setting: _Setting) -> tuple[Law, str]:
+def _law(
+    mechanism: Mechanism, setting: _Setting, test_from: str | TestFrom
+) -> tuple[Law, str, str | None]:
+    """The law that fixes the pair and the test, what it is, and a note where it is not the
+    mechanism's stated one."""
+    chosen = checks.choice(TestFrom, test_from, "test-from")
     stated = stated_law(mechanism)
-    if stated is not None:
-        return stated, "stated law"
-    return estimated_law(mechanism, HELD_OUT, setting.root), "held-out draws"
+    if stated is not None and chosen is TestFrom.LAW:
+        return stated, "stated law", None
+    why = (
+        "the mechanism states no label law (its answer step's log_probabilities)"
+        if stated is None
+        else "asked for (the sampler is audited against its own draws, not its stated law)"
+    )
+    note = (
+        f"the pair and the test were fixed on held-out draws: {why}; no exact figure of the "
+        "pair is shown"
+    )
+    return estimated_law(mechanism, HELD_OUT, setting.root), "held-out draws", note
 
 
 def _query_row(votes: Votes, query: int | None) -> FloatArray:
@@ -279,32 +296,76 @@ def _claims(
     claim: float | None,
 ) -> tuple[dict[str, float], bool]:
     """The upper figures for the pair's T queries, and whether the exact one is Gaussian."""
-    orders = as_orders(None)
-    claimed: dict[str, float] = {}
-    gaussian = False
-    for row in (pair.a, pair.b):
-        counts = np.repeat(row[None, :], setting.queries, axis=0)
-        baseline = np.zeros(counts.shape) if mechanism.needs_baseline else None
-        account = run_account(
-            counts,
-            mechanism,
-            orders,
-            setting.delta,
-            Conversion.CLASSIC,
-            num_queries=setting.queries,
-            baseline=baseline,
-        )
-        claimed["data_independent"] = account.worst_case.epsilon
-        if account.exact_worst_case is not None:
-            claimed["data_independent_exact"] = account.exact_worst_case.epsilon
-            gaussian = account.exact_worst_case.method == "gaussian"
-        joint = account.guaranteed or account.data_dependent
-        claimed["guaranteed"] = max(claimed.get("guaranteed", 0.0), joint.epsilon)
+    key = (setting.delta, setting.queries)
+    first = _cached(_figures, mechanism, tuple(pair.a.tolist()), *key)
+    second = _cached(_figures, mechanism, tuple(pair.b.tolist()), *key)
+    claimed = {"data_independent": first[0]}
+    if first[1] is not None:
+        claimed["data_independent_exact"] = first[1]
+    claimed["guaranteed"] = max(first[3], second[3])
     if exact_pair is not None:
         claimed["stated_law"] = exact_pair
     if claim is not None:
         claimed["claim"] = float(claim)
-    return claimed, gaussian
+    return claimed, first[2] == "gaussian"
+
+
+@functools.lru_cache(maxsize=64)
+def _figures(
+    mechanism: Mechanism, row: tuple[float, ...], delta: float, queries: int
+) -> tuple[float, float | None, str | None, float]:
+    """pate's figures for ``queries`` queries of the histogram ``row``: the data-independent
+    RDP worst case, the exact data-independent figure and its method (None where there is
+    none), and the guaranteed data-dependent figure (once per argument in a process)."""
+    counts = np.repeat(np.array([row], dtype=np.float64), queries, axis=0)
+    baseline = np.zeros(counts.shape) if mechanism.needs_baseline else None
+    account = run_account(
+        counts,
+        mechanism,
+        as_orders(None),
+        delta,
+        Conversion.CLASSIC,
+        num_queries=queries,
+        baseline=baseline,
+    )
+    exact = account.exact_worst_case
+    joint = account.guaranteed or account.data_dependent
+    return (
+        account.worst_case.epsilon,
+        None if exact is None else exact.epsilon,
+        None if exact is None else exact.method,
+        joint.epsilon,
+    )
+
+
+def _searched(
+    mechanism: Mechanism, law: Law, setting: _Setting, classes: int, stated: bool
+) -> pairs.Pair:
+    """The searched pair: from a stated law, once per (mechanism, numbers) in a process."""
+    numbers = (setting.delta, setting.alpha, setting.runs, setting.queries)
+    if stated:
+        return _cached(_stated_search, mechanism, classes, *numbers)
+    return pairs.searched(law, setting.score, classes, refine=False, per_doubling=1)
+
+
+@functools.lru_cache(maxsize=16)
+def _stated_search(
+    mechanism: Mechanism, classes: int, delta: float, alpha: float, runs: int, queries: int
+) -> pairs.Pair:
+    law = stated_law(mechanism)
+    assert law is not None
+    score = _Setting(delta, alpha, runs, queries, 0, None).score
+    return pairs.searched(law, score, classes, refine=True, per_doubling=2)
+
+
+def _cached(function: Any, mechanism: Mechanism, *args: Any) -> Any:
+    """``function(mechanism, *args)`` through its cache, or straight where the mechanism
+    cannot be hashed (a plugin's that is not frozen)."""
+    try:
+        hash(mechanism)
+    except TypeError:
+        return function.__wrapped__(mechanism, *args)
+    return function(mechanism, *args)
 
 
 def _gaussian_below(mu: float, delta: float) -> float:
@@ -331,18 +392,15 @@ def _test_block(
     }
 
 
-def _notes(private: bool, test_from: str, merged: bool) -> tuple[str, ...]:
+def _notes(private: bool, fixed_on: str | None, merged: bool) -> tuple[str, ...]:
     notes = []
     if private:
         notes.append(
             "the pair is a query of the votes and its neighbour: like a data-dependent figure, "
             "the audit's figures are of private data and not for publication"
         )
-    if test_from == "held-out draws":
-        notes.append(
-            "the mechanism states no label law (its answer step's log_probabilities): the pair "
-            "and the test were fixed on held-out draws, and no exact figure of the pair is shown"
-        )
+    if fixed_on is not None:
+        notes.append(fixed_on)
     if merged:
         notes.append(
             "outcomes were merged to keep the run's count vectors few (a weaker test, still "
