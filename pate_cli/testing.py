@@ -26,6 +26,11 @@ failure; it returns what it checked. Each check is also a function of its own.
   probability of about ``false_alarm`` or less over the seeds (the chi-square law is the test
   statistic's as the samples grow); a label drawn that its stated
   probabilities make impossible fails at once.
+- :func:`check_audit`: a short ``pate audit`` of its sampler (``pate_cli.jobs.audit``), the
+  pair and the test fixed on held-out draws of its ``run`` rather than on its stated law, so
+  that a sampler that draws another noise than it states is measured as it draws: its lower
+  bound on epsilon, wrong with probability at most ``false_alarm``, must not exceed any
+  figure pate states for the same pair (data-independent, exact, guaranteed).
 
 Figures are compared in log space, with a tolerance for rounding: a bound fails where it is
 below the exact divergence by more than ``atol + rtol * divergence``. The exact divergence
@@ -49,6 +54,7 @@ from scipy.special import logsumexp
 
 from pate_cli.core.logmath import log1mexp
 from pate_cli.files.seeds import from_seed
+from pate_cli.jobs.audit import AuditReport, run_audit
 from pate_cli.mechanisms import Mechanism, Run, by_name, infer_mechanism, mechanism_from_dict
 
 __all__ = [
@@ -56,6 +62,7 @@ __all__ = [
     "ORDERS",
     "CheckFailed",
     "Checked",
+    "check_audit",
     "check_data_independent",
     "check_mechanism",
     "check_rdp",
@@ -80,13 +87,15 @@ class CheckFailed(AssertionError):
 @dataclass(frozen=True)
 class Checked:
     """What :func:`check_mechanism` checked: histograms and (histogram, neighbour) pairs of
-    every case, at ``orders``; sampler tests of ``samples`` draws each."""
+    every case, at ``orders``; sampler tests of ``samples`` draws each; an audit of
+    ``audit_runs`` runs a side."""
 
     histograms: int
     pairs: int
     orders: tuple[float, ...]
     sampler_tests: int
     samples: int
+    audit_runs: int
 
 
 def check_mechanism(
@@ -99,6 +108,7 @@ def check_mechanism(
     false_alarm: float = 1e-6,
     rtol: float = 1e-9,
     atol: float = 1e-10,
+    audit_runs: int = 200_000,
 ) -> Checked:
     """Every check of the kit (module docstring) on ``mechanism``.
 
@@ -111,8 +121,9 @@ def check_mechanism(
     tests = check_sampler(
         mechanism, cases=cases, samples=samples, seed=seed, false_alarm=false_alarm
     )
+    check_audit(mechanism, runs=audit_runs, seed=seed, false_alarm=false_alarm)
     hists = sum(len(histograms(teachers, classes)) for teachers, classes in cases)
-    return Checked(hists, pairs, tuple(map(float, orders)), tests, samples)
+    return Checked(hists, pairs, tuple(map(float, orders)), tests, samples, audit_runs)
 
 
 # ----------------------------------------------------------------------------- registration
@@ -516,6 +527,40 @@ def _test(drawn: Any, law: FloatArray, level: float, name: str, role: str, where
         test = f"chi-square p = {p_value:.3g} < {level:.3g}"
         said = f"frequencies {frequencies}, stated {stated} ({test})"
         _fail(name, role, f"its draws {where} do not follow its stated probabilities: {said}")
+
+
+# ----------------------------------------------------------------------------- the audit
+
+
+def check_audit(
+    mechanism: Mechanism,
+    *,
+    runs: int = 200_000,
+    seed: int = 0,
+    false_alarm: float = 1e-6,
+    delta: float = 1e-5,
+) -> AuditReport:
+    """A short audit of the sampler (module docstring): ``runs`` runs a side, the pair and
+    the test fixed on held-out draws, from ``seed``.
+
+    Returns:
+        The audit's report (its lower bound and the figures it was held to).
+
+    Raises:
+        CheckFailed: the lower bound exceeds a figure pate states for the pair.
+    """
+    report = run_audit(
+        mechanism, delta=delta, runs=runs, alpha=false_alarm, seed=seed, test_from="draws"
+    )
+    if report.exceeds:
+        figures = ", ".join(f"{name} {report.claimed[name]!r}" for name in report.exceeds)
+        said = (
+            f"its draws bound epsilon from below by {report.epsilon_lower_bound!r} at delta "
+            f"{delta:g} on the histograms {report.pair['a']} and {report.pair['b']} ({runs} "
+            f"runs a side, wrong with probability at most {false_alarm:g}), above its {figures}"
+        )
+        _fail(mechanism.name, "audit", said)
+    return report
 
 
 def _run(mechanism: Mechanism, counts: FloatArray, teachers: int) -> Run:

@@ -1,4 +1,7 @@
-"""``pate audit``: the lower bound, how it was found, and the claimed figures beside it."""
+"""``pate audit``: the lower bound, how it was found, and the claimed figures beside it.
+
+The lower bounds (the audit's, the Gaussian-shaped estimate) are rounded down, the claimed
+upper figures up, the expected value to nearest (it bounds nothing)."""
 
 from __future__ import annotations
 
@@ -28,10 +31,10 @@ def render_audit(report: AuditReport) -> RenderableType:
         f"{report.queries} quer{'y' if report.queries == 1 else 'ies'} a run, "
         f"{report.runs:,} runs a side ({report.method}; test fixed from the {report.test_from})",
     )
-    expected = bound(report.epsilon_lower_bound_expected, up=False)
+    expected = nearest(report.epsilon_lower_bound_expected)
     lines = [
         head,
-        Text(f"the bound at the expected counts: {expected}"),
+        Text(f"its expected value (over both counts, under the {report.test_from}): {expected}"),
         Text(_pair_line(report)),
     ]
     if report.mu_lower_bound is not None and report.epsilon_gaussian is not None:
