@@ -45,9 +45,11 @@ class Rounding(Enum):
     NEAREST = "nearest"  # bounds nothing: agreement, an expected count, beta, sigma_ss, a std
     EXACT = "exact"  # an order, a count, a value plan solved (printed as it is)
     PREFIX = "prefix"  # "282.72...": the value's leading digits, the rest left out
+    DOWN = "down"  # a lower bound (pate audit's): never shown above the value
 
 
 UP, NEAREST, EXACT, PREFIX = Rounding.UP, Rounding.NEAREST, Rounding.EXACT, Rounding.PREFIX
+DOWN = Rounding.DOWN
 
 
 class Command(NamedTuple):
@@ -88,6 +90,7 @@ LABELS_2017 = (
 )
 
 ANALYZE_T2 = command("analyze", VOTES, *TABLE2, *DELTA)
+AUDIT_GNMAX = command("audit", "--sigma", "1", "--delta", "1e-5", "--seed", "0")
 INSPECT_2017 = command("inspect", "sample_data/mnist_250_teachers_labels.npy")
 BY_COLUMN = ("readings", 0, "agreement", "by_query")  # the documented layout's queries
 BY_ROW = ("readings", 0, "agreement", "by_teacher")
@@ -301,6 +304,16 @@ DD = ("data_dependent", "epsilon")
 ORDER_DD = ("data_dependent", "order")
 
 QUOTES = [
+    # README: pate audit's worked example (a lower bound: down; its expected value: nearest).
+    quote(
+        README,
+        "prints epsilon >= 4.356 (its expected value 4.272), below the exact epsilon of the "
+        "pair under GNMax's law, 4.422, and the exact data-independent figure, 6.573",
+        ("4.356", at(AUDIT_GNMAX, "epsilon_lower_bound"), DOWN),
+        ("4.272", at(AUDIT_GNMAX, "epsilon_lower_bound_expected"), NEAREST),
+        ("4.422", at(AUDIT_GNMAX, "claimed", "stated_law"), UP),
+        ("6.573", at(AUDIT_GNMAX, "claimed", "data_independent_exact"), UP),
+    ),
     # The layout of the 2017 labels, from their agreement (what bounds nothing: nearest).
     quote(
         README,
@@ -638,6 +651,11 @@ QUOTES = [
 TABLE = "table: "  # the rows of the Markdown table whose header row starts with this text
 
 NOT_COMMAND_OUTPUTS: list[tuple[str, str, str]] = [
+    (
+        CLI,
+        "so the bound never exceeds log(N / ln(2 / alpha)), about 12.5 at the defaults",
+        "a formula's value at the default runs and alpha: log(1e6 / ln 40)",
+    ),
     (CLI, "`RDP at 302 orders (1.1 to 500)`", "the default order grid, an input"),
     (
         "docs/mechanisms.md",
@@ -798,11 +816,17 @@ def expected(value: float, shown: str, rounding: Rounding) -> str:
     if exponent:  # a significant-digit figure: the rounding module's scientific form
         assert abs(value) < 1e-3, shown
         digits = _significant(shown)
-        text = bound(value, digits) if rounding is UP else nearest(value, digits)
+        text = _rounded(value, digits, rounding)
         return shown if float(text) == float(shown) else text
     decimals = len(mantissa.partition(".")[2])
     assert 1e-3 <= abs(value) < 1e6, (shown, value)  # fixed notation, as the figure
-    return bound(value, decimals) if rounding is UP else nearest(value, decimals)
+    return _rounded(value, decimals, rounding)
+
+
+def _rounded(value: float, digits: int, rounding: Rounding) -> str:
+    if rounding is NEAREST:
+        return nearest(value, digits)
+    return bound(value, digits, up=rounding is UP)
 
 
 @pytest.fixture(scope="module")

@@ -68,7 +68,7 @@ READING = (
 # The end of the help: each line one whole command (pate_cli.cli.examples).
 EXAMPLES = (
     "pate audit --sigma 1 --delta 1e-5",
-    "pate audit --sigma 1 --delta 1e-5 --claim 2.94",
+    "pate audit --sigma 2 --delta 1e-5 --queries 10 --claim 12",
     "pate audit sample_data/mnist_250_teachers.npy --query 0 --threshold 200 --sigma1 150 "
     "--sigma 40 --delta 1e-5 --runs 100000",
 )
