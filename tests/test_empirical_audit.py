@@ -214,3 +214,12 @@ def test_bad_options_are_one_line_and_exit_2(args, message):
     assert done.stderr.startswith(f"pate: error: {message}")
     assert done.stderr.count("\n") == 1
     assert done.stdout == ""
+
+
+def test_more_classes_than_the_stated_law_covers_fall_back_to_held_out_draws():
+    args = ["audit", "--sigma", 1, "--classes", 30, "--delta", 1e-5, "--runs", 20_000]
+    report = json.loads(run_cli([*args, "--seed", 2, "--json"]).stdout)
+    assert report["test_from"] == "held-out draws"
+    assert report["pair"]["a"][2:] == [0] * 28
+    assert any("cover at most 20 classes; got 30" in warning for warning in report["warnings"])
+    assert report["exceeds"] == []

@@ -52,6 +52,16 @@ def test_help_lists_it_as_a_plugin(site):
     assert "--temperature FLOAT" in pate(site, "plan", "--help").stdout
 
 
+def test_audit_runs_its_sampler(site):
+    done = pate(site, "audit", "--temperature", 2, "--delta", 1e-5, "--runs", 100_000,
+                "--seed", 1, "--json")  # fmt: skip
+    report = json.loads(done.stdout)
+    assert report["mechanism"] == {"name": "gumbel-max", "temperature": 2.0}
+    assert report["test_from"] == "stated law"
+    assert 0.5 < report["epsilon_lower_bound"] < report["claimed"]["stated_law"]
+    assert report["exceeds"] == []
+
+
 def test_analyze_and_the_library_give_its_figures(site):
     done = pate(site, "analyze", MNIST, "--temperature", 4, "--queries", QUERIES,
                 "--delta", 1e-5, "--json")  # fmt: skip

@@ -20,8 +20,9 @@ from pate_cli.mechanisms import Mechanism, Run
 
 IntArray = NDArray[np.int64]
 
-BLOCK_ROWS = 1 << 18
-"""Rows (queries) given to one call of ``run``: memory is bounded by it, not by the runs."""
+BLOCK_ELEMENTS = 1 << 21
+"""Votes (queries x classes) given to one call of ``run``: memory is bounded by it, not by
+the runs."""
 
 PURPOSES = {"pilot": 1, "audit": 2}
 """The audit's streams, by spawn key: draws held out to fix a test, and the audit's own."""
@@ -64,12 +65,12 @@ def outcome_kinds(
 
 
 def run_vectors(
-    draw: Callable[[int, int], IntArray], runs: int, queries: int, kinds: int
+    draw: Callable[[int, int], IntArray], runs: int, queries: int, kinds: int, classes: int
 ) -> Callable[[], tuple[int, IntArray]]:
     """Blocks of whole runs' count vectors: ``draw(count, block)`` gives the kinds of
-    ``count`` outcomes; each call of the result gives (runs in the block, their vectors
-    (n, kinds)), until the runs are drawn."""
-    per_block = max(1, BLOCK_ROWS // queries)
+    ``count`` outcomes of histograms of ``classes`` classes; each call of the result gives
+    (runs in the block, their vectors (n, kinds)), until the runs are drawn."""
+    per_block = max(1, BLOCK_ELEMENTS // (queries * classes))
     state = {"done": 0, "block": 0}
 
     def following() -> tuple[int, IntArray]:
@@ -82,16 +83,3 @@ def run_vectors(
         return count, vectors.reshape(count, kinds)
 
     return following
-
-
-def count_vectors(
-    draw: Callable[[int, int], IntArray], runs: int, queries: int, kinds: int
-) -> IntArray:
-    """Every run's count vector (runs, kinds): for the held-out draws, which are few."""
-    following = run_vectors(draw, runs, queries, kinds)
-    found, parts = 0, []
-    while found < runs:
-        count, vectors = following()
-        found += count
-        parts.append(vectors)
-    return np.concatenate(parts) if parts else np.zeros((0, kinds), dtype=np.int64)

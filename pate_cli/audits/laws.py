@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from pate_cli.audits.draws import block_noise, kinds_of, outcome_kinds
 from pate_cli.core.logmath import log1mexp
+from pate_cli.core.outcome_bounds import TooManyClassesError
 from pate_cli.errors import UsageError
 from pate_cli.mechanisms import Mechanism
 
@@ -52,6 +53,16 @@ def stated_law(mechanism: Mechanism) -> Law | None:
         return np.column_stack([abstain, answered[:, None] + labels])
 
     return law
+
+
+def uncovered(law: Law, classes: int) -> str | None:
+    """Why the stated ``law`` cannot give histograms of ``classes`` classes (its exact
+    quadrature covers fewer), or None where it can: tried on one histogram."""
+    try:
+        law(np.eye(1, classes) * 2.0)
+    except TooManyClassesError as error:
+        return str(error)
+    return None
 
 
 def _checked(mechanism: Mechanism, found: object, shape: tuple[int, ...]) -> FloatArray:

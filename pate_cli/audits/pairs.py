@@ -76,10 +76,10 @@ def _scored(law: Law, score: Score, points: NDArray[np.int64], classes: int) -> 
 
 def searched(law: Law, score: Score, classes: int, *, refine: bool, per_doubling: int) -> Pair:
     """The best-scoring two-class pair (module docstring); ``refine``: the pattern search
-    after the grid (for a stated law: an estimated one is too noisy to climb). The grid
-    grows a doubling at a time, from 64 votes, while the best pair so far lies in its upper
-    half or scores nothing: a mechanism of little noise is not integrated at counts its
-    noise never reaches."""
+    after the grid, for a stated law (an estimated one is too noisy to climb). The grid
+    grows a doubling at a time, from 64 votes, while the best pair so far scores nothing or
+    (with ``refine``) lies in its upper half: a mechanism of little noise is not integrated at
+    counts its noise never reaches, and an estimated law's noise does not grow the grid."""
     values = grid(per_doubling)
     found: list[Pair] = []
     reach, done = _FIRST_REACH, 0
@@ -90,7 +90,8 @@ def searched(law: Law, score: Score, classes: int, *, refine: bool, per_doubling
         points = points[points.max(axis=1) > done]
         found += _scored(law, score, points, classes)
         best = max(found, key=lambda pair: pair.score)
-        if reach >= _LARGEST or (best.score > 0 and 2 * max(best.a[:2]) <= reach):
+        inside = not refine or 2 * max(best.a[:2]) <= reach
+        if reach >= _LARGEST or (best.score > 0 and inside):
             break
         done, reach = reach, 2 * reach
     found.sort(key=lambda pair: -pair.score)

@@ -160,12 +160,15 @@ def merged_kinds(
 
 def _fits(kinds: int, total: int, limit: int) -> bool:
     """At most ``limit`` count vectors, each coded by one int64 (``vector_codes``)."""
-    return vector_count(kinds, total) <= limit and kinds * math.log2(total + 1) < 62
+    coded = total == 1 or kinds * math.log2(total + 1) < 62
+    return vector_count(kinds, total) <= limit and coded
 
 
 def vector_codes(vectors: IntArray, total: int) -> IntArray:
     """Each count vector as one integer, its digits in base total + 1 (distinct vectors,
-    distinct codes). Shapes: (V, K) -> (V,)."""
+    distinct codes; for one query, the kind that showed). Shapes: (V, K) -> (V,)."""
+    if total == 1:
+        return np.asarray(np.argmax(vectors, axis=1), dtype=np.int64)
     radix = np.int64(total + 1) ** np.arange(vectors.shape[1], dtype=np.int64)
     return np.asarray(vectors @ radix, dtype=np.int64)
 

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from pate_cli.accountant.run import run_account
 from pate_cli.audits import pairs
 from pate_cli.audits.draws import block_noise, outcome_kinds, run_vectors
-from pate_cli.audits.laws import Law, estimated_law, stated_law
+from pate_cli.audits.laws import Law, estimated_law, stated_law, uncovered
 from pate_cli.choices import Conversion, TestFrom
 from pate_cli.common import checks
 from pate_cli.core import auditing
@@ -50,6 +50,7 @@ HELD_OUT = 4_000
 """Draws per histogram that estimate a law the mechanism does not state."""
 MOST_QUERIES = 10_000
 MOST_CLASSES = 1_000
+"""The most classes of an audited histogram (each run's noise is drawn for every class)."""
 # An exact epsilon from the root finder is within 1e-12 relative above the truth: a figure
 # derived from a lower bound of mu is moved below it by more.
 _BELOW = 1e-11
@@ -162,15 +163,16 @@ def run_audit(
     """
     setting = _setting(delta, alpha, runs, queries, seed)
     claim = checks.claim(claim)
-    law, test_from, fixed_on = _law(mechanism, setting, test_from)
     if votes is None:
         if query is not None:
             raise UsageError("--query picks a query of VOTES: give the votes file too")
         checks.whole(classes, "classes", 2, MOST_CLASSES)
+        law, test_from, fixed_on = _law(mechanism, setting, test_from, classes)
         pair = _searched(mechanism, law, setting, classes, test_from == "stated law")
         where: dict[str, Any] = {"source": "search", "a": _votes(pair.a), "b": _votes(pair.b)}
     else:
         row = _query_row(votes, query)
+        law, test_from, fixed_on = _law(mechanism, setting, test_from, row.size)
         pair = pairs.of_query(law, setting.score, row)
         where = {"source": "votes", "query": query, "move": list(pair.move)}
     run_law, group, test, _ = _tested(setting, pair.law_a, pair.law_b)
@@ -215,19 +217,21 @@ def _setting(delta: float, alpha: float, runs: int, queries: int, seed: int | No
 
 
 def _law(
-    mechanism: Mechanism, setting: _Setting, test_from: str | TestFrom
+    mechanism: Mechanism, setting: _Setting, test_from: str | TestFrom, classes: int
 ) -> tuple[Law, str, str | None]:
-    """The law that fixes the pair and the test, what it is, and a note where it is not the
-    mechanism's stated one."""
+    """The law that fixes the pair and the test (for histograms of ``classes`` classes), what
+    it is, and a note where it is not the mechanism's stated one."""
     chosen = checks.choice(TestFrom, test_from, "test-from")
     stated = stated_law(mechanism)
-    if stated is not None and chosen is TestFrom.LAW:
+    reason = None if stated is None else uncovered(stated, classes)
+    if stated is not None and reason is None and chosen is TestFrom.LAW:
         return stated, "stated law", None
-    why = (
-        "the mechanism states no label law (its answer step's log_probabilities)"
-        if stated is None
-        else "asked for (the sampler is audited against its own draws, not its stated law)"
-    )
+    if stated is None:
+        why = "the mechanism states no label law (its answer step's log_probabilities)"
+    elif reason is not None:
+        why = f"its stated law cannot be computed here ({reason})"
+    else:
+        why = "asked for (the sampler is audited against its own draws, not its stated law)"
     note = (
         f"the pair and the test were fixed on held-out draws: {why}; no exact figure of the "
         "pair is shown"
@@ -277,7 +281,7 @@ def _hits(
             noise = block_noise(setting.root, "audit", side, block)
             return group[outcome_kinds(mechanism, row, count, noise)]
 
-        following = run_vectors(draw, setting.runs, setting.queries, kinds)
+        following = run_vectors(draw, setting.runs, setting.queries, kinds, row.size)
         done = hits = 0
         while done < setting.runs:
             count, vectors = following()
