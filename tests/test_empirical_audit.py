@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -223,3 +224,16 @@ def test_more_classes_than_the_stated_law_covers_fall_back_to_held_out_draws():
     assert report["pair"]["a"][2:] == [0] * 28
     assert any("cover at most 20 classes; got 30" in warning for warning in report["warnings"])
     assert report["exceeds"] == []
+
+
+def test_progress_counts_the_runs_of_both_sides():
+    seen: list[tuple[str, int, int]] = []
+
+    @contextmanager
+    def progress(description: str, total: int) -> Iterator[Callable[[int], None]]:
+        done = [0]
+        yield lambda n: done.__setitem__(0, done[0] + n)
+        seen.append((description, total, done[0]))
+
+    pate.audit(pate.GNMax(sigma=2), delta=1e-5, runs=30_000, queries=50, seed=1, progress=progress)
+    assert seen == [("audit draws", 60_000, 60_000)]

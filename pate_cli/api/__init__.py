@@ -458,6 +458,7 @@ def audit(
     seed: int | None = None,
     classes: int = 2,
     test_from: str = "law",
+    progress: Progress | None = None,
     format: str | VoteFormat | None = None,
     teachers: int | None = None,
     num_classes: int | None = None,
@@ -494,4 +495,5 @@ def audit(
         seed=seed,
         classes=classes,
         test_from=test_from,
+        progress=progress,
     )

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.accountant.run import run_account
+from pate_cli.accountant.run import Progress, no_progress, run_account
 from pate_cli.audits import pairs
 from pate_cli.audits.draws import block_noise, outcome_kinds, run_vectors
 from pate_cli.audits.laws import Law, estimated_law, stated_law, uncovered
@@ -155,8 +156,10 @@ def run_audit(
     seed: int | None = None,
     classes: int = 2,
     test_from: str | TestFrom = TestFrom.LAW,
+    progress: Progress | None = None,
 ) -> AuditReport:
-    """``pate audit`` (module docstring); the arguments as ``pate_cli.api.audit`` takes them.
+    """``pate audit`` (module docstring); the arguments as ``pate_cli.api.audit`` takes them
+    (``progress``: the draws' bar, a ``Progress``, as ``pate_cli.api`` describes it).
 
     Raises:
         UsageError: a number out of its range, ``query`` without votes or out of them.
@@ -179,7 +182,7 @@ def run_audit(
     expected = auditing.expected_lower_bound(
         math.exp(test.log_rate), math.exp(test.log_other), runs, alpha, delta
     )
-    hits = _hits(mechanism, pair, setting, run_law, group, test)
+    hits = _hits(mechanism, pair, setting, run_law, group, test, progress or no_progress)
     bound = auditing.epsilon_lower_bound(*hits, setting.runs, setting.alpha, setting.delta)
     merged = int(group.max()) + 1 < group.size
     stated = test_from == "stated law" and not merged  # the law is the mechanism's, whole
@@ -268,28 +271,49 @@ def _hits(
     law: auditing.RunLaw,
     group: NDArray[np.int64],
     test: auditing.Test,
+    progress: Progress,
 ) -> tuple[int, int]:
-    """How often the test's set showed on its positive side and on the other."""
-    kinds = int(group.max()) + 1
+    """How often the test's set showed on its positive side and on the other (the runs of
+    both sides the progress bar's total)."""
     codes = auditing.vector_codes(law.vectors, setting.queries)
     order = np.argsort(codes)
     sorted_codes, members = codes[order], test.members[order]
     found = []
-    for side, row in enumerate((pair.a, pair.b)):
-
-        def draw(count: int, block: int, side: int = side, row: FloatArray = row) -> Any:
-            noise = block_noise(setting.root, "audit", side, block)
-            return group[outcome_kinds(mechanism, row, count, noise)]
-
-        following = run_vectors(draw, setting.runs, setting.queries, kinds, row.size)
-        done = hits = 0
-        while done < setting.runs:
-            count, vectors = following()
-            at = np.searchsorted(sorted_codes, auditing.vector_codes(vectors, setting.queries))
-            hits += int(members[at].sum())
-            done += count
-        found.append(hits)
+    with progress("audit draws", 2 * setting.runs) as advance:
+        for side, row in enumerate((pair.a, pair.b)):
+            found.append(
+                _side_hits(mechanism, row, side, setting, group, members, sorted_codes, advance)
+            )
     return (found[0], found[1]) if test.positive == "A" else (found[1], found[0])
+
+
+def _side_hits(
+    mechanism: Mechanism,
+    row: FloatArray,
+    side: int,
+    setting: _Setting,
+    group: NDArray[np.int64],
+    members: NDArray[np.bool_],
+    sorted_codes: NDArray[np.int64],
+    advance: Callable[[int], None] | None,
+) -> int:
+    """How often one side's runs fell in the set (``members`` of the sorted codes)."""
+
+    def draw(count: int, block: int) -> NDArray[np.int64]:
+        noise = block_noise(setting.root, "audit", side, block)
+        return group[outcome_kinds(mechanism, row, count, noise)]
+
+    kinds = int(group.max()) + 1
+    following = run_vectors(draw, setting.runs, setting.queries, kinds, row.size)
+    done = hits = 0
+    while done < setting.runs:
+        count, vectors = following()
+        at = np.searchsorted(sorted_codes, auditing.vector_codes(vectors, setting.queries))
+        hits += int(members[at].sum())
+        done += count
+        if advance is not None:
+            advance(count)
+    return hits
 
 
 def _claims(

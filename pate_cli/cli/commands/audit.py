@@ -7,13 +7,21 @@ when a claimed figure is below the lower bound: the implementation or its claim 
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from pate_cli.choices import TestFrom, VoteFormat
 from pate_cli.cli.blocks import OUTPUT, OWN, command, mechanism_block, option
-from pate_cli.cli.options import DeltaOpt, FormatOpt, MemberOpt, NumClassesOpt, emit
+from pate_cli.cli.options import (
+    DeltaOpt,
+    FormatOpt,
+    MemberOpt,
+    NumClassesOpt,
+    emit,
+    progress_bar,
+    show_progress,
+)
 from pate_cli.errors import ExitCode
 
 AuditVotesArg = Annotated[
@@ -113,6 +121,12 @@ def audit(
         has_baseline=kind is not None and kind.needs_baseline,
     )
     read = {"format": ctx.params["fmt"], "num_classes": ctx.params["num_classes"]}
+    as_json = ctx.params["as_json"]
+
+    def progress(description: str, total: int) -> Any:
+        enabled = show_progress(as_json, total * queries * max(classes, 2))
+        return progress_bar(description, total, enabled=enabled)
+
     report = api.audit(
         mechanism,
         delta=delta,
@@ -125,9 +139,10 @@ def audit(
         seed=seed,
         classes=classes,
         test_from=test_from,
+        progress=progress,
         member=ctx.params["member"],
         **read,
     )
-    emit(report.to_dict(), render_audit(report), report.warnings, ctx.params["as_json"])
+    emit(report.to_dict(), render_audit(report), report.warnings, as_json)
     if report.exceeds:
         raise typer.Exit(int(ExitCode.CLAIM_BELOW_AUDIT))
