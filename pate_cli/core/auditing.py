@@ -339,6 +339,7 @@ def expected_lower_bound(
     ``rate_b`` on B: the bound's mean over the two binomial counts, each value of the bound
     max(0, a - b) with a = log(lower rate - delta), b = log(upper rate) summed in sorted order
     (sum_a P(a) [a F(a) - G(a)], F and G the mass and the first moment of b below a)."""
+    rate_a, rate_b = min(max(rate_a, 0.0), 1.0), min(max(rate_b, 0.0), 1.0)
     hits_a, mass_a = _binomial_support(runs, rate_a)
     hits_b, mass_b = _binomial_support(runs, rate_b)
     low = clopper_pearson_lower(hits_a, runs, alpha / 2)

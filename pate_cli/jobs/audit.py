@@ -36,6 +36,7 @@ from pate_cli.common import checks
 from pate_cli.core import auditing
 from pate_cli.core.exact import gaussian_epsilon
 from pate_cli.errors import InputError, UsageError
+from pate_cli.files.seeds import json_seed
 from pate_cli.mechanisms import Mechanism
 from pate_cli.orders import as_orders
 from pate_cli.reports.encoding import plain
@@ -126,6 +127,11 @@ class _Setting:
     root: int
     seed: int | None
 
+    @property
+    def numbers(self) -> tuple[int, float, float]:
+        """(runs, alpha, delta), as the bounds take them."""
+        return self.runs, self.alpha, self.delta
+
     def score(self, law_a: FloatArray, law_b: FloatArray) -> float:
         """The bound the pair's best test gives at the expected counts."""
         return _tested(self, law_a, law_b)[3]
@@ -180,7 +186,7 @@ def run_audit(
         where = {"source": "votes", "query": query, "move": list(pair.move)}
     run_law, group, test, _ = _tested(setting, pair.law_a, pair.law_b)
     expected = auditing.expected_lower_bound(
-        math.exp(test.log_rate), math.exp(test.log_other), runs, alpha, delta
+        math.exp(test.log_rate), math.exp(test.log_other), *setting.numbers
     )
     hits = _hits(mechanism, pair, setting, run_law, group, test, progress or no_progress)
     bound = auditing.epsilon_lower_bound(*hits, setting.runs, setting.alpha, setting.delta)
@@ -188,7 +194,7 @@ def run_audit(
     stated = test_from == "stated law" and not merged  # the law is the mechanism's, whole
     exact = auditing.pair_epsilon(run_law, setting.delta) if stated else None
     claimed, gaussian = _claims(mechanism, pair, setting, exact, claim)
-    mu = None if not gaussian else auditing.gaussian_mu_lower_bound(*hits, runs, alpha)
+    mu = auditing.gaussian_mu_lower_bound(*hits, *setting.numbers[:2]) if gaussian else None
     return AuditReport(
         mechanism=mechanism.to_json_dict(),
         delta=setting.delta,
@@ -202,12 +208,17 @@ def run_audit(
         test_from=test_from,
         pair=where,
         test=_test_block(test, hits, setting, merged),
-        noise={"source": "seed", "seed": seed} if seed is not None else {"source": "os-entropy"},
+        noise=_noise_block(setting.seed),
         mu_lower_bound=mu,
         epsilon_gaussian=None if mu is None else _gaussian_below(mu, setting.delta),
         private=votes is not None,
         notes=_notes(votes is not None, fixed_on, merged),
     )
+
+
+def _noise_block(seed: int | None) -> dict[str, Any]:
+    """Where the draws came from: a public seed is shown, OS entropy never is."""
+    return {"source": "os-entropy"} if seed is None else {"source": "seed", "seed": json_seed(seed)}
 
 
 def _setting(delta: float, alpha: float, runs: int, queries: int, seed: int | None) -> _Setting:
