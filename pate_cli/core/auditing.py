@@ -176,7 +176,7 @@ def vector_codes(vectors: IntArray, total: int) -> IntArray:
 def merged_law(log_p: ArrayLike, group: IntArray) -> FloatArray:
     """The law of the merged kinds (``merged_kinds``): each group's probabilities summed."""
     p = np.asarray(log_p, dtype=np.float64)
-    if int(group.max()) + 1 == group.size:  # nothing merged
+    if np.array_equal(group, np.arange(group.size)):  # nothing merged
         return p
     out = np.full(int(group.max()) + 1, -np.inf)
     for index in range(out.size):
@@ -205,7 +205,8 @@ class RunLaw:
 
 def _dot(vectors: IntArray, log_p: FloatArray) -> FloatArray:
     """sum_k vectors[:, k] log_p[k], a kind that never shows adding nothing (0 * -inf = 0)."""
-    terms = np.where(vectors > 0, vectors * np.where(np.isneginf(log_p), -np.inf, log_p), 0.0)
+    with np.errstate(invalid="ignore"):  # 0 * -inf, masked
+        terms = np.where(vectors > 0, vectors * log_p, 0.0)
     return np.asarray(terms.sum(axis=1))
 
 
@@ -268,29 +269,44 @@ def bound_spread(rate: FloatArray, other: FloatArray, runs: int, delta: float) -
 
 
 def best_test(law: RunLaw, runs: int, alpha: float, delta: float) -> tuple[Test, float]:
-    """The test whose bound at the expected counts is largest among those whose bound
-    varies by at most ``STEADY`` (one standard deviation, ``bound_spread``; all of them where
-    none does), and that bound. A prefix's plug-in figure (its rates themselves) is above its
-    bound, so prefixes are bounded in the order of their plug-in figures until the next
-    cannot win."""
-    best: tuple[Test, float] | None = None
+    """The test whose bound at the expected counts is largest among those that bound
+    something and vary by at most ``STEADY`` (one standard deviation, ``bound_spread``);
+    among all of them where none of those bounds anything; and that bound."""
     prefixes = _prefixes(law)
-    steady = any(
-        (bound_spread(np.exp(rate), np.exp(other), runs, delta) <= STEADY).any()
-        for _, _, rate, other in prefixes
-    )
+    for steady in (True, False):
+        found = _best_prefix(prefixes, runs, alpha, delta, steady)
+        if found is not None and found[1] > 0:
+            return found
+    positive, order, rate, other = prefixes[0]  # nothing bounds: the likeliest outcome of A
+    members = np.zeros(order.size, dtype=bool)
+    members[order[0]] = True
+    return Test(members, positive, float(rate[0]), float(other[0])), 0.0
+
+
+def _best_prefix(
+    prefixes: list[tuple[str, IntArray, FloatArray, FloatArray]],
+    runs: int,
+    alpha: float,
+    delta: float,
+    steady: bool,
+) -> tuple[Test, float] | None:
+    """The prefix of largest bound at the expected counts (``steady``: of those whose bound
+    varies by at most ``STEADY``). A prefix's plug-in figure (its rates themselves; inf where
+    the other side never shows it) is at least its bound, so prefixes are bounded in the
+    order of their plug-in figures until the next cannot win."""
+    best: tuple[Test, float] | None = None
     for positive, order, rate, other in prefixes:
         plug = epsilon_from_rates(np.exp(rate), np.exp(other), delta)
+        plug = np.where(np.isneginf(other) & (np.exp(rate) > delta), np.inf, plug)
         if steady:
-            plug = np.where(
-                bound_spread(np.exp(rate), np.exp(other), runs, delta) <= STEADY, plug, -1.0
-            )
+            spread = bound_spread(np.exp(rate), np.exp(other), runs, delta)
+            plug = np.where(spread <= STEADY, plug, -1.0)
         ranked = np.argsort(-plug, kind="stable")
         for start in range(0, ranked.size, _BATCH):
-            if plug[ranked[start]] < 0 or (best is not None and plug[ranked[start]] <= best[1]):
+            if plug[ranked[start]] <= 0 or (best is not None and plug[ranked[start]] <= best[1]):
                 break
             picked = ranked[start : start + _BATCH]
-            picked = picked[plug[picked] >= 0]
+            picked = picked[plug[picked] > 0]
             low = clopper_pearson_lower(runs * np.exp(rate[picked]), runs, alpha / 2)
             high = clopper_pearson_upper(runs * np.exp(other[picked]), runs, alpha / 2)
             bounds = epsilon_from_rates(low, high, delta)
@@ -301,11 +317,6 @@ def best_test(law: RunLaw, runs: int, alpha: float, delta: float) -> tuple[Test,
                 members[order[: cut + 1]] = True
                 test = Test(members, positive, float(rate[cut]), float(other[cut]))
                 best = (test, float(bounds[at]))
-    if best is None:  # no prefix bounds anything: the first, which shows at every run
-        positive, order, rate, other = prefixes[0]
-        members = np.zeros(order.size, dtype=bool)
-        members[order[0]] = True
-        best = (Test(members, positive, float(rate[0]), float(other[0])), 0.0)
     return best
 
 
