@@ -307,9 +307,9 @@ QUOTES = [
     # README: pate audit's worked example (a lower bound: down; its expected value: nearest).
     quote(
         README,
-        "prints epsilon >= 4.356 (its expected value 4.272), below the exact epsilon of the "
+        "prints epsilon >= 4.272 (its expected value 4.272), below the exact epsilon of the "
         "pair under GNMax's law, 4.422, and the exact data-independent figure, 6.573",
-        ("4.356", at(AUDIT_GNMAX, "epsilon_lower_bound"), DOWN),
+        ("4.272", at(AUDIT_GNMAX, "epsilon_lower_bound"), DOWN),
         ("4.272", at(AUDIT_GNMAX, "epsilon_lower_bound_expected"), NEAREST),
         ("4.422", at(AUDIT_GNMAX, "claimed", "stated_law"), UP),
         ("6.573", at(AUDIT_GNMAX, "claimed", "data_independent_exact"), UP),
