@@ -265,6 +265,28 @@ def test_a_budget_started_again_keeps_the_old_one_for_its_records(team):
     assert gone["differs"] == ["records of the budget started again from"]
 
 
+@pytest.mark.parametrize("rechained", [False, True], ids=["digests left", "rechained"])
+def test_a_kept_budget_edited_is_not_the_one_started_again_from(team, rechained):
+    """The budget kept beside one started again is read as a budget is: a charge lowered in
+    it, its digests left as they were (its first and last lines untouched) or every digest
+    recomputed (the forger's move), is found."""
+    budget = team / "team.budget.jsonl"
+    run_cli(["budget", "init", budget, "--delta", DELTA, "--max-epsilon", 50, "--force", "-q"])
+    kept = team / lines_of(budget)[0]["replaces"]["kept"]
+    lines = lines_of(kept)
+    assert len(lines) >= 3  # a charge between the header and the last line
+    middle = dict(lines[1])
+    middle["account"] = {**middle["account"], "epsilon": 0.001}
+    edited = [*lines[:1], middle, *lines[2:]]
+    write_lines(kept, rechain(edited) if rechained else edited)
+    report = verify(budget, "--records", team / "releases", *head_after(budget, 0), expect=1)
+    assert report["differs"] == ["records of the budget started again from"]
+    detail = check(report, "records of the budget started again from")["detail"]
+    assert detail.startswith(kept.name + ": ")
+    if not rechained:
+        assert "line 2: its digest does not match its content (edited)" in detail
+
+
 def test_records_of_another_budget_at_its_place_are_listed(team, tmp_path):
     other = tmp_path / "other.jsonl"
     run_cli(["budget", "init", other, "--delta", DELTA, "--max-epsilon", 5, "-q"])

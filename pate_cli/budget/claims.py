@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pate_cli.budget.lines import MAX_BYTES, LineError, parse
 from pate_cli.common.spelling import given
 from pate_cli.errors import InputError
 from pate_cli.records.record import MAX_RECORD_BYTES, load_record, record_digest
@@ -145,20 +146,27 @@ def _budget_id(path: str) -> str | None:
 
 def kept_budget(budget_path: str, header: dict[str, Any]) -> str | None:
     """Why the budget this one started again from is not kept as its header says (None: it
-    is, with the id and head the header names)."""
+    is, with the id and head the header names): read as any budget is (at most ``MAX_BYTES``,
+    every line's digest and link recomputed), then its id and head compared."""
     replaces = header.get("replaces")
     if not isinstance(replaces, dict):
         return "the header names no budget it started again from"
-    kept = os.path.join(os.path.dirname(os.path.abspath(budget_path)), str(replaces.get("kept")))
+    name = str(replaces.get("kept"))
+    kept = os.path.join(os.path.dirname(os.path.abspath(budget_path)), name)
     try:
+        if os.path.getsize(kept) > MAX_BYTES:
+            return f"{name}: larger than {MAX_BYTES >> 20} MiB; not a budget file"
         with open(kept, "rb") as stream:
-            lines = [json.loads(text) for text in stream.read().splitlines() if text.strip()]
-    except (OSError, ValueError):
-        return f"{replaces.get('kept')}: not found beside it"
-    first = lines[0] if lines and isinstance(lines[0], dict) else {}
-    last = lines[-1] if lines and isinstance(lines[-1], dict) else {}
-    if first.get("digest") != replaces.get("id") or last.get("digest") != replaces.get("head"):
-        return f"{replaces.get('kept')}: not the budget the header names (its id or head)"
+            data = stream.read(MAX_BYTES + 1)
+    except OSError:
+        return f"{name}: not found beside it"
+    try:
+        kept_header, lines = parse(data)
+    except LineError as error:
+        return f"{name}: {error}"
+    head = lines[-1].get("digest") if lines else kept_header.get("digest")
+    if kept_header.get("digest") != replaces.get("id") or head != replaces.get("head"):
+        return f"{name}: not the budget the header names (its id or head)"
     return None
 
 
