@@ -394,6 +394,14 @@ def test_budget_show_maps_every_charge_to_its_record(team):
     assert f"record of no charge: {record_of(team, 4)}: names this budget" in " ".join(text.split())
 
 
+def test_budget_show_refuses_records_that_are_not_a_folder(team):
+    budget = team / "team.budget.jsonl"
+    for given in (record_of(team, 1), team / "missing"):
+        done = run_cli(["budget", "show", budget, "--records", given], expect=ExitCode.BAD_INPUT)
+        assert done.stderr == f"pate: error: --records {given}: not a folder of records\n"
+        assert done.stdout == ""
+
+
 def test_a_sample_from_the_seed_file_its_command_line_names_is_replayed(tmp_path):
     """A run drawn from --seed-file: the budget's replay reads the seed file the record's
     command line names, where it is, and so checks the random sample too (pinned); with the

@@ -26,6 +26,7 @@ from pate_cli.core.conditions import check_conditions
 from pate_cli.core.horizon import Horizon, distance_ranges, stop_distance
 from pate_cli.core.ls_cells import plan_cells
 from pate_cli.core.ls_gnmax import _canonical_rows, walk_plan
+from pate_cli.core.ls_lnmax import LnmaxSensitivity
 from pate_cli.core.ls_tilde import _GnmaxSensitivity
 from pate_cli.core.smooth import (
     beta_grid,
@@ -359,3 +360,20 @@ def test_no_state_exceeds_the_plans_largest(case, walk):
     for evaluate in chunks:
         _, _, ls, cost = evaluate()
         assert np.all(ls <= ls_bound) and np.all(cost <= cost_bound)
+
+
+def test_a_walk_refuses_weights_above_one_a_query():
+    """The queries still to come are bounded at weight 1 each (a row, at its count): a block
+    weighing more would not be bounded, so the walk refuses it rather than stop too early."""
+    votes = np.array([[6.0, 3.0, 1.0], [5.0, 5.0, 0.0]])
+    options = {"threshold": 5.0, "sigma1": 2.0, "threshold_sensitivity": 1}
+    horizon = Horizon.start(0.01, 10, 4)
+    heavy = {"step2_weights": np.array([1.5, 0.5])}
+    with pytest.raises(ValueError, match="step2_weights of at most 1 a query"):
+        local_sensitivity_walked(votes, 10, 20.0, 2.0, horizon, **options, **heavy)
+    held = {"row_counts": np.array([2.0, 2.0])}  # each row two queries: 1.5 is within them
+    local_sensitivity_walked(votes, 10, 20.0, 2.0, horizon, **options, **heavy, **held)
+    table = LnmaxSensitivity(3, 10, 0.5, 20.0)
+    with pytest.raises(ValueError, match="weights of at most 1 a query"):
+        table.walked(votes, np.array([1.5, 0.5]), Horizon.start(0.01, 10, 2))
+    table.walked(votes, np.array([1.5, 0.5]), Horizon.start(0.01, 10, 4), np.array([2, 2]))
