@@ -237,3 +237,22 @@ def test_progress_counts_the_runs_of_both_sides():
 
     pate.audit(pate.GNMax(sigma=2), delta=1e-5, runs=30_000, queries=50, seed=1, progress=progress)
     assert seen == [("audit draws", 60_000, 60_000)]
+
+
+@dataclass(frozen=True)
+class SilentGNMax(GNMax):
+    """Says it answers every query, and releases nothing."""
+
+    name: ClassVar[str] = "silent-gnmax"
+
+    def run(self, counts, noise, run):  # type: ignore[no-untyped-def]
+        from pate_cli.mechanisms.samplers import answer_where
+
+        nothing = np.zeros(len(counts), dtype=bool)
+        return answer_where(nothing, np.zeros(len(counts), dtype=np.int64))
+
+
+def test_a_mechanism_breaking_its_word_is_its_failure():
+    with pytest.raises(pate.PluginError, match=r"'silent-gnmax' .* failed: its run released a "
+                       r"label outside the classes 0\.\.1; the failure is the mechanism's"):  # fmt: skip
+        pate.audit(SilentGNMax(sigma=1.0), delta=1e-5, runs=1000, seed=0)

@@ -14,9 +14,9 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from pate_cli.errors import UsageError
 from pate_cli.files.seeds import Noise, from_seed
 from pate_cli.mechanisms import Mechanism, Run
+from pate_cli.mechanisms.plugins import failure
 
 IntArray = NDArray[np.int64]
 
@@ -48,7 +48,8 @@ def outcome_kinds(
     condition, rounding half up.
 
     Raises:
-        UsageError: the run released a label that is not a class of the row.
+        PluginError: the run released a label that is not a class of the row (or -1 from a
+            mechanism that answers every query): the mechanism's failure.
     """
     counts = np.repeat(row[None, :], count, axis=0)
     baseline = np.zeros(counts.shape) if mechanism.needs_baseline else None
@@ -57,10 +58,9 @@ def outcome_kinds(
     labels = np.asarray(result.labels, dtype=np.int64)
     low = 0 if mechanism.answers_every_query else -1
     if labels.shape != (count,) or labels.min() < low or labels.max() >= row.size:
-        raise UsageError(
-            f"{mechanism.name}: its run released a label outside the classes 0..{row.size - 1}"
-            + ("" if low == 0 else " (or -1, none)")
-        )
+        said = "" if low == 0 else " (or -1, none)"
+        did = f"its run released a label outside the classes 0..{row.size - 1}{said}"
+        raise failure(type(mechanism), did)
     return labels - low
 
 

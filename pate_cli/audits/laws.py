@@ -22,8 +22,8 @@ from numpy.typing import NDArray
 from pate_cli.audits.draws import block_noise, kinds_of, outcome_kinds
 from pate_cli.core.logmath import log1mexp
 from pate_cli.core.outcome_bounds import TooManyClassesError
-from pate_cli.errors import UsageError
 from pate_cli.mechanisms import Mechanism
+from pate_cli.mechanisms.plugins import failure
 
 FloatArray = NDArray[np.float64]
 Law = Callable[[FloatArray], FloatArray]
@@ -69,14 +69,12 @@ def _checked(mechanism: Mechanism, found: object, shape: tuple[int, ...]) -> Flo
     """The stated label law, checked: log-probabilities of ``shape``, none NaN or above 0.
 
     Raises:
-        UsageError: what it states is not a law of that shape.
+        PluginError: what it states is not a law of that shape: the mechanism's failure.
     """
     labels = np.asarray(found, dtype=np.float64)
     if labels.shape != shape or np.isnan(labels).any() or (labels > 1e-12).any():
-        raise UsageError(
-            f"{mechanism.name}: its answer step's log_probabilities are not log-probabilities "
-            f"of shape {shape}"
-        )
+        did = f"its answer step's log_probabilities are not log-probabilities of shape {shape}"
+        raise failure(type(mechanism), did)
     return np.minimum(labels, 0.0)
 
 
