@@ -26,7 +26,7 @@ from pate_cli.jobs.audit import run_audit
 from pate_cli.mechanisms.gnmax import GNMax
 from pate_cli.mechanisms.registry import register, unregister
 from pate_cli.testing import CheckFailed, check_audit
-from tests.conftest import MNIST, run_cli
+from tests.conftest import MNIST, ROOT, run_cli
 from tests.plugins.laplace_threshold import LaplaceThreshold
 
 ALPHA = 0.05
@@ -256,3 +256,18 @@ def test_a_mechanism_breaking_its_word_is_its_failure():
     with pytest.raises(pate.PluginError, match=r"'silent-gnmax' .* failed: its run released a "
                        r"label outside the classes 0\.\.1; the failure is the mechanism's"):  # fmt: skip
         pate.audit(SilentGNMax(sigma=1.0), delta=1e-5, runs=1000, seed=0)
+
+
+def test_a_query_that_cannot_be_audited_is_one_line(write_npy):
+    zero = write_npy(np.array([[3, 1], [0, 0], [2, 2]]))
+    args = ["audit", "--sigma", 1, "--delta", 1e-5, "--runs", 1000]
+    reading = ["--format", "counts", "--teachers", 4]
+    done = run_cli([*args, zero, *reading, "--query", 1], expect=ExitCode.BAD_INPUT)
+    assert done.stderr == (
+        f"pate: error: {zero}: query 1 holds no vote to move (or one class only): it has no "
+        "neighbour to audit against\n"
+    )
+    sparse = "sample_data/next_token_votes.npz"
+    done = run_cli([*args, ROOT / sparse, "--query", 0], expect=ExitCode.BAD_INPUT)
+    assert done.stderr.endswith("votes over a vocabulary: audit a dense file of counts\n")
+    assert done.stderr.count("\n") == 1

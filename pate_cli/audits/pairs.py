@@ -123,15 +123,12 @@ def _climb(law: Law, score: Score, classes: int, start: Pair, values: NDArray[np
 def of_query(law: Law, score: Score, row: FloatArray) -> Pair:
     """The query's histogram ``row`` (C,) and its best-scoring neighbour (module docstring).
 
-    Raises:
-        ValueError: the row holds no vote (no neighbour moves one).
+    The row must hold a vote (``pate_cli.jobs.audit`` checks it): a neighbour moves one.
     """
     order = np.argsort(-row, kind="stable")
     sources = [int(c) for c in order[:_SMALL] if row[c] >= 1]
     targets = sorted({*(int(c) for c in order[:_SMALL]), int(order[-1])})
     moves = [(s, t) for s in sources for t in targets if s != t]
-    if not moves:
-        raise ValueError("the query holds no vote to move, or one class only")
     others = np.repeat(row[None, :], len(moves), axis=0)
     for i, (s, t) in enumerate(moves):
         others[i, s] -= 1

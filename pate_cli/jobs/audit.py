@@ -1,7 +1,7 @@
 """``pate audit``, whole: an empirical lower bound on a mechanism's epsilon from the sampler
 that ``aggregate`` runs, beside the upper figures pate states for the same pair and queries.
 
-The steps, in order (docs/cli.md, "Auditing a mechanism"):
+The steps, in order (docs/cli.md, "`pate audit`: auditing a mechanism"):
 
 1. The law of a query's outcome: stated by the mechanism (``pate_cli.audits.laws``), or
    estimated on held-out draws of its own stream.
@@ -258,17 +258,26 @@ def _query_row(votes: Votes, query: int | None) -> FloatArray:
 
     Raises:
         UsageError: no ``query``, or one out of the votes.
-        InputError: votes over a vocabulary, or more classes than an audit enumerates.
+        InputError: votes over a vocabulary, more classes than an audit draws, or a query
+            without a vote to move.
     """
     if query is None:
         raise UsageError("VOTES is audited one query at a time: give --query I")
     query = checks.whole(query, "query", 0, votes.num_queries - 1)
     counts = votes.counts
     if not isinstance(counts, np.ndarray):
-        raise InputError("votes over a vocabulary: audit a dense file of counts")
+        raise InputError(f"{votes.path}: votes over a vocabulary: audit a dense file of counts")
     if counts.shape[1] > MOST_CLASSES:
-        raise InputError(f"{counts.shape[1]} classes: an audit reads at most {MOST_CLASSES:,}")
-    return np.asarray(counts[query], dtype=np.float64)
+        raise InputError(
+            f"{votes.path}: {counts.shape[1]:,} classes: an audit draws at most {MOST_CLASSES:,}"
+        )
+    row = np.asarray(counts[query], dtype=np.float64)
+    if row.sum() < 1 or row.size < 2:
+        raise InputError(
+            f"{votes.path}: query {query} holds no vote to move (or one class only): it has "
+            "no neighbour to audit against"
+        )
+    return row
 
 
 def _votes(row: FloatArray) -> list[int]:

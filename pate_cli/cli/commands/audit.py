@@ -18,6 +18,7 @@ from pate_cli.cli.options import (
     FormatOpt,
     MemberOpt,
     NumClassesOpt,
+    TeachersOpt,
     emit,
     progress_bar,
     show_progress,
@@ -70,6 +71,7 @@ READING = (
     option("fmt", FormatOpt, VoteFormat.AUTO),
     option("num_classes", NumClassesOpt),
     option("member", MemberOpt),
+    option("teachers", TeachersOpt),
 )
 """How VOTES is read (the audit takes one query of it, so no selection)."""
 
@@ -120,7 +122,7 @@ def audit(
         {key: ctx.params.get(key) for key in declarations()},
         has_baseline=kind is not None and kind.needs_baseline,
     )
-    read = {"format": ctx.params["fmt"], "num_classes": ctx.params["num_classes"]}
+    read = {key: ctx.params[key] for key in ("num_classes", "member", "teachers")}
     as_json = ctx.params["as_json"]
 
     def progress(description: str, total: int) -> Any:
@@ -140,7 +142,7 @@ def audit(
         classes=classes,
         test_from=test_from,
         progress=progress,
-        member=ctx.params["member"],
+        format=ctx.params["fmt"],
         **read,
     )
     emit(report.to_dict(), render_audit(report), report.warnings, as_json)
