@@ -271,3 +271,15 @@ def test_a_query_that_cannot_be_audited_is_one_line(write_npy):
     done = run_cli([*args, ROOT / sparse, "--query", 0], expect=ExitCode.BAD_INPUT)
     assert done.stderr.endswith("votes over a vocabulary: audit a dense file of counts\n")
     assert done.stderr.count("\n") == 1
+
+
+def test_the_report_shows_itself_in_one_line_and_in_a_notebook():
+    report = run_audit(GNMax(sigma=1.0), delta=1e-5, seed=0, claim=2.94)
+    assert repr(report) == (
+        "AuditReport(mechanism=gnmax, queries=1, runs=1000000, epsilon_lower_bound>=4.272, "
+        "exceeds=['claim'])"
+    )  # 4.27292...: a lower bound rounded down
+    markdown = report._repr_markdown_()
+    assert markdown.startswith("### pate audit: epsilon >= 4.272\n")
+    assert "| claim | 2.94 | **below the lower bound** |" in markdown
+    assert "| data_independent_exact | 6.573 | above |" in markdown

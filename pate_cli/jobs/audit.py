@@ -40,6 +40,7 @@ from pate_cli.files.seeds import json_seed
 from pate_cli.mechanisms import Mechanism
 from pate_cli.orders import as_orders
 from pate_cli.reports.encoding import plain
+from pate_cli.reports.rounding import bound_significant
 from pate_cli.votes import Votes
 
 FloatArray = NDArray[np.float64]
@@ -114,6 +115,28 @@ class AuditReport:
         return plain(out)
 
     to_json_dict = to_dict
+
+    def __repr__(self) -> str:
+        # One line: the lower bound rounded down (never shown above itself), what it exceeds.
+        lower = bound_significant(self.epsilon_lower_bound, 4, up=False)
+        return (
+            f"AuditReport(mechanism={self.mechanism.get('name')}, queries={self.queries}, "
+            f"runs={self.runs}, epsilon_lower_bound>={lower}, exceeds={list(self.exceeds)})"
+        )
+
+    def _repr_markdown_(self) -> str:
+        lower = bound_significant(self.epsilon_lower_bound, 4, up=False)
+        rows = "\n".join(
+            f"| {name} | {bound_significant(value, 4)} | "
+            f"{'**below the lower bound**' if name in self.exceeds else 'above'} |"
+            for name, value in self.claimed.items()
+        )
+        return (
+            f"### pate audit: epsilon >= {lower}\n\n"
+            f"with probability >= {1 - self.alpha:g} at delta {self.delta:g}, {self.queries} "
+            f"queries a run, {self.runs:,} runs a side ({self.method}, test fixed from the "
+            f"{self.test_from})\n\n| claimed | epsilon | |\n|---|---|---|\n{rows}"
+        )
 
 
 @dataclass(frozen=True)
