@@ -91,7 +91,9 @@ class InputSummary:
 
     Votes given as an array (``source`` "memory") add to the JSON ``"source": "memory"``,
     the array's ``shape`` and ``dtype``; ``path`` is then ``"<array>"`` and ``sha256`` the
-    digest of the array's dtype, shape and bytes. The block of a file is unchanged (no
+    digest of the array's dtype, shape and bytes. A folder of shards adds ``"source":
+    "folder"`` and ``"shards"``, their number; ``sha256`` is then the folder's digest
+    (``pate_cli.votes.folder``). The block of a file is unchanged (no
     ``source`` key): the command line's JSON stays as it was.
     """
 
@@ -110,6 +112,9 @@ class InputSummary:
     classes_from: str = "shape"
     """Where ``num_classes`` came from: "given" (``--num-classes``), "largest label" (one
     more than the largest label of the file) or "shape" (the array's classes)."""
+    shards: int = 0
+    """The shards of a folder read as the votes (JSON ``"source": "folder"`` and
+    ``"shards"``); 0 for a file."""
 
     @classmethod
     def from_votes(cls, votes: Votes) -> InputSummary:
@@ -128,6 +133,7 @@ class InputSummary:
             source=votes.source,
             dtype=votes.stored_dtype,
             classes_from=votes.classes_from,
+            shards=votes.shards,
         )
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -136,6 +142,8 @@ class InputSummary:
             if self.source == "memory"
             else {}
         )
+        if self.shards:
+            memory = {"source": "folder", "shards": self.shards}
         return {
             "path": self.path,
             "sha256": self.sha256,

@@ -74,6 +74,8 @@ from pate_cli.votes.conversion import (
     to_counts,
 )
 from pate_cli.votes.detection import AmbiguousFormatError, detect_format, labels_transposed
+from pate_cli.votes.flags import as_vote_format, check_flags, vote_format
+from pate_cli.votes.folder import is_folder
 from pate_cli.votes.formats import QUERY_AXIS, BlockScan, Distinct
 from pate_cli.votes.inputs import (
     Input,
@@ -93,6 +95,7 @@ from pate_cli.votes.reader import (
     load_array,
     open_array,
 )
+from pate_cli.votes.shards import ShardedFile, open_shards
 from pate_cli.votes.sparse import (
     COMPACT_MIN_CLASSES,
     check_vocabulary,
@@ -140,36 +143,6 @@ _MAX_LABEL_COUNT_CELLS = 10**8  # Q * C of a labels file's counts; beyond this C
 # an archive, votes or not.
 
 
-def _check_flags(num_classes: int | None, teachers: int | None, queries: int | None) -> None:
-    for name, value, noun in (
-        ("num-classes", num_classes, "classes"),
-        ("teachers", teachers, "teachers"),
-        ("queries", queries, "queries"),
-    ):
-        if value is not None and value < 1:
-            raise UsageError(f"{given(name, value)}: expected a positive number of {noun}")
-
-
-def as_vote_format(fmt: VoteFormat | str | None, format: VoteFormat | str | None) -> VoteFormat:
-    """The library's ``fmt=`` or its synonym ``format=`` (``--format``); neither is auto.
-
-    Raises:
-        UsageError: Not a format, or both given and different.
-    """
-    if fmt is not None and format is not None and str(fmt) != str(format):
-        raise UsageError(
-            f"fmt={str(fmt)!r} and format={str(format)!r}: expected one of the two "
-            "(format= is a synonym of fmt=)"
-        )
-    chosen = fmt if fmt is not None else format
-    try:
-        return VoteFormat(VoteFormat.AUTO if chosen is None else chosen)
-    except ValueError:
-        choices = ", ".join(f.value for f in VoteFormat)
-        name = "fmt" if fmt is not None else "format"
-        raise UsageError(f"{name}={chosen!r}: expected one of {choices}") from None
-
-
 def load_votes(
     path: Input,
     *,
@@ -211,12 +184,16 @@ def load_votes(
         InputError: Any problem with the votes or indices file.
         UsageError: A flag value outside its domain (``--queries 0``, ``--format x``).
     """
-    fmt = _vote_format(fmt)
-    _check_flags(num_classes, teachers, queries)
+    fmt = vote_format(fmt)
+    check_flags(num_classes, teachers, queries)
     sparse = sparse_votes(path, member, fmt, num_classes, teachers, queries, indices, candidates)
     if sparse is not None:
         return sparse
-    reading = _open_reading(path, member, fmt, teachers, streamable=indices is None)
+    source: Input | ShardedFile = path
+    if is_folder(path):  # its shards, each read and checked alike, as one file (shards.py)
+        shard = {"member": member, "num_classes": num_classes, "teachers": teachers}
+        source = open_shards(path, load_votes, fmt=fmt, **shard)  # type: ignore[arg-type]
+    reading = _open_reading(source, member, fmt, teachers, streamable=indices is None)
     detected = fmt is VoteFormat.AUTO
     reading, fmt, scans = _format_and_scans(reading, fmt, teachers, num_classes)
     check_shape(reading.shape, reading.where, fmt, num_classes)
@@ -235,7 +212,7 @@ def load_votes(
         # Say how the file was read (detected): a wrong guess is then plain to see, and
         # --format names another reading where one would fit.
         raise InputError(f"{exc.message} (read as {fmt.value}, the format detected)") from None
-    return Votes(
+    votes = Votes(
         counts=counts,  # type: ignore[arg-type]
         format=fmt,
         detected=detected,
@@ -249,6 +226,8 @@ def load_votes(
         distinct=distinct,
         **reading.described(),
     )
+    sharded = reading.file if isinstance(reading.file, ShardedFile) else None
+    return votes if sharded is None else sharded.check_reading(votes)
 
 
 def _classes_from(fmt: VoteFormat, num_classes: int | None) -> str:
@@ -256,16 +235,6 @@ def _classes_from(fmt: VoteFormat, num_classes: int | None) -> str:
     if num_classes is not None:
         return "given"
     return "largest label" if fmt is VoteFormat.LABELS else "shape"
-
-
-def _vote_format(fmt: VoteFormat | str) -> VoteFormat:
-    """``--format`` as a :class:`VoteFormat`, or the usage error naming the choices."""
-    try:
-        return VoteFormat(fmt)
-    except ValueError:
-        raise UsageError(
-            f"{given('format', fmt)}: expected auto, counts, labels or probs"
-        ) from None
 
 
 @dataclass
@@ -315,6 +284,7 @@ class _Reading:
             "transposed": self.transposed,
             "source": "file" if isinstance(self.file, ArrayFile) else "memory",
             "layout_evidence": self.evidence,
+            "shards": len(self.file.parts) if isinstance(self.file, ShardedFile) else 0,
         }
 
     def read_transposed(self) -> _Reading:
@@ -362,15 +332,19 @@ class _Reading:
 
 
 def _open_reading(
-    path: Input, member: str | None, fmt: VoteFormat, teachers: int | None, streamable: bool
+    path: Input | ShardedFile,
+    member: str | None,
+    fmt: VoteFormat,
+    teachers: int | None,
+    streamable: bool,
 ) -> _Reading:
     """Open the votes: check the file's header (nothing read or inflated yet) and start
     hashing it on a thread, or check the array in memory; then choose how to read it."""
     file: ArrayFile | MemoryArray
-    if is_path(path):
-        where = os.fspath(path)
-        file = open_array(path, "votes", member)  # checked; nothing read or inflated yet
-        digest = hash_in_background(path)
+    if is_path(path) or isinstance(path, ShardedFile):
+        # checked; nothing read or inflated yet (a folder's shards: read and checked alike)
+        file = path if isinstance(path, ShardedFile) else open_array(path, "votes", member)
+        where, digest = file.where, hash_in_background(file.path)
     else:
         if member is not None:
             raise UsageError(

@@ -54,6 +54,8 @@ class Votes:
             half the queries' rows are distinct (whole counts, as dense rows): every pass
             then evaluates each distinct row once, weighted by how many queries hold it.
             None otherwise.
+        shards: The number of shards of a folder read as the votes (``path`` the folder,
+            ``digest`` that of ``pate_cli.votes.folder``); 0 for a file or an array.
     """
 
     counts: NDArray[np.float64]
@@ -74,6 +76,7 @@ class Votes:
     classes_from: str = "shape"
     layout_evidence: LayoutEvidence | None = None
     distinct: DistinctRows | None = None
+    shards: int = 0
 
     def __repr__(self) -> str:
         """Short: the format, the shape read, the sizes and the digest's first characters

@@ -53,6 +53,7 @@ import numpy as np
 
 from pate_cli.common.spelling import given, option
 from pate_cli.errors import InputError
+from pate_cli.votes.folder import folder_sha256, is_folder
 
 StrPath = str | os.PathLike[str]  # the CLI passes the text the user typed
 
@@ -424,11 +425,13 @@ def load_array(path: StrPath, what: str) -> np.ndarray:
 def file_sha256(path: StrPath, salt: bytes = b"") -> str:
     """Hex SHA-256 of a file's bytes, read in chunks; with a ``salt``, of the salt followed by
     the bytes (a hiding commitment to the file: nobody can test a guess of its content
-    without the salt).
+    without the salt). Of a folder of shards, :func:`~pate_cli.votes.folder.folder_sha256`.
 
     Raises:
         InputError: The file is missing, not a regular file or unreadable.
     """
+    if is_folder(path):  # a folder of shards: the digest of its shards' (folder.py)
+        return folder_sha256(path, salt, file_sha256)
     where, digest = os.fspath(path), hashlib.sha256(salt)
     with _open_regular(path, where, "input") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

@@ -47,6 +47,7 @@ from pate_cli.votes.candidates import (
     over_candidate_ids,
 )
 from pate_cli.votes.conversion import teachers_from_sums
+from pate_cli.votes.folder import is_folder, shard_differs, shard_paths
 from pate_cli.votes.inputs import query_selection
 from pate_cli.votes.memory import read_input, where_of
 from pate_cli.votes.model import Votes
@@ -306,6 +307,8 @@ def is_sparse_input(path: object, member: str | None) -> bool:
     with ``member`` is read as an array instead)."""
     if member is not None:
         return False
+    if is_folder(path):  # a folder of shards: sparse if its first shard is
+        return is_sparse_input(shard_paths(path)[0], member)  # type: ignore[arg-type]
     if isinstance(path, (str, os.PathLike)):
         return os.path.isfile(path) and sparse_members(path) is not None
     return bool(scipy.sparse.issparse(path))
@@ -367,6 +370,7 @@ def sparse_votes(
         source=read.source,
         candidate_ids=ids,
         classes_from="given" if num_classes is not None else "shape",
+        shards=read.shards,
     )
 
 
@@ -405,9 +409,12 @@ class _SparseInput:
     digest: Future[str]
     source: str
     candidates: np.ndarray | None = None
+    shards: int = 0
 
 
 def _read_sparse_input(path: object) -> _SparseInput:
+    if is_folder(path):
+        return _read_sparse_folder(os.fspath(path))  # type: ignore[arg-type]
     if isinstance(path, (str, os.PathLike)):
         where = os.fspath(path)
         compact, shape, dtype = read_sparse(path, where)
@@ -421,6 +428,42 @@ def _read_sparse_input(path: object) -> _SparseInput:
     _check_extent(shape, matrix.nnz, where)
     compact = compact_from_entries(matrix.row, matrix.col, matrix.data, shape, where)
     return _SparseInput(where, compact, shape, str(matrix.dtype), _sparse_digest(matrix), "memory")
+
+
+def _read_sparse_folder(where: str) -> _SparseInput:
+    """The sparse shards of a folder as one matrix: their rows (queries) in order. Every
+    shard must be a sparse matrix of the first's classes (columns) and dtype, without a
+    candidates member (``--candidates`` gives the folder's)."""
+    shards = shard_paths(where)
+    entries, offset, first = [], 0, None
+    for shard in shards:
+        if sparse_members(shard) is None:
+            raise shard_differs(where, shard, shards[0], "reads as", "dense", "as sparse counts")
+        if "candidates" in (sparse_members(shard) or ()):
+            raise InputError(
+                f"{where}: shard {os.path.basename(shard)} holds candidates; a folder's "
+                f"are given with {option('candidates')}"
+            )
+        kind, shape = _sparse_header(shard, shard)
+        row, column, data = _sparse_entries(shard, shard, kind, shape)
+        _check_extent(shape, data.size, shard)
+        if first is None:
+            first = (shape[1], str(data.dtype))
+        elif (shape[1], str(data.dtype)) != first:
+            how, value, other = (
+                ("has classes", shape[1], first[0])
+                if shape[1] != first[0]
+                else ("is stored as", data.dtype, f"as {first[1]}")
+            )
+            raise shard_differs(where, shard, shards[0], how, value, other)
+        entries.append((np.asarray(row, dtype=np.int64) + offset, column, data))
+        offset += shape[0]
+    assert first is not None
+    rows, columns, values = (np.concatenate(part) for part in zip(*entries, strict=True))
+    whole = (offset, first[0])
+    compact = compact_from_entries(rows, columns, values, whole, where)
+    digest = hash_in_background(where)
+    return _SparseInput(where, compact, whole, first[1], digest, "file", shards=len(shards))
 
 
 def _check_reading(

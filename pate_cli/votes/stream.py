@@ -337,25 +337,75 @@ def open_streams(
     rows may be read as counts, and one of at least ``min_rows`` columns as labels; each
     is None when the file is smaller, ``fmt`` rules it out, or the array is
     Fortran-ordered (read in memory instead). A .npy is read where it lies; the array of an
-    .npz is inflated once, here, into :class:`InflatedTiles`.
+    .npz is inflated once, here, into :class:`InflatedTiles`; the shards of a folder (its
+    ``parts``) are each read so, one after the other (:class:`ShardSource`).
     """
     shape = file.shape
-    if len(shape) != 2 or max(shape) < min_rows or file.header.fortran_order:
+    parts: tuple[ArrayFile, ...] = getattr(file, "parts", ())  # a folder of shards
+    fortran = any(part.header.fortran_order for part in (*parts, file))
+    if len(shape) != 2 or max(shape) < min_rows or fortran:
         return None, None
     num_rows, num_columns = (int(n) for n in shape)
     by_rows = num_rows >= min_rows and fmt in _MAYBE_COUNTS
     by_columns = num_columns >= min_rows and fmt in _MAYBE_LABELS
     if not (by_rows or by_columns):
         return None, None
-    source: Source
-    if file.npz:
-        # Bands of a block of rows; tiles as wide as a block of labels' queries when the
-        # file is to be read by columns (labels, or a wide file under auto), else whole rows.
-        by_tiles = by_columns and not (by_rows and num_rows >= num_columns)
-        tile_columns = block.rows_of(num_rows) if by_tiles else max(num_columns, 1)
-        source = InflatedTiles(file, block.rows_of(num_columns), tile_columns)
-    else:
-        source = NpySource(file.path, file.header)
+    source = _source(file, by_rows, by_columns, block)
     rows = ChunkedCounts(source, num_rows, block) if by_rows else None
     columns = ChunkedLabels(source, num_columns, 0, block) if by_columns else None
     return rows, columns
+
+
+def _source(file: ArrayFile, by_rows: bool, by_columns: bool, block: BlockSize) -> Source:
+    """How a 2-D array is read by blocks: a .npy where it lies, an .npz's array inflated into
+    tiles, a folder's shards (``parts``, concatenated along ``axis``) each so."""
+    parts: tuple[ArrayFile, ...] = getattr(file, "parts", ())
+    if parts:
+        sources = [_source(part, by_rows, by_columns, block) for part in parts]
+        return ShardSource(sources, int(getattr(file, "axis", 0)))
+    if not file.npz:
+        return NpySource(file.path, file.header)
+    num_rows, num_columns = (int(n) for n in file.shape)
+    # Bands of a block of rows; tiles as wide as a block of labels' queries when the file is
+    # to be read by columns (labels, or a wide file under auto), else whole rows.
+    by_tiles = by_columns and not (by_rows and num_rows >= num_columns)
+    tile_columns = block.rows_of(num_rows) if by_tiles else max(num_columns, 1)
+    return InflatedTiles(file, block.rows_of(num_columns), tile_columns)
+
+
+class ShardSource:
+    """The 2-D arrays of a folder's shards as one, concatenated along ``axis`` (0: rows,
+    1: columns) in order; a block read crosses from one shard into the next, and never
+    holds more than itself."""
+
+    def __init__(self, parts: list[Source], axis: int) -> None:
+        self._parts, self._axis = parts, axis
+        lengths = [part.shape[axis] for part in parts]
+        self._starts = [sum(lengths[:i]) for i in range(len(parts) + 1)]
+        across = parts[0].shape[1 - axis]
+        total = self._starts[-1]
+        self.shape = (total, across) if axis == 0 else (across, total)
+
+    def _read(self, axis: int, start: int, stop: int) -> np.ndarray:
+        """Rows (``axis`` 0) or columns (1) [start, stop) of the whole."""
+
+        def part(source: Source, a: int, b: int) -> np.ndarray:
+            return source.rows(a, b) if axis == 0 else source.columns(a, b)
+
+        if axis != self._axis:  # across the shards: every shard's piece, side by side
+            pieces = [part(source, start, stop) for source in self._parts]
+            return np.concatenate(pieces, axis=1 - axis)
+        pieces = []
+        for source, first, end in zip(self._parts, self._starts, self._starts[1:], strict=False):
+            a, b = max(start, first), min(stop, end)
+            if a < b:
+                pieces.append(part(source, a - first, b - first))
+        if not pieces:
+            return part(self._parts[0], 0, 0)
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces, axis=axis)
+
+    def rows(self, start: int, stop: int) -> NDArray[np.float64]:
+        return self._read(0, start, stop)
+
+    def columns(self, start: int, stop: int) -> np.ndarray:
+        return self._read(1, start, stop)
