@@ -58,7 +58,7 @@ from pate_cli.records.verdict import (
     VerifyReport,
 )
 from pate_cli.reports.rounding import bound_significant
-from pate_cli.votes import file_sha256
+from pate_cli.votes import file_sha256, is_folder
 
 __all__ = [
     "DIFFERS",
@@ -91,7 +91,7 @@ def resolve_inputs(
             if role in overrides
             else [entry["path"], os.path.join(folder, os.path.basename(entry["path"]))]
         )
-        found = next((c for c in candidates if os.path.isfile(c)), None)
+        found = next((c for c in candidates if os.path.isfile(c) or is_folder(c)), None)
         if found is None:
             raise InputError(
                 f"{record_path}: the {role} file {candidates[0]} is not found; give it with "

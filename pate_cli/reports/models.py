@@ -137,7 +137,7 @@ class InputSummary:
         )
 
     def to_json_dict(self) -> dict[str, Any]:
-        memory = (
+        memory: dict[str, Any] = (
             {"source": "memory", "shape": list(self.file_shape), "dtype": self.dtype}
             if self.source == "memory"
             else {}

@@ -36,7 +36,6 @@ with the path as the user gave it. Shape letters: Q queries, C classes, M teache
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -121,6 +120,7 @@ __all__ = [
     "check_distinct_files",
     "check_output_path",
     "file_sha256",
+    "is_folder",
     "load_answered_mask",
     "load_array",
     "load_baseline",
@@ -189,11 +189,7 @@ def load_votes(
     sparse = sparse_votes(path, member, fmt, num_classes, teachers, queries, indices, candidates)
     if sparse is not None:
         return sparse
-    source: Input | ShardedFile = path
-    if is_folder(path):  # its shards, each read and checked alike, as one file (shards.py)
-        shard = {"member": member, "num_classes": num_classes, "teachers": teachers}
-        source = open_shards(path, load_votes, fmt=fmt, **shard)  # type: ignore[arg-type]
-    reading = _open_reading(source, member, fmt, teachers, streamable=indices is None)
+    reading = _open_reading(path, member, fmt, (teachers, num_classes), indices is None)
     detected = fmt is VoteFormat.AUTO
     reading, fmt, scans = _format_and_scans(reading, fmt, teachers, num_classes)
     check_shape(reading.shape, reading.where, fmt, num_classes)
@@ -212,7 +208,7 @@ def load_votes(
         # Say how the file was read (detected): a wrong guess is then plain to see, and
         # --format names another reading where one would fit.
         raise InputError(f"{exc.message} (read as {fmt.value}, the format detected)") from None
-    votes = Votes(
+    return Votes(
         counts=counts,  # type: ignore[arg-type]
         format=fmt,
         detected=detected,
@@ -226,8 +222,6 @@ def load_votes(
         distinct=distinct,
         **reading.described(),
     )
-    sharded = reading.file if isinstance(reading.file, ShardedFile) else None
-    return votes if sharded is None else sharded.check_reading(votes)
 
 
 def _classes_from(fmt: VoteFormat, num_classes: int | None) -> str:
@@ -332,19 +326,25 @@ class _Reading:
 
 
 def _open_reading(
-    path: Input | ShardedFile,
+    path: Input,
     member: str | None,
     fmt: VoteFormat,
-    teachers: int | None,
+    flags: tuple[int | None, int | None],
     streamable: bool,
 ) -> _Reading:
     """Open the votes: check the file's header (nothing read or inflated yet) and start
-    hashing it on a thread, or check the array in memory; then choose how to read it."""
+    hashing it on a thread, or check the array in memory; then choose how to read it.
+    A folder's shards are each read and checked alike first (``shards``); ``flags`` are
+    ``--teachers`` and ``--num-classes``."""
     file: ArrayFile | MemoryArray
-    if is_path(path) or isinstance(path, ShardedFile):
-        # checked; nothing read or inflated yet (a folder's shards: read and checked alike)
-        file = path if isinstance(path, ShardedFile) else open_array(path, "votes", member)
-        where, digest = file.where, hash_in_background(file.path)
+    teachers, num_classes = flags
+    if is_path(path):
+        if is_folder(path):
+            shards = {"num_classes": num_classes, "teachers": teachers}
+            file = open_shards(path, load_votes, fmt=fmt, member=member, **shards)
+        else:
+            file = open_array(path, "votes", member)  # checked; nothing read or inflated yet
+        where, digest = file.where, hash_in_background(path)
     else:
         if member is not None:
             raise UsageError(
@@ -409,6 +409,8 @@ def _format_and_scans(
             error.digest = reading.digest
             raise
         fmt, reading = detected.format, replace(reading, evidence=detected.evidence, distinct=found)
+        if isinstance(reading.file, ShardedFile):  # the whole reads as its shards did
+            reading.file.check_reading(fmt, detected.transposed)
         if detected.transposed:
             return reading.read_transposed(), fmt, (None, None)
     return reading, fmt, (row_scan, label_scan)

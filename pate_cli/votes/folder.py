@@ -21,6 +21,7 @@ import json
 import os
 import stat
 from collections.abc import Callable
+from typing import TypeGuard
 
 from pate_cli.errors import InputError
 
@@ -28,7 +29,7 @@ from pate_cli.errors import InputError
 SHARD_SUFFIXES = (".npy", ".npz")
 
 
-def is_folder(path: object) -> bool:
+def is_folder(path: object) -> TypeGuard[str | os.PathLike[str]]:
     """Whether ``path`` is a path naming a folder (read as shards)."""
     return isinstance(path, (str, os.PathLike)) and os.path.isdir(path)
 

@@ -56,18 +56,18 @@ class ShardedFile(ArrayFile):
         """The shards' arrays, concatenated in memory (a small folder, or ``--indices``)."""
         return np.concatenate([part.array(mmap=mmap) for part in self.parts], axis=self.axis)
 
-    def check_reading(self, votes: Votes) -> Votes:
-        """The votes read from the whole, if the whole read as its shards did.
+    def check_reading(self, fmt: VoteFormat, transposed: bool) -> None:
+        """Detection on the whole found what it found on every shard.
 
         Raises:
-            InputError: Detection on the whole found another format or layout.
+            InputError: Another format or layout.
         """
-        if votes.format is not self.format or votes.transposed != self.transposed:
+        if fmt is not self.format or transposed != self.transposed:
             raise InputError(
-                f"{self.where}: the folder's queries read as {votes.format.value} "
-                f"({votes.layout}), its shards as {self.format.value}; pass --format"
+                f"{self.where}: the folder's queries read as {fmt.value}"
+                f"{' (transposed)' if transposed else ''}, its shards as {self.format.value}"
+                f"{' (transposed)' if self.transposed else ''}; pass --format"
             )
-        return votes
 
 
 def _kind(votes: Votes) -> str:

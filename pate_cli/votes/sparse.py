@@ -308,7 +308,7 @@ def is_sparse_input(path: object, member: str | None) -> bool:
     if member is not None:
         return False
     if is_folder(path):  # a folder of shards: sparse if its first shard is
-        return is_sparse_input(shard_paths(path)[0], member)  # type: ignore[arg-type]
+        return is_sparse_input(shard_paths(path)[0], member)
     if isinstance(path, (str, os.PathLike)):
         return os.path.isfile(path) and sparse_members(path) is not None
     return bool(scipy.sparse.issparse(path))
@@ -414,7 +414,7 @@ class _SparseInput:
 
 def _read_sparse_input(path: object) -> _SparseInput:
     if is_folder(path):
-        return _read_sparse_folder(os.fspath(path))  # type: ignore[arg-type]
+        return _read_sparse_folder(os.fspath(path))
     if isinstance(path, (str, os.PathLike)):
         where = os.fspath(path)
         compact, shape, dtype = read_sparse(path, where)
