@@ -169,8 +169,12 @@ def test_bad_folders_are_one_line(counts_folder, tmp_path):
     empty.mkdir()
     _refused(empty, "empty folder")
     (counts_folder / "notes.txt").write_text("hello")
-    _refused(counts_folder, "notes.txt", "not a .npy or .npz")
+    _refused(counts_folder, "notes.txt is not a .npy or .npz file", "holds only its shards")
     (counts_folder / "notes.txt").unlink()
+    np.save(counts_folder / "s3.npy", np.load(MNIST)[:10])  # votes, but not named a shard
+    (counts_folder / "s3.npy").rename(counts_folder / "s3.npy.old")
+    _refused(counts_folder, "s3.npy.old is not a .npy or .npz file")
+    (counts_folder / "s3.npy.old").unlink()
     (counts_folder / "more").mkdir()
     _refused(counts_folder, "more", "sub-folder")
 
