@@ -333,8 +333,9 @@ def test_unreadable_file_is_bad_input(tmp_path, monkeypatch):
 
 
 def test_messages_read_as_one_sentence_and_name_only_fixes_that_work(tmp_path):
-    """An empty file, a directory, and values no format can read: one clause each, and no
-    advice to change --format where that cannot help."""
+    """An empty file, an empty directory (a folder of shards without one), and values no
+    format can read: one clause each, and no advice to change --format where that cannot
+    help."""
     empty = tmp_path / "empty.npy"
     empty.write_bytes(b"")
     folder = tmp_path / "d.npy"
@@ -351,7 +352,7 @@ def test_messages_read_as_one_sentence_and_name_only_fixes_that_work(tmp_path):
         "(or a single-array numpy.savez)"
     )
     assert lines["folder"] == (
-        f"pate: error: {folder}: is a directory; expected the votes as a .npy or .npz file"
+        f"pate: error: {folder}: an empty folder; expected .npy or .npz shards of votes"
     )
     assert "pass --format" not in lines["negative"]
     assert lines["negative"].endswith("(read as counts, the format detected)")
