@@ -124,7 +124,7 @@ def test_a_default_release_verifies_all_but_its_sample_which_is_not_checked(
     assert list(record)[:5] == ["private", "privacy", "schema", "version", "kind"]
     assert record["private"] is True
     assert record["privacy"].startswith("private: ") and "do not publish" in record["privacy"]
-    assert record["kind"] == "private" and record["version"] == 6
+    assert record["kind"] == "private" and record["version"] == 7
     sampled = ["random sample", *SAMPLED[command]]
     if command == "smooth-sensitivity" and extra:
         bases = [figure["basis"] for figure in result.json["publishable"]]

@@ -78,7 +78,7 @@ UNREPLAYED = {
 def test_a_record_of_each_command_verifies(tmp_path, votes, command):
     record_path = _record(tmp_path, command, votes)
     record = json.loads(Path(record_path).read_text())
-    assert record["schema"] == "pate-record" and record["version"] == 6
+    assert record["schema"] == "pate-record" and record["version"] == 7
     assert record["kind"] == "private" and record["privacy"].startswith("private: ")
     assert record["command"] == command
     # The library call that verify replays (no command line is run again).

@@ -53,7 +53,7 @@ from pate_cli.common import checks
 from pate_cli.common.spelling import options as options_of
 from pate_cli.errors import UsageError
 from pate_cli.files.seeds import noise_source
-from pate_cli.jobs.aggregation import AggregateResult, aggregate_votes
+from pate_cli.jobs.aggregation import NOISE_BLOCK, AggregateResult, aggregate_votes
 from pate_cli.jobs.analysis import (
     Progress,
     pld_choice,
@@ -412,6 +412,7 @@ def aggregate(
     gate_on: str | GateOn = GateOn.PUBLISHABLE,
     progress: Progress | None = None,
     budget: Budget | PathLike | None = None,
+    noise_block: int | None = NOISE_BLOCK,
 ) -> AggregateResult:
     """What ``pate aggregate`` computes, without writing a file.
 
@@ -421,6 +422,8 @@ def aggregate(
     ``budget`` (a ``Budget`` or its path) is charged the run's account as ``--budget`` does:
     refused (``BudgetExceeded``, nothing returned) before any noise is drawn when it would
     exceed the limit, and appended under the budget's lock once the labels are drawn.
+    ``noise_block``: the queries whose noise one block of streams draws (docs/cli.md,
+    "Secrets"); None draws the whole run from one stream a purpose, as pate did before.
     """
     mechanism = as_mechanism(mechanism)
     votes = read_votes(votes, reading(format, teachers, num_classes, member, candidates))
@@ -442,6 +445,7 @@ def aggregate(
         gate_on=gate_on,
         progress=progress,
         budget=budget,
+        noise_block=noise_block,
     )
 
 

@@ -16,10 +16,16 @@ import numpy as np
 from pate_cli.api import aggregate, analyze, load_votes, smooth_sensitivity
 from pate_cli.common.spelling import command_line
 from pate_cli.files.outputs import save_npy_atomic
+from pate_cli.jobs.aggregation import NOISE_BLOCK
 from pate_cli.jobs.verification import folders, verify_file
 from pate_cli.mechanisms import Mechanism, mechanism_from_dict
 from pate_cli.records.diff import as_number, lookup
-from pate_cli.records.record import FILE_ROLES, as_printed, walked_by_default
+from pate_cli.records.record import (
+    FILE_ROLES,
+    NOISE_BLOCK_VERSION,
+    as_printed,
+    walked_by_default,
+)
 from pate_cli.records.verify import VerifyReport
 from pate_cli.votes import Votes
 from pate_cli.votes.memory import file_path
@@ -88,6 +94,8 @@ def _replay_call(
     options.update({role: resolved[role] for role in FILE_ROLES[function] if role in resolved})
     if walked_by_default(record):
         options["walk_local_sensitivity"] = True  # that pate's default bound
+    if function == "aggregate" and record.get("version", 0) < NOISE_BLOCK_VERSION:
+        options["noise_block"] = None  # that pate drew the whole run from one stream a purpose
     unreplayed = () if noise is not None else _RANDOM_FIELDS[function]
     options.update(noise or {})
     if function == "analyze":
@@ -95,8 +103,12 @@ def _replay_call(
     if function == "smooth_sensitivity":
         report = smooth_sensitivity(votes, mechanism, **options)
         return as_printed(report.to_dict()), {}, unreplayed
+    old = "noise_block" in options  # a record from before the blocks: no such field
     if noise is None:
-        return _aggregate_accounting(votes, mechanism, options), {}, unreplayed
+        printed = _aggregate_accounting(votes, mechanism, options)
+        if not old:
+            printed["noise_block"] = NOISE_BLOCK  # what the run's own noise was drawn by
+        return printed, {}, unreplayed
     result = aggregate(votes, mechanism, **options)
     written = {
         "labels": os.path.join(scratch, "labels.npy"),
@@ -104,7 +116,10 @@ def _replay_call(
     }
     save_npy_atomic(written["labels"], result.labels.astype(np.int64))
     save_npy_atomic(written["answered_mask"], result.answered.astype(bool))
-    return as_printed(result.to_dict()), written, unreplayed
+    printed = as_printed(result.to_dict())
+    if old:
+        printed.pop("noise_block")
+    return printed, written, unreplayed
 
 
 def _recorded_orders(report: dict[str, Any]) -> list[float] | None:

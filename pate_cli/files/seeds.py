@@ -17,9 +17,12 @@ public to begin with:
 Every purpose draws from its own stream (:data:`PURPOSES`): the stream of a purpose is
 ``default_rng(SeedSequence(seed, spawn_key=(PURPOSES[purpose],)))``, so two purposes of one
 seed (the aggregator's threshold noise, its answer noise, the GNSS sample) never share a draw,
-and knowing one stream's draws says nothing of another's. OS entropy gives each purpose a
-fresh generator; a caller's generator is drawn from in turn (its draws follow one another,
-none is used twice).
+and knowing one stream's draws says nothing of another's. ``aggregate`` draws a block of
+queries at a time (:meth:`Noise.block`): block b > 0 of a purpose draws from
+``SeedSequence(seed, spawn_key=(PURPOSES[purpose], b))``, block 0 from the purpose's stream,
+so that whoever holds the seed draws any block's noise without the blocks before it. OS
+entropy gives each purpose a fresh generator; a caller's generator is drawn from in turn
+(its draws follow one another, none is used twice).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import hashlib
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -93,6 +96,8 @@ class Noise:
     """For a seed file: its content, for a salted commitment (:meth:`commit`)."""
     notes: tuple[str, ...] = ()
     """Warnings for the user (a seed file others may read)."""
+    _block: int = field(default=0, repr=False, compare=False)
+    """The block of queries whose draws this is (:meth:`block`)."""
 
     @property
     def private(self) -> bool:
@@ -115,7 +120,14 @@ class Noise:
             return self._generator
         if self._seed is None:
             return np.random.default_rng()  # seeded from the OS; the seed is never seen
-        return np.random.default_rng(np.random.SeedSequence(self._seed, spawn_key=(key,)))
+        spawn_key = (key,) if self._block == 0 else (key, self._block)
+        return np.random.default_rng(np.random.SeedSequence(self._seed, spawn_key=spawn_key))
+
+    def block(self, index: int) -> Noise:
+        """The draws of block ``index`` of a run's queries (module docstring): from a seed,
+        each purpose's stream of that block (block 0: the purpose's own); from OS entropy,
+        fresh generators; a caller's generator, drawn from in turn."""
+        return replace(self, _block=int(index))
 
     def commit(self, salt: bytes) -> str | None:
         """A seed file's hiding commitment for a public record: the SHA-256 of ``salt``

@@ -41,7 +41,7 @@ from pate_cli.files.seeds import Noise, noise_source
 from pate_cli.jobs.analysis import Progress, analysis_report, budget_charge, charged
 from pate_cli.mechanisms import Mechanism, by_name
 from pate_cli.mechanisms.base import Run
-from pate_cli.mechanisms.samplers import AggregationResult
+from pate_cli.mechanisms.samplers import AggregationResult, apply_stop_conditions
 from pate_cli.orders import as_orders
 from pate_cli.reports.models import AggregateReport, AnalysisReport, InputSummary
 from pate_cli.reports.publishable import (
@@ -89,6 +89,8 @@ class AggregateResult:
     budget: dict[str, Any] | None = None
     """The budget the run charged (``budget=``): its path, the total spent with this run,
     the limit and the number of charges; None without one."""
+    noise_block: int | None = None
+    """Queries a block of streams drew (``Noise.block``); None: one call, one stream each."""
 
     @property
     def input(self) -> InputSummary:
@@ -155,6 +157,7 @@ class AggregateResult:
             warnings=self.warnings,
             gate=self.gate,
             budget=self.budget,
+            noise_block=self.noise_block,
         )
 
     def to_dict(
@@ -231,6 +234,11 @@ def _true_labels(value: ArrayLike | PathLike | None, votes: Votes) -> NDArray[np
 # The run.
 
 
+NOISE_BLOCK = 1 << 16
+"""Queries whose noise one block of streams draws (``Noise.block``): a run of at most this
+many draws as one call of its aggregator, from the purposes' own streams."""
+
+
 def _run(
     votes: Votes,
     mechanism: Mechanism,
@@ -239,11 +247,29 @@ def _run(
     student_confidence: float,
     limits: dict[str, int | None],
     half_even: bool,
+    noise_block: int | None = NOISE_BLOCK,
 ) -> AggregationResult:
     """Draw the noisy labels: the aggregator of ``mechanism`` on the votes, stopped by
-    ``limits`` (``max_answered``, ``max_queries``)."""
-    run = Run(student_probs, student_confidence, votes.num_teachers, half_even=half_even, **limits)
-    return mechanism.run(votes.counts, noise, run)
+    ``limits`` (``max_answered``, ``max_queries``). Past ``noise_block`` queries, a block at
+    a time, each from its own streams (``Noise.block``), the stop conditions applied to the
+    whole run (their prefix rule: ``samplers.apply_stop_conditions``); None: one call."""
+    teachers = votes.num_teachers
+    queries = votes.num_queries
+    if noise_block is None or queries <= noise_block:
+        run = Run(student_probs, student_confidence, teachers, half_even=half_even, **limits)
+        return mechanism.run(votes.counts, noise, run)
+    parts = []
+    for index, start in enumerate(range(0, queries, noise_block)):
+        rows = slice(start, start + noise_block)
+        probs = None if student_probs is None else student_probs[rows]
+        run = Run(probs, student_confidence, teachers, None, None, half_even)
+        parts.append(mechanism.run(votes.counts[rows], noise.block(index), run))
+    return apply_stop_conditions(
+        np.concatenate([part.labels for part in parts]),
+        np.concatenate([part.answered for part in parts]),
+        np.concatenate([part.branch for part in parts]),
+        **limits,
+    )
 
 
 def aggregate_votes(
@@ -265,6 +291,7 @@ def aggregate_votes(
     gate_on: str | GateOn = GateOn.PUBLISHABLE,
     progress: Progress | None = None,
     budget: Budget | PathLike | None = None,
+    noise_block: int | None = NOISE_BLOCK,
 ) -> AggregateResult:
     """What ``pate aggregate`` computes: noisy labels, and the cost of the run that drew them.
 
@@ -296,6 +323,9 @@ def aggregate_votes(
         gate_on: which epsilon the budget checks (not ``released``: nothing is).
         progress: reports the accounting passes (see :mod:`pate_cli.api`).
         budget: charged as ``pate_cli.api.aggregate`` says (before any noise is drawn).
+        noise_block: queries whose noise one block of streams draws (``Noise.block``: a
+            holder of the seed draws any block's noise alone); None: the whole run from the
+            purposes' own streams, as records before version 7 were drawn.
 
     Returns:
         The labels, the answered mask, the realised and the expected privacy cost; no file is
@@ -317,13 +347,16 @@ def aggregate_votes(
     probs = _student_probs(student_probs, votes, mechanism)
     truth = _true_labels(true_labels, votes)
     limits = {"max_answered": max_answered, "max_queries": max_queries}
-    run = _run(votes, mechanism, noise, probs, student_confidence, limits, half_even)
+    if noise_block is not None:
+        noise_block = checks.whole(noise_block, "noise-block", 1, 1 << 62)
+    run = _run(votes, mechanism, noise, probs, student_confidence, limits, half_even, noise_block)
     baseline = None if probs is None else probs * votes.num_teachers
     report_of = partial(
         analysis_report, votes, mechanism, grid, delta, kind, baseline=baseline, half_even=half_even
     )
     expected, realised = _accounted(report_of, run, progress, max_epsilon, on)
     result = _result(votes, mechanism, noise, run, truth, realised, expected)
+    result = replace(result, noise_block=noise_block)
     return charged(result, budget, charge, result.noise)
 
 

@@ -19,8 +19,11 @@ released (-1 for none), whether the teachers answered (the mask that the privacy
 composes over), whether the query was seen before a stop condition, and which ``Branch`` of
 the algorithm ran. Nothing here computes privacy costs.
 
-Random stream layout (what an auditor needs to reproduce the labels from a seed). All noise for
-all Q queries is drawn first, in this order, whatever the outcomes and the stop conditions:
+Random stream layout (what an auditor needs to reproduce the labels from a seed). ``aggregate``
+calls a mechanism's ``run`` a block of queries at a time (``pate_cli.jobs.aggregation``:
+65,536, each block with the noise of its own streams, ``Noise.block``), and within a call all
+noise for all Q queries is drawn first, in this order, whatever the outcomes and the stop
+conditions:
 
 1. threshold noise, Confident- and Interactive-GNMax only: ``z1 = threshold_rng.standard_normal(Q)``
    (``threshold_rng`` defaults to ``rng``; ``pate_cli.jobs.aggregation`` passes each step its own

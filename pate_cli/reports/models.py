@@ -337,6 +337,8 @@ class AggregateReport:
     budget: dict[str, Any] | None = None
     """The budget the run charged (``--budget``): its path, the total spent with this run,
     the limit and the number of charges; None without one."""
+    noise_block: int | None = None
+    """Queries a block of streams drew; None: one stream a purpose (records before version 7)."""
 
     @property
     def abstained(self) -> int:
@@ -388,6 +390,7 @@ class AggregateReport:
             "delta": self.delta,
             "conversion": self.conversion,
             "noise": self.noise.to_dict(),
+            "noise_block": self.noise_block,
             "num_queries": self.num_queries,
             "num_seen": self.num_seen,
             "answered": self.answered,
