@@ -173,7 +173,8 @@ def test_no_parameter_name_a_command_uses_for_itself_is_free(command):
 
 
 def test_the_library_functions_keywords_are_reserved_too():
-    for name in ("analyze", "smooth_sensitivity", "aggregate", "compare", "load_votes", "plan"):
+    for name in ("analyze", "smooth_sensitivity", "aggregate", "compare", "load_votes", "plan",
+                 "audit"):  # fmt: skip
         keywords = set(inspect.signature(getattr(pate, name)).parameters) - {"parameters"}
         assert keywords <= RESERVED | {"path"}, (name, sorted(keywords - RESERVED))
 

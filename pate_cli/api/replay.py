@@ -16,16 +16,10 @@ import numpy as np
 from pate_cli.api import aggregate, analyze, load_votes, smooth_sensitivity
 from pate_cli.common.spelling import command_line
 from pate_cli.files.outputs import save_npy_atomic
-from pate_cli.jobs.aggregation import NOISE_BLOCK
 from pate_cli.jobs.verification import folders, verify_file
 from pate_cli.mechanisms import Mechanism, mechanism_from_dict
 from pate_cli.records.diff import as_number, lookup
-from pate_cli.records.record import (
-    FILE_ROLES,
-    NOISE_BLOCK_VERSION,
-    as_printed,
-    walked_by_default,
-)
+from pate_cli.records.record import FILE_ROLES, as_printed, walked_by_default
 from pate_cli.records.verify import VerifyReport
 from pate_cli.votes import Votes
 from pate_cli.votes.memory import file_path
@@ -94,8 +88,10 @@ def _replay_call(
     options.update({role: resolved[role] for role in FILE_ROLES[function] if role in resolved})
     if walked_by_default(record):
         options["walk_local_sensitivity"] = True  # that pate's default bound
-    if function == "aggregate" and record.get("version", 0) < NOISE_BLOCK_VERSION:
-        options["noise_block"] = None  # that pate drew the whole run from one stream a purpose
+    if function == "aggregate":
+        # Drawn by the blocks the record names; one stream a purpose where it names none
+        # (pate before version 7).
+        options["noise_block"] = record["report"].get("noise_block")
     unreplayed = () if noise is not None else _RANDOM_FIELDS[function]
     options.update(noise or {})
     if function == "analyze":
@@ -103,11 +99,11 @@ def _replay_call(
     if function == "smooth_sensitivity":
         report = smooth_sensitivity(votes, mechanism, **options)
         return as_printed(report.to_dict()), {}, unreplayed
-    old = "noise_block" in options  # a record from before the blocks: no such field
+    old = "noise_block" not in record["report"]  # a record from before the blocks
     if noise is None:
         printed = _aggregate_accounting(votes, mechanism, options)
         if not old:
-            printed["noise_block"] = NOISE_BLOCK  # what the run's own noise was drawn by
+            printed["noise_block"] = options["noise_block"]
         return printed, {}, unreplayed
     result = aggregate(votes, mechanism, **options)
     written = {

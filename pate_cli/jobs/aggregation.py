@@ -253,8 +253,9 @@ def _run(
     ``limits`` (``max_answered``, ``max_queries``). Past ``noise_block`` queries, a block at
     a time, each from its own streams (``Noise.block``), the stop conditions applied to the
     whole run (their prefix rule: ``samplers.apply_stop_conditions``); None: one call."""
-    teachers = votes.num_teachers
-    queries = votes.num_queries
+    teachers, queries = votes.num_teachers, votes.num_queries
+    if noise_block is not None:
+        noise_block = checks.whole(noise_block, "noise-block", 1, 1 << 62)
     if noise_block is None or queries <= noise_block:
         run = Run(student_probs, student_confidence, teachers, half_even=half_even, **limits)
         return mechanism.run(votes.counts, noise, run)
@@ -323,9 +324,7 @@ def aggregate_votes(
         gate_on: which epsilon the budget checks (not ``released``: nothing is).
         progress: reports the accounting passes (see :mod:`pate_cli.api`).
         budget: charged as ``pate_cli.api.aggregate`` says (before any noise is drawn).
-        noise_block: queries whose noise one block of streams draws (``Noise.block``: a
-            holder of the seed draws any block's noise alone); None: the whole run from the
-            purposes' own streams, as records before version 7 were drawn.
+        noise_block: queries a block of streams draws (``_run``); None: one stream a purpose.
 
     Returns:
         The labels, the answered mask, the realised and the expected privacy cost; no file is
@@ -342,21 +341,17 @@ def aggregate_votes(
     charge = budget_charge(budget, "aggregate", mechanism, votes, options, seed, seed_file)
     on = _check_run(delta, max_epsilon, gate_on, max_answered, max_queries, student_confidence)
     noise = noise_source(seed, seed_file)
-    kind = checks.conversion(conversion)
-    grid = as_orders(orders)
+    kind, grid = checks.conversion(conversion), as_orders(orders)
     probs = _student_probs(student_probs, votes, mechanism)
     truth = _true_labels(true_labels, votes)
     limits = {"max_answered": max_answered, "max_queries": max_queries}
-    if noise_block is not None:
-        noise_block = checks.whole(noise_block, "noise-block", 1, 1 << 62)
     run = _run(votes, mechanism, noise, probs, student_confidence, limits, half_even, noise_block)
     baseline = None if probs is None else probs * votes.num_teachers
     report_of = partial(
         analysis_report, votes, mechanism, grid, delta, kind, baseline=baseline, half_even=half_even
     )
     expected, realised = _accounted(report_of, run, progress, max_epsilon, on)
-    result = _result(votes, mechanism, noise, run, truth, realised, expected)
-    result = replace(result, noise_block=noise_block)
+    result = _result(votes, mechanism, noise, run, truth, realised, expected, noise_block)
     return charged(result, budget, charge, result.noise)
 
 
@@ -418,6 +413,7 @@ def _result(
     truth: NDArray[np.int64] | None,
     realised: AnalysisReport,
     expected: AnalysisReport,
+    noise_block: int | None,
 ) -> AggregateResult:
     """The run's result: its labels and the answered mask of the queries it saw, how often
     the released labels agree with the plurality vote (and with ``truth``), and its costs.
@@ -448,4 +444,5 @@ def _result(
         accuracy=accuracy,
         privacy=realised,
         expected_privacy=expected,
+        noise_block=noise_block,
     )

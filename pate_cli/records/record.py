@@ -77,9 +77,6 @@ SCHEMA = "pate-record"
 MAX_RECORD_BYTES = 64 << 20
 VERSION = 7
 SUPPORTED_VERSIONS = (3, 4, 5, 6, 7)
-#: The first version whose aggregate drew its noise a block of queries at a time
-#: (``pate_cli.jobs.aggregation.NOISE_BLOCK``); earlier ones replay from one stream a purpose.
-NOISE_BLOCK_VERSION = 7
 #: The first version whose budget block is whole (``BUDGET_FIELDS``): a record of it missing
 #: one of them was edited; one of an earlier version is read by the rules of its version.
 WHOLE_BUDGET_VERSION = 6

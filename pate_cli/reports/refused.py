@@ -75,6 +75,7 @@ COMPUTED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "aggregate": (
         (
             "noise",
+            "noise_block",
             "num_queries",
             "num_seen",
             "answered",
