@@ -41,7 +41,7 @@ from pate_cli.accountant.terms import (
 from pate_cli.choices import Conversion
 from pate_cli.core._common import thread_count
 from pate_cli.mechanisms import Mechanism
-from pate_cli.mechanisms.steps import ThresholdStep
+from pate_cli.mechanisms.steps import CostKey, ThresholdStep
 
 
 @dataclass(frozen=True)
@@ -255,11 +255,6 @@ def answer_cost(mechanism: Mechanism, orders: FloatArray) -> Callable[[FloatArra
     Theorem 3 of 2017 for LNMax)."""
     return mechanism.answer_step.cost(orders)
 
-
-CostKey = tuple[object, ...]
-"""Names a per-query cost function at the caller's orders, for callers that cache: the step
-itself (a frozen dataclass equals only a step of its own class and fields) and what else
-the function depends on, never a subset of the step's numbers."""
 
 Total = Callable[
     [FloatArray, FloatArray | None, CostKey, Callable[[FloatArray], FloatArray], Grouped | None],

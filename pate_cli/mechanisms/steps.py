@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     BoolArray = NDArray[np.bool_]
 
 CostKey = tuple[object, ...]
+"""Names a per-query cost function at the caller's orders, for callers that cache: the step
+itself (a frozen dataclass equals only a step of its own class and fields) and what else
+the function depends on, never a subset of the step's numbers."""
 OutcomeBounds = Callable[["FloatArray"], tuple["FloatArray", "FloatArray"]]
 """histograms (K, C) -> lower and upper bounds on the log-probabilities of the outcomes."""
 T = TypeVar("T")
