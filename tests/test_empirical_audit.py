@@ -208,6 +208,8 @@ def test_the_kit_catches_a_sampler_drawing_half_its_sigma():
         (["--queries", 0], "--queries 0: expected a whole number from 1 to 10,000"),
         ([MNIST], "VOTES is audited one query at a time: give --query I"),
         ([MNIST, "--query", 10**6], "--query 1000000: expected a whole number from 0 to"),
+        (["--test-from", "bogus"], "--test-from: 'bogus' is not one of 'law', 'draws'"),
+        (["--seed", -1], "--seed -1: expected a non-negative integer"),
     ],
 )
 def test_bad_options_are_one_line_and_exit_2(args, message):
@@ -283,3 +285,46 @@ def test_the_report_shows_itself_in_one_line_and_in_a_notebook():
     assert markdown.startswith("### pate audit: epsilon >= 4.272\n")
     assert "| claim | 2.94 | **below the lower bound** |" in markdown
     assert "| data_independent_exact | 6.573 | above |" in markdown
+
+
+def test_the_confidence_is_never_shown_above_itself():
+    text = run_cli(["audit", "--sigma", 1, "--delta", 1e-5, "--runs", 20_000, "--alpha", 4e-5,
+                    "--seed", 0]).stdout  # fmt: skip
+    assert "with probability >= 0.9999 at delta" in text  # 0.99996, rounded down
+    report = run_audit(GNMax(sigma=1.0), delta=1e-5, runs=20_000, alpha=4e-5, seed=0)
+    assert "with probability >= 0.9999 at delta" in report._repr_markdown_()
+
+
+def test_the_gaussian_estimate_is_below_the_epsilon_of_its_mu():
+    """Against mu-GDP's delta(eps) in 50-digit arithmetic (Dong, Roth and Su 2022, Cor. 2.13):
+    at the printed epsilon, delta is still at least the target, so the epsilon is below the
+    one of the mu bounded."""
+    import mpmath
+
+    report = run_audit(GNMax(sigma=1.0), delta=1e-5, seed=0)
+    mu, eps = report.mu_lower_bound, report.epsilon_gaussian
+    assert mu is not None and eps is not None and 1.0 < mu < math.sqrt(2)
+    with mpmath.workdps(50):
+        m, e = mpmath.mpf(mu), mpmath.mpf(eps)
+        delta = mpmath.ncdf(-e / m + m / 2) - mpmath.exp(e) * mpmath.ncdf(-e / m - m / 2)
+    assert delta >= mpmath.mpf(report.delta)
+    assert eps < report.claimed["data_independent_exact"]  # mu below sqrt(2) / sigma
+
+
+def test_the_2017_labels_file_is_audited_as_read():
+    args = ["audit", "sample_data/mnist_250_teachers_labels.npy", "--query", 0, "--sigma", 40]
+    report = json.loads(run_cli([*args, "--delta", 1e-5, "--runs", 5_000, "--json"]).stdout)
+    assert report["private"] is True and report["exceeds"] == []
+    assert report["pair"]["source"] == "votes"
+
+
+def test_a_query_of_a_streamed_file_is_read_alone(monkeypatch):
+    """A file read a block at a time gives its query's row alone: the audit is the same."""
+    import pate_cli.votes
+
+    args = [MNIST, "--query", 7, "--sigma", 40, "--delta", 1e-5, "--runs", 5_000, "--seed", 4]
+    whole = json.loads(run_cli(["audit", *args, "--json"]).stdout)
+    monkeypatch.setattr(pate_cli.votes, "STREAM_MIN_ROWS", 100)
+    streamed = pate.load_votes(MNIST)
+    assert not isinstance(streamed.counts, np.ndarray)  # read a block at a time
+    assert json.loads(run_cli(["audit", *args, "--json"]).stdout) == whole

@@ -114,3 +114,9 @@ def test_an_old_record_replays_from_one_stream(tmp_path, write_npy, monkeypatch,
         assert report["verdict"] == "verified"
     else:
         assert "regenerated output labels" in report["differs"]
+
+
+@pytest.mark.parametrize("block", [0, -5, 1.5, True])
+def test_a_bad_noise_block_is_refused(votes, block):
+    with pytest.raises(pate.UsageError, match="noise_block"):
+        pate.aggregate(votes, pate.GNMax(sigma=40), delta=1e-5, seed=1, noise_block=block)

@@ -33,6 +33,7 @@ _RANDOM_FIELDS = {
     "smooth_sensitivity": ("epsilon_released", "noise"),
     "aggregate": (
         "noise",
+        "noise_block",  # how the noise was drawn: shown by drawing it again
         "num_seen",
         "answered",
         "student_labelled",
@@ -101,10 +102,7 @@ def _replay_call(
         return as_printed(report.to_dict()), {}, unreplayed
     old = "noise_block" not in record["report"]  # a record from before the blocks
     if noise is None:
-        printed = _aggregate_accounting(votes, mechanism, options)
-        if not old:
-            printed["noise_block"] = options["noise_block"]
-        return printed, {}, unreplayed
+        return _aggregate_accounting(votes, mechanism, options), {}, unreplayed
     result = aggregate(votes, mechanism, **options)
     written = {
         "labels": os.path.join(scratch, "labels.npy"),

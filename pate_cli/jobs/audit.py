@@ -34,6 +34,7 @@ from pate_cli.audits.laws import Law, estimated_law, stated_law, uncovered
 from pate_cli.choices import Conversion, TestFrom
 from pate_cli.common import checks
 from pate_cli.core import auditing
+from pate_cli.core.compact import Compact
 from pate_cli.core.exact import gaussian_epsilon
 from pate_cli.errors import InputError, UsageError
 from pate_cli.files.seeds import json_seed
@@ -126,6 +127,7 @@ class AuditReport:
 
     def _repr_markdown_(self) -> str:
         lower = bound_significant(self.epsilon_lower_bound, 4, up=False)
+        sure = bound_significant(1 - self.alpha, 4, up=False)  # the confidence, not overstated
         rows = "\n".join(
             f"| {name} | {bound_significant(value, 4)} | "
             f"{'**below the lower bound**' if name in self.exceeds else 'above'} |"
@@ -133,7 +135,7 @@ class AuditReport:
         )
         return (
             f"### pate audit: epsilon >= {lower}\n\n"
-            f"with probability >= {1 - self.alpha:g} at delta {self.delta:g}, {self.queries} "
+            f"with probability >= {sure} at delta {self.delta:g}, {self.queries} "
             f"queries a run, {self.runs:,} runs a side ({self.method}, test fixed from the "
             f"{self.test_from})\n\n| claimed | epsilon | |\n|---|---|---|\n{rows}"
         )
@@ -288,13 +290,14 @@ def _query_row(votes: Votes, query: int | None) -> FloatArray:
         raise UsageError("VOTES is audited one query at a time: give --query I")
     query = checks.whole(query, "query", 0, votes.num_queries - 1)
     counts = votes.counts
-    if not isinstance(counts, np.ndarray):
+    if isinstance(counts, Compact):
         raise InputError(f"{votes.path}: votes over a vocabulary: audit a dense file of counts")
     if counts.shape[1] > MOST_CLASSES:
         raise InputError(
             f"{votes.path}: {counts.shape[1]:,} classes: an audit draws at most {MOST_CLASSES:,}"
         )
-    row = np.asarray(counts[query], dtype=np.float64)
+    # One row, read alone where the file is streamed (never the whole file).
+    row = np.asarray(counts[query : query + 1], dtype=np.float64)[0]
     if row.sum() < 1 or row.size < 2:
         raise InputError(
             f"{votes.path}: query {query} holds no vote to move (or one class only): it has "

@@ -1,7 +1,7 @@
 """``pate audit``: the lower bound, how it was found, and the claimed figures beside it.
 
-The lower bounds (the audit's, the Gaussian-shaped estimate) are rounded down, the claimed
-upper figures up, the expected value to nearest (it bounds nothing)."""
+The lower bounds (the audit's, the Gaussian-shaped estimate, the confidence) are rounded
+down, the claimed upper figures up, the expected value to nearest (it bounds nothing)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def render_audit(report: AuditReport) -> RenderableType:
     head = Text.assemble(
         ("epsilon >= ", "bold"),
         (bound(report.epsilon_lower_bound, up=False), "bold green"),
-        f"  with probability >= {nearest(1 - report.alpha, 4)} at delta {report.delta:g}, "
+        f"  with probability >= {bound(1 - report.alpha, 4, up=False)} at delta {report.delta:g}, "
         f"{report.queries} quer{'y' if report.queries == 1 else 'ies'} a run, "
         f"{report.runs:,} runs a side ({report.method}; test fixed from the {report.test_from})",
     )
