@@ -79,3 +79,10 @@ class TestFrom(str, Enum):
 
     LAW = "law"
     DRAWS = "draws"
+
+
+class Engine(str, Enum):
+    """Where the passes over the queries run (``--engine``)."""
+
+    LOCAL = "local"
+    DASK = "dask"

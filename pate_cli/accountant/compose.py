@@ -25,13 +25,13 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from pate_cli.accountant.figures import eps_curve
 from pate_cli.accountant.terms import (
-    DEFAULT_CHUNK_SIZE,
     FloatArray,
     Grouped,
     QueryTerms,
@@ -40,6 +40,7 @@ from pate_cli.accountant.terms import (
 )
 from pate_cli.choices import Conversion
 from pate_cli.core._common import thread_count
+from pate_cli.engines import map_blocks
 from pate_cli.mechanisms import Mechanism
 from pate_cli.mechanisms.steps import CostKey, ThresholdStep
 
@@ -234,19 +235,25 @@ def weighted_costs(
     unique, per_value = unique[used], per_value[:, used]
     starts = range(0, unique.size, _COST_BLOCK)
 
-    def block(start: int) -> FloatArray:
-        stop = start + _COST_BLOCK
-        return per_value[:, start:stop] @ cost(unique[start:stop])
+    def arguments(index: int) -> tuple[Any, ...]:
+        rows = slice(starts[index], starts[index] + _COST_BLOCK)
+        return per_value[:, rows], cost, unique[rows]
 
-    if threads > 1 and len(starts) > 1:
-        with ThreadPoolExecutor(threads) as pool:
-            parts = list(pool.map(block, starts))
-    else:
-        parts = [block(start) for start in starts]
+    parts = map_blocks(_cost_block, len(starts), arguments, threads=threads)
     # cost of no value at all gives the (0, K) shape, so the total is (R, K) even then.
     total = np.zeros((len(weights), cost(unique[:0]).shape[1]))
     for part in parts:
         total = total + part
+    return total
+
+
+def _cost_block(
+    weights: FloatArray, cost: Callable[[FloatArray], FloatArray], values: FloatArray
+) -> FloatArray:
+    """One block of ``weighted_costs``: its values' costs, weighted. Shapes: weights (R, B),
+    values (B,) -> (R, K)."""
+    # numpy's own loop, not BLAS: a BLAS product's last bits follow its thread count.
+    total: FloatArray = np.einsum("rb,bk->rk", weights, cost(values))
     return total
 
 
@@ -497,7 +504,7 @@ def account(
     answered: NDArray[np.bool_] | None = None,
     data_independent: bool = False,
     half_even: bool = False,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_size: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> RdpAccount:
     """Total RDP of answering the queries in ``votes`` with ``mechanism``.

@@ -6,7 +6,9 @@ Each reads the per-query terms (``terms.py``) or the parameters and counts alone
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -14,8 +16,16 @@ from numpy.typing import NDArray
 from pate_cli.accountant.terms import FloatArray, QueryTerms
 from pate_cli.choices import Conversion
 from pate_cli.core import conversion, exact, exact_pure
+from pate_cli.engines import map_blocks
 from pate_cli.mechanisms import Mechanism, UnsupportedError, assert_never
-from pate_cli.mechanisms.steps import GaussianPart, Part, PurePart, PureParts, joined
+from pate_cli.mechanisms.steps import (
+    GaussianPart,
+    Part,
+    PurePart,
+    PureParts,
+    ThresholdStep,
+    joined,
+)
 
 
 def delta_warnings(delta: float, num_queries: int) -> list[str]:
@@ -70,12 +80,16 @@ def epsilon_result(
     return EpsilonResult(float(eps[index]), order, index, rdp, eps, bool(edge))
 
 
+# (margin, log q) pairs costed per block: (block, K) temporaries of a few MB at most.
+_PAIR_BLOCK = 4096
+
+
 def guaranteed_rdp(
     mechanism: Mechanism,
     terms: QueryTerms,
     orders: FloatArray,
     *,
-    block: int = 4096,
+    block: int | None = None,
 ) -> FloatArray:
     """The run's RDP without averaging over the threshold noise: per query, the Renyi
     divergence of the joint (threshold outcome, label) by the chain rule
@@ -105,12 +119,33 @@ def guaranteed_rdp(
     moves = terms.threshold_sensitivity  # 2 where half to even moves the rounded top by 2
     ceiling = step.data_independent(orders, moves) + answer_step.data_independent(orders)
     answer_cost = answer_step.cost(orders)
+    block = _PAIR_BLOCK if block is None else block
+    starts = range(0, pairs.size, block)
+
+    def arguments(index: int) -> tuple[Any, ...]:
+        rows = slice(starts[index], starts[index] + block)
+        return step, answer_cost, orders, moves, ceiling, pairs[rows], counts[rows]
+
     total = np.zeros(orders.size)
-    for start in range(0, pairs.size, block):
-        part = pairs[start : start + block]
-        answer = answer_cost(part.imag)
-        joint = step.joint(part.real, orders, answer, moves)
-        total += counts[start : start + block] @ np.minimum(joint, ceiling)
+    for part in map_blocks(_joint_block, len(starts), arguments):
+        total += part  # in block order, wherever each block ran
+    return total
+
+
+def _joint_block(
+    step: ThresholdStep,
+    answer_cost: Callable[[FloatArray], FloatArray],
+    orders: FloatArray,
+    moves: int,
+    ceiling: FloatArray,
+    pairs: NDArray[np.complex128],
+    counts: NDArray[np.int64],
+) -> FloatArray:
+    """One block of ``guaranteed_rdp``'s (margin, log q) pairs: their joint cost, each at
+    most ``ceiling``, weighted by ``counts``. Shapes: pairs (B,) -> (K,)."""
+    joint = step.joint(pairs.real, orders, answer_cost(pairs.imag), moves)
+    # numpy's own loop, not BLAS: a BLAS product's last bits follow its thread count.
+    total: FloatArray = np.einsum("b,bk->k", counts.astype(np.float64), np.minimum(joint, ceiling))
     return total
 
 

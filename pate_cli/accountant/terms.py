@@ -15,8 +15,6 @@ queries can be a sum over the rows weighted by their counts (``accountant.compos
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,7 +24,9 @@ from numpy.typing import NDArray
 from pate_cli.core._common import thread_count
 from pate_cli.core.compact import Counts, parts, read_rows
 from pate_cli.core.distinct import DistinctRows
+from pate_cli.engines import map_blocks
 from pate_cli.mechanisms import Mechanism
+from pate_cli.mechanisms.steps import ThresholdStep
 
 DEFAULT_CHUNK_SIZE = 1 << 16
 
@@ -124,7 +124,7 @@ def query_terms(
     need_logq: bool = True,
     answer_only: bool = False,
     neighbour: Callable[[Counts], FloatArray] | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_size: int | None = None,
     progress: Callable[[int], None] | None = None,
     workers: int | None = None,
 ) -> QueryTerms:
@@ -144,6 +144,7 @@ def query_terms(
         options |= {"chunk_size": chunk_size, "workers": workers}
         return _by_distinct_rows(votes, mechanism, num_seen, baseline, progress, options)
     seen = len(votes) if num_seen is None else num_seen
+    chunk_size = DEFAULT_CHUNK_SIZE if chunk_size is None else chunk_size  # read when called
     step = None if answer_only else mechanism.threshold_step
     is_threshold = step is not None
     log_pr = np.empty(seen) if is_threshold else None
@@ -153,29 +154,41 @@ def query_terms(
     logq_neighbour = None if neighbour is None else np.empty(seen)
     sensitivities = [1]
 
-    def chunk(start: int) -> int:
+    def rows(start: int) -> tuple[Any, ...]:
+        """``_block_terms``'s arguments for the block at ``start``."""
         stop = min(start + chunk_size, seen)
+        block_baseline = None if baseline is None else baseline[start:stop]
         counts = read_rows(votes, start, stop)
-        if step is not None:
-            assert log_pr is not None and logq_step1 is not None and step1_margins is not None
-            values, _, _ = parts(counts)  # the statistic reads the top count alone
-            step1 = values if baseline is None else values - baseline[start:stop]
-            found = step.terms(step1, half_even)
-            step1_margins[start:stop] = found.margins
-            log_pr[start:stop], logq_step1[start:stop] = found.log_pr_answered, found.logq
-            sensitivities.append(found.moves)
+        return (counts, block_baseline, mechanism, step, half_even, need_logq, neighbour)
+
+    def store(start: int, found: _BlockTerms) -> None:
+        stop = start + found.size
+        for name, out in (
+            ("margins", step1_margins),
+            ("log_pr_answered", log_pr),
+            ("logq_threshold", logq_step1),
+        ):
+            if out is not None:
+                out[start:stop] = getattr(found, name)
         if logq is not None:
-            logq[start:stop] = mechanism.answer_step.logq(counts)
-        if logq_neighbour is not None and neighbour is not None:
-            logq_neighbour[start:stop] = neighbour(counts)
-        return stop - start
+            logq[start:stop] = found.logq
+        if logq_neighbour is not None:
+            logq_neighbour[start:stop] = found.logq_neighbour
+        sensitivities.append(found.moves)
 
     starts = range(0, seen, chunk_size)
+    sizes = [min(chunk_size, seen - start) for start in starts]
     threads = workers if workers is not None else thread_count()
-    with ThreadPoolExecutor(threads) if threads > 1 and len(starts) > 1 else nullcontext() as pool:
-        for done in map(chunk, starts) if pool is None else pool.map(chunk, starts):
-            if progress is not None:
-                progress(done)
+    found = map_blocks(
+        _block_terms,
+        len(starts),
+        lambda i: rows(starts[i]),
+        threads=threads,
+        advance=progress,
+        sizes=sizes,
+    )
+    for start, block in zip(starts, found, strict=True):  # each block's own rows' terms
+        store(start, block)
     if step is not None and half_even and max(sensitivities) == 1:
         # The worst case covers the file's every query, seen or not (a realised run).
         for start in range(seen, len(votes), chunk_size):
@@ -185,6 +198,45 @@ def query_terms(
             sensitivities.append(step.moves(rest, half_even=True))
     return QueryTerms(
         log_pr, logq_step1, logq, seen, step1_margins, max(sensitivities), logq_neighbour
+    )
+
+
+@dataclass(frozen=True)
+class _BlockTerms:
+    """The terms of one block of queries (``_block_terms``); None where not asked for."""
+
+    size: int
+    moves: int
+    margins: FloatArray | None
+    log_pr_answered: FloatArray | None
+    logq_threshold: FloatArray | None
+    logq: FloatArray | None
+    logq_neighbour: FloatArray | None
+
+
+def _block_terms(
+    counts: Counts,
+    baseline: FloatArray | None,
+    mechanism: Mechanism,
+    step: ThresholdStep | None,
+    half_even: bool,
+    need_logq: bool,
+    neighbour: Callable[[Counts], FloatArray] | None,
+) -> _BlockTerms:
+    """The terms of one block of queries, from its rows alone (and the baseline's): a
+    function of its arguments, run in this process or on an engine's worker."""
+    found = None
+    if step is not None:
+        values, _, _ = parts(counts)  # the statistic reads the top count alone
+        found = step.terms(values if baseline is None else values - baseline, half_even)
+    return _BlockTerms(
+        len(counts),
+        1 if found is None else found.moves,
+        None if found is None else found.margins,
+        None if found is None else found.log_pr_answered,
+        None if found is None else found.logq,
+        mechanism.answer_step.logq(counts) if need_logq else None,
+        None if neighbour is None else neighbour(counts),
     )
 
 

@@ -40,8 +40,10 @@ Parameters the entry points share (each function's docstring lists only its own)
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -51,6 +53,7 @@ from pate_cli.budget import Budget
 from pate_cli.choices import Conversion, GateOn
 from pate_cli.common import checks
 from pate_cli.common.spelling import options as options_of
+from pate_cli.engines import EngineChoice, engine_choice, running
 from pate_cli.errors import UsageError
 from pate_cli.files.seeds import noise_source
 from pate_cli.jobs.aggregation import NOISE_BLOCK, AggregateResult, aggregate_votes
@@ -82,6 +85,7 @@ if TYPE_CHECKING:
     from pate_cli.jobs.audit import AuditReport
 
 PathLike = str | os.PathLike[str]
+Reported = TypeVar("Reported", AnalysisReport, SmoothSensitivityReport, AggregateResult)
 
 
 # ---------------------------------------------------------------------------
@@ -169,6 +173,9 @@ def analyze(
     progress: Progress | None = None,
     budget: Budget | PathLike | None = None,
     pld: bool | str = False,
+    engine: str = "local",
+    workers: int | None = None,
+    scheduler: str | None = None,
 ) -> AnalysisReport:
     """What ``pate analyze`` computes: the cost per order, at the best order, and the release;
     ``to_dict()`` of the report is ``pate analyze --json``.
@@ -181,6 +188,7 @@ def analyze(
         breakdown: the JSON's ``breakdown`` (``--breakdown``), the ledger's summary by teacher
             agreement; ``report.ledger`` (``plot_analysis``'s) is always there, read lazily.
     """
+    choice = engine_choice(engine, workers, scheduler)
     checks.max_epsilon(max_epsilon)
     on, mode = as_gate_on(gate_on), release_mode(release)
     _check_analysis_gate(on, mode, data_independent)
@@ -188,7 +196,8 @@ def analyze(
     noise = release_noise(mode, seed, seed_file)
     mechanism = as_mechanism(mechanism)
     votes = read_votes(votes, reading(format, teachers, num_classes, member, candidates))
-    return run_analyze(
+    job = partial(
+        run_analyze,
         votes,
         mechanism,
         delta=delta,
@@ -212,6 +221,7 @@ def analyze(
         budget=budget,
         pld=pld,
     )
+    return _run_on(choice, job)
 
 
 def _check_analysis_gate(on: GateOn, mode: str | None, data_independent: bool) -> None:
@@ -250,6 +260,9 @@ def smooth_sensitivity(
     gate_on: str | GateOn = GateOn.PUBLISHABLE,
     progress: Progress | None = None,
     budget: Budget | PathLike | None = None,
+    engine: str = "local",
+    workers: int | None = None,
+    scheduler: str | None = None,
 ) -> SmoothSensitivityReport:
     """What ``pate smooth-sensitivity`` computes: the GNSS release of the data-dependent epsilon.
 
@@ -264,13 +277,15 @@ def smooth_sensitivity(
             be checked at the order, without ``skip_conditions`` (GNMax family; LNMax's
             bound needs no condition).
     """
+    choice = engine_choice(engine, workers, scheduler)
     checks.release(order, beta, sigma_ss)
     checks.max_epsilon(max_epsilon)
     on = as_gate_on(gate_on)
     noise = noise_source(seed, seed_file)
     mechanism = as_mechanism(mechanism)
     votes = read_votes(votes, reading(format, teachers, num_classes, member, candidates))
-    return run_smooth_sensitivity(
+    job = partial(
+        run_smooth_sensitivity,
         votes,
         mechanism,
         delta=delta,
@@ -292,6 +307,7 @@ def smooth_sensitivity(
         progress=progress,
         budget=budget,
     )
+    return _run_on(choice, job)
 
 
 def compare(
@@ -312,6 +328,9 @@ def compare(
     max_epsilon: float | None = None,
     gate_on: str | GateOn = GateOn.PUBLISHABLE,
     pld: bool | str = False,
+    engine: str = "local",
+    workers: int | None = None,
+    scheduler: str | None = None,
 ) -> CompareReport:
     """What ``pate compare`` computes: each setting's expected cost, best first.
 
@@ -320,6 +339,7 @@ def compare(
     ``report.gate`` whether the best row's is. ``pld`` (as ``analyze``'s) adds each row's
     privacy-loss-distribution figure where its mechanism has one.
     """
+    choice = engine_choice(engine, workers, scheduler)
     checks.delta(delta)
     checks.max_epsilon(max_epsilon)
     on = as_gate_on(gate_on)
@@ -334,8 +354,8 @@ def compare(
     kind = checks.conversion(conversion)
     column = checks.choice(SortColumn, sort, "sort")
     baseline_array, _ = run_inputs(votes, baseline, None)
-    rows = sort_rows(
-        compare_rows(
+    with running(choice) as used:
+        found = compare_rows(
             votes.grouped,
             list(mechanisms),
             grid,
@@ -344,9 +364,8 @@ def compare(
             baseline=baseline_array,
             half_even=half_even,
             pld=pld_choice(pld),
-        ),
-        column,
-    )
+        )
+    rows = sort_rows(found, column)
     return CompareReport(
         input=InputSummary.from_votes(votes),
         delta=delta,
@@ -362,7 +381,16 @@ def compare(
             *edge_warning(rows),
             *gate_warnings(on, _gated_mechanism(mechanisms), max_epsilon),
         ),
+        engine=None if used is None else used.to_dict(),
     )
+
+
+def _run_on(choice: EngineChoice, job: Callable[[], Reported]) -> Reported:
+    """``job()`` on the engine ``choice`` names, its report naming the engine where it is not
+    this process."""
+    with running(choice) as used:
+        report = job()
+    return report if used is None else replace(report, engine=used.to_dict())
 
 
 def _gated_mechanism(mechanisms: Sequence[Mechanism]) -> dict[str, Any]:
@@ -413,6 +441,9 @@ def aggregate(
     progress: Progress | None = None,
     budget: Budget | PathLike | None = None,
     noise_block: int | None = NOISE_BLOCK,
+    engine: str = "local",
+    workers: int | None = None,
+    scheduler: str | None = None,
 ) -> AggregateResult:
     """What ``pate aggregate`` computes, without writing a file.
 
@@ -425,9 +456,11 @@ def aggregate(
     ``noise_block``: the queries whose noise one block of streams draws (docs/cli.md,
     "Secrets"); None draws the whole run from one stream a purpose, as pate did before.
     """
+    choice = engine_choice(engine, workers, scheduler)
     mechanism = as_mechanism(mechanism)
     votes = read_votes(votes, reading(format, teachers, num_classes, member, candidates))
-    return aggregate_votes(
+    job = partial(
+        aggregate_votes,
         votes,
         mechanism,
         delta=delta,
@@ -447,6 +480,7 @@ def aggregate(
         budget=budget,
         noise_block=noise_block,
     )
+    return _run_on(choice, job)
 
 
 def audit(

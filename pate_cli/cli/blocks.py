@@ -17,13 +17,14 @@ from typing import Annotated, Any
 
 import typer
 
-from pate_cli.choices import Conversion, ThresholdBound, VoteFormat
+from pate_cli.choices import Conversion, Engine, ThresholdBound, VoteFormat
 from pate_cli.cli.options import (
     BaselineOpt,
     BetaOpt,
     BudgetOpt,
     CandidatesOpt,
     ConversionOpt,
+    EngineOpt,
     ForceOpt,
     FormatOpt,
     HalfEvenOpt,
@@ -38,6 +39,7 @@ from pate_cli.cli.options import (
     QueriesOpt,
     QuietOpt,
     RecordOpt,
+    SchedulerOpt,
     SeedFileOpt,
     SeedOpt,
     SigmaSsOpt,
@@ -45,6 +47,7 @@ from pate_cli.cli.options import (
     TeachersOpt,
     ThresholdBoundOpt,
     WalkOpt,
+    WorkersOpt,
     mechanism_name,
 )
 from pate_cli.mechanisms import by_name
@@ -94,6 +97,12 @@ RECORDING: Block = (
     option("force", ForceOpt, False),
 )
 """The release record, the budget charged, and replacing earlier files."""
+ENGINE: Block = (
+    option("engine", EngineOpt, Engine.LOCAL),
+    option("workers", WorkersOpt),
+    option("scheduler", SchedulerOpt),
+)
+"""Where the passes over the queries run (``pate_cli.engines``)."""
 OUTPUT: Block = (option("as_json", JsonOpt, False), option("quiet", QuietOpt, False))
 """How the report is printed."""
 
@@ -114,9 +123,10 @@ def runs(mechanism: Callable[[], Block], gating: Block, *, release: bool = False
     """The layout of a command that runs a mechanism on votes and records it (``analyze``,
     ``smooth-sensitivity``, ``aggregate``): the mechanism's options, the command's own, how
     the cost is accounted, the votes' selection, the release's settings (``release``), the
-    noise, the record and budget, the gate, the output."""
+    noise, the record and budget, the gate, the engine, the output."""
     tuning = (TUNING,) if release else ()
-    return (mechanism, OWN, ACCOUNTING, SELECTION, *tuning, NOISE, RECORDING, gating, OUTPUT)
+    layout = (mechanism, OWN, ACCOUNTING, SELECTION, *tuning, NOISE, RECORDING, gating, ENGINE)
+    return (*layout, OUTPUT)
 
 
 def mechanism_block(*, lists: bool = False, baseline: bool = True) -> Callable[[], Block]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pate_cli.choices import Conversion, GateOn, TableGateOn, ThresholdBound, VoteFormat
+from pate_cli.choices import Conversion, Engine, GateOn, TableGateOn, ThresholdBound, VoteFormat
 from pate_cli.common import checks
 from pate_cli.errors import ExitCode
 from pate_cli.mechanisms import by_name, registered
@@ -335,6 +335,27 @@ def cli_progress(votes: Votes, as_json: bool) -> Progress:
         return progress_bar(description, total, enabled=show_progress(as_json, total * width))
 
     return factory
+
+
+EngineOpt = Annotated[
+    Engine,
+    typer.Option(
+        "--engine",
+        help="Where the passes over the queries run: in this process (local), or on a Dask "
+        "cluster (dask; needs the 'dask' extra). The figures and the labels are the same.",
+    ),
+]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option("--workers", help="--engine dask: local worker processes (default: one a CPU)."),
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        help="--engine dask: a running cluster's scheduler (tcp://HOST:PORT), not a local one.",
+    ),
+]
 
 
 BetaOpt = Annotated[

@@ -7,12 +7,12 @@ makes (``Call``) and the checks of its own flags. ``run`` carries it out in the 
 every command writing a record keeps (which of two mistakes is reported first is part of
 the interface), every user error found before any work:
 
-1. ``--delta``; the ``--record`` path; no output is an input or another output;
+1. ``--delta``; the ``--record`` path; no output is an input or another output; the
+   ``--engine``'s extra installed;
 2. the command's own ``checks``; no release file replaced without ``--force``;
 3. the votes read; the mechanism built from its flags; ``--public``'s refusal of a gate on
    a private figure;
-4. the ``later_checks`` (``analyze``: the order grid, then the ``--plot`` and ``--ledger``
-   paths);
+4. the ``later_checks`` (``analyze``: the order grid, the ``--plot`` and ``--ledger`` paths);
 5. the library call;
 6. ``finish``: nothing over budget released (``aggregate``'s labels), the files written, the
    report printed, the record written, and the budget gate's exit code.
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from pate_cli.choices import GateOn, VoteFormat
 from pate_cli.cli.options import cli_progress, current_argv, emit, enforce, rendered
+from pate_cli.engines import EngineChoice, check_available, engine_choice, keywords
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -107,16 +108,8 @@ class Selection:
     @classmethod
     def of(cls, p: Params) -> Selection:
         """The selection of a command's parameters (every command names them alike)."""
-        return cls(
-            p["votes_path"],
-            p["fmt"],
-            p["num_classes"],
-            p["teachers"],
-            p["queries"],
-            p["indices"],
-            p.get("member"),
-            p.get("candidates"),
-        )
+        first = (p["votes_path"], p["fmt"], p["num_classes"], p["teachers"], p["queries"])
+        return cls(*first, p["indices"], p.get("member"), p.get("candidates"))
 
     @property
     def files(self) -> tuple[File, File, File]:
@@ -253,6 +246,7 @@ class Invocation:
     outputs' paths, the student's confidence)."""
     later_checks: tuple[Callable[[], object], ...] = ()
     """Checks after the mechanism is built (analyze: the order grid, --plot, --ledger)."""
+    engine: EngineChoice = EngineChoice()  # --engine, --workers, --scheduler
     report: Callable[[Any, dict[str, str]], Any] = with_files
     """``report(result, written)``: the report of the call's result, naming the outputs
     written (by key; none when the run is over budget and writes nothing)."""
@@ -270,6 +264,7 @@ class Invocation:
             force=p.get("force", False),
             public=p.get("public", False),
             as_json=p["as_json"],
+            engine=engine_choice(p.get("engine"), p.get("workers"), p.get("scheduler")),
             **more,
         )
 
@@ -305,6 +300,7 @@ def run(invocation: Invocation, view: View) -> None:
     call = invocation.call
     checks.delta(call.options["delta"])
     check_files(invocation)
+    check_available(invocation.engine)
     for check in invocation.checks:
         check()
     releases = {o.flag: o.path for o in invocation.outputs if o.release}
@@ -333,7 +329,9 @@ def run(invocation: Invocation, view: View) -> None:
         check()
     with _refusal_shown(invocation, votes, mechanism):
         charge = _charge(invocation, votes, mechanism)
-        extra = {"progress": cli_progress(votes, invocation.as_json)} if invocation.progress else {}
+        extra = keywords(invocation.engine)
+        if invocation.progress:
+            extra["progress"] = cli_progress(votes, invocation.as_json)
         spent = (spent_again(replaced),) if replaced and invocation.spends_budget else ()
         finish(invocation, mechanism, call(votes, mechanism, **extra), view, spent, read, charge)
 
@@ -482,7 +480,7 @@ def finish(
                 files.stage(
                     opening, lambda f: f.write(secret), replace=invocation.force, mode=0o600
                 )
-            record["report"] = payload
+            record["report"] = _recorded(payload)
             record_bytes = record_text(record)
             files.stage(
                 invocation.record, lambda f: f.write(record_bytes), replace=invocation.force
@@ -511,7 +509,7 @@ def _record(
     return build_record(
         invocation.command,
         current_argv(),
-        payload,
+        _recorded(payload),
         inputs=invocation.recorded_inputs(),
         outputs=invocation.recorded_outputs(),
         noise=_noise(report),
@@ -520,6 +518,12 @@ def _record(
         opening=invocation.opening_path(),
         digests=digests,
     )
+
+
+def _recorded(payload: dict[str, Any]) -> dict[str, Any]:
+    """The report a record keeps: not where it ran (the same figures anywhere; verify
+    replays in one process)."""
+    return {key: value for key, value in payload.items() if key != "engine"}
 
 
 def _append(pending: Pending, journals: list[str]) -> None:

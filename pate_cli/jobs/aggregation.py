@@ -32,9 +32,10 @@ from pate_cli.accountant.terms import FloatArray
 from pate_cli.budget import Budget
 from pate_cli.choices import Conversion, GateOn
 from pate_cli.common import checks
-from pate_cli.common.spelling import given, options
+from pate_cli.common.spelling import given, option, options
 from pate_cli.core import compact
 from pate_cli.core.compact import read_rows
+from pate_cli.engines import current as current_engine
 from pate_cli.errors import UsageError
 from pate_cli.files.outputs import StrPath as PathLike
 from pate_cli.files.seeds import Noise, noise_source
@@ -91,6 +92,8 @@ class AggregateResult:
     the limit and the number of charges; None without one."""
     noise_block: int | None = None
     """Queries a block of streams drew (``Noise.block``); None: one call, one stream each."""
+    engine: dict[str, Any] | None = None
+    """Where the blocks ran (``engine="dask"``: its name and workers); None: this process."""
 
     @property
     def input(self) -> InputSummary:
@@ -158,6 +161,7 @@ class AggregateResult:
             gate=self.gate,
             budget=self.budget,
             noise_block=self.noise_block,
+            engine=self.engine,
         )
 
     def to_dict(
@@ -259,18 +263,30 @@ def _run(
     if noise_block is None or queries <= noise_block:
         run = Run(student_probs, student_confidence, teachers, half_even=half_even, **limits)
         return mechanism.run(votes.counts, noise, run)
-    parts = []
-    for index, start in enumerate(range(0, queries, noise_block)):
-        rows = slice(start, start + noise_block)
+    starts = range(0, queries, noise_block)
+
+    def block(index: int) -> tuple[Any, ...]:
+        rows = slice(starts[index], starts[index] + noise_block)
         probs = None if student_probs is None else student_probs[rows]
         run = Run(probs, student_confidence, teachers, None, None, half_even)
-        parts.append(mechanism.run(votes.counts[rows], noise.block(index), run))
+        return mechanism, votes.counts[rows], noise.block(index), run
+
+    engine = current_engine()
+    if engine is None:
+        parts = [_run_block(*block(index)) for index in range(len(starts))]
+    else:  # each block's noise is its own: the same labels wherever it is drawn
+        parts = engine.map(_run_block, len(starts), block)
     return apply_stop_conditions(
         np.concatenate([part.labels for part in parts]),
         np.concatenate([part.answered for part in parts]),
         np.concatenate([part.branch for part in parts]),
         **limits,
     )
+
+
+def _run_block(mechanism: Mechanism, counts: Any, noise: Noise, run: Run) -> AggregationResult:
+    """One block's labels, drawn by its own streams (run here or on an engine's worker)."""
+    return mechanism.run(counts, noise, run)
 
 
 def aggregate_votes(
@@ -337,6 +353,11 @@ def aggregate_votes(
 
     Shapes: votes.counts (Q, C); student_probs (Q, C); true_labels (Q,).
     """
+    if isinstance(seed, np.random.Generator) and current_engine() is not None:
+        raise UsageError(
+            f"{option('seed')}: a Generator draws in turn, in one process; with "
+            f"{given('engine', 'dask')} give a number, a seed file or neither (OS entropy)"
+        )
     options = {"max_queries": max_queries, "half_even": half_even}
     charge = budget_charge(budget, "aggregate", mechanism, votes, options, seed, seed_file)
     on = _check_run(delta, max_epsilon, gate_on, max_answered, max_queries, student_confidence)

@@ -44,7 +44,6 @@ from pate_cli.accountant.compose import CostKey, compose, data_independent_rdp, 
 from pate_cli.accountant.figures import EpsilonResult, ExactBound, epsilon_result, exact_or_reason
 from pate_cli.accountant.pld import PldFigure, pld_figure
 from pate_cli.accountant.terms import (
-    DEFAULT_CHUNK_SIZE,
     Distinct,
     Grouped,
     QueryTerms,
@@ -181,7 +180,7 @@ class _SharedTerms:
     orders: FloatArray
     baseline: FloatArray | None
     half_even: bool
-    chunk_size: int
+    chunk_size: int | None
     answers: dict[object, QueryTerms] = field(default_factory=dict)
     agreements: dict[object, FloatArray] = field(default_factory=dict)
     gate: dict[object, QueryTerms] = field(default_factory=dict)
@@ -405,7 +404,7 @@ def compare_rows(
     *,
     baseline: FloatArray | None = None,
     half_even: bool = False,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_size: int | None = None,
     pld: str | None = None,
 ) -> list[CompareRow]:
     """The expected cost of each setting, in the order given.
@@ -418,7 +417,7 @@ def compare_rows(
         conversion: RDP to (epsilon, delta) conversion.
         baseline: Interactive-GNMax baseline (Q, C), on the votes' scale.
         half_even: Round the threshold statistic half to even (as the reference).
-        chunk_size: Queries per chunk for the per-query terms.
+        chunk_size: Queries per chunk for the per-query terms (None: ``query_terms``'s).
         pld: add each row's privacy-loss-distribution figure ("q-bound" or "exact").
 
     Returns:
@@ -478,6 +477,8 @@ class CompareReport:
     """(key, path) of the files the command wrote from this report (csv, plot)."""
     gate_on: GateOn = GateOn.PUBLISHABLE
     """The figure ``max_epsilon`` checks, per row (``within_budget``) and for the best row."""
+    engine: dict[str, Any] | None = None
+    """Where the passes over the queries ran (``engine="dask"``); None: this process."""
 
     @property
     def gate(self) -> Gate | None:
@@ -496,7 +497,10 @@ class CompareReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Exactly what ``pate compare --json`` prints (without --csv and --plot)."""
-        return plain(self.to_json_dict())
+        out = self.to_json_dict()
+        if self.engine is not None:
+            out["engine"] = self.engine
+        return plain(out)
 
     def __repr__(self) -> str:
         best = self.rows[0] if self.rows else None

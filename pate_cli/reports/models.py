@@ -52,6 +52,8 @@ def report_dict(
     )
     if report.budget is not None:  # what the run spent of a budget depends on no vote
         out["budget"] = report.budget
+    if report.engine is not None:  # where the passes ran: the same figures anywhere
+        out["engine"] = report.engine
     return plain(out)
 
 
@@ -225,6 +227,9 @@ class AnalysisReport:
     budget: dict[str, Any] | None = None
     """The budget the run charged (``--budget``): its path, the total spent with this run,
     the limit and the number of charges; None without one."""
+    engine: dict[str, Any] | None = None
+    """Where the passes over the queries ran (``engine="dask"``: its name and workers);
+    None: in this process."""
 
     @property
     def num_queries(self) -> int:
@@ -339,6 +344,8 @@ class AggregateReport:
     the limit and the number of charges; None without one."""
     noise_block: int | None = None
     """Queries a block of streams drew; None: one stream a purpose (records before version 7)."""
+    engine: dict[str, Any] | None = None
+    """Where the blocks ran (``engine="dask"``: its name and workers); None: this process."""
 
     @property
     def abstained(self) -> int:
@@ -425,6 +432,9 @@ class SmoothSensitivityReport:
     budget: dict[str, Any] | None = None
     """The budget the run charged (``--budget``): its path, the total spent with this run,
     the limit and the number of charges; None without one."""
+    engine: dict[str, Any] | None = None
+    """Where the passes over the queries ran (``engine="dask"``: its name and workers);
+    None: in this process."""
 
     @property
     def publishable(self) -> tuple[Figure, ...]:

@@ -10,6 +10,7 @@ import typer
 from pate_cli.choices import SortColumn, TableGateOn
 from pate_cli.cli.blocks import (
     ACCOUNTING,
+    ENGINE,
     OUTPUT,
     OWN,
     SELECTION,
@@ -104,6 +105,7 @@ EXAMPLES = (
     ACCOUNTING,
     SELECTION,
     gate(TableGateOnOpt, TableGateOn.PUBLISHABLE, public=False),
+    ENGINE,
     OUTPUT,
 )
 def compare(
@@ -130,6 +132,7 @@ def compare(
     from pate_cli.cli import render
     from pate_cli.cli.run import check_files, finish
     from pate_cli.common import checks
+    from pate_cli.engines import check_available, keywords
     from pate_cli.orders import parse_orders
 
     invocation = describe(ctx.params)
@@ -140,5 +143,7 @@ def compare(
     parse_orders(ctx.params["orders_text"])
     for output in invocation.outputs:
         output.check_path()
+    check_available(invocation.engine)
     votes = invocation.call.selection.load()
-    finish(invocation, mechanisms, invocation.call(votes, mechanisms), render.render_compare)
+    report = invocation.call(votes, mechanisms, **keywords(invocation.engine))
+    finish(invocation, mechanisms, report, render.render_compare)

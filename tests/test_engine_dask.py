@@ -1,0 +1,265 @@
+"""``--engine dask``: the passes over the queries on a Dask cluster give the single-process
+figures to the last bit and the same labels for any number of workers; a worker killed
+mid-run changes nothing; a run that cannot finish publishes nothing; without the extra,
+one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import pate_cli as pate
+from pate_cli import engines
+from pate_cli.accountant import compose, figures, terms
+from pate_cli.errors import ExitCode, UsageError
+from tests.conftest import MNIST, MNIST_LABELS, SAMPLE, run_cli
+
+distributed = pytest.importorskip("distributed")
+
+NEXT_TOKEN = SAMPLE / "next_token_votes.npz"
+GLYPH = Path(__file__).parent / "data" / "reference" / "glyph_like.npy"
+DELTA = ["--delta", 1e-5]
+CONFIDENT = ["--threshold", 200, "--sigma1", 150, "--sigma", 40]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """Two local workers, shared by the tests that name its scheduler."""
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, dashboard_address=":0", silence_logs=50
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of a few hundred queries and values, so that a sample file is many tasks."""
+    monkeypatch.setattr(terms, "DEFAULT_CHUNK_SIZE", 997)
+    monkeypatch.setattr(compose, "_COST_BLOCK", 64)
+    monkeypatch.setattr(figures, "_PAIR_BLOCK", 64)
+
+
+@pytest.fixture(scope="module")
+def many_queries(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """200,000 queries of 10 classes and 250 teachers: four blocks of the default size."""
+    rng = np.random.default_rng(11)
+    shares = rng.dirichlet(np.full(10, 0.3), size=200_000)
+    path = tmp_path_factory.mktemp("many") / "votes.npy"
+    np.save(path, rng.multinomial(250, shares).astype(np.int16))
+    return path
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The MNIST counts in three shards."""
+    folder = tmp_path_factory.mktemp("shards") / "votes"
+    folder.mkdir()
+    for i, part in enumerate(np.split(np.load(MNIST), [2000, 5000])):
+        np.save(folder / f"s{i}.npy", part)
+    return folder
+
+
+def _without_engine(payload: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in payload.items() if key != "engine"}
+
+
+def _both(args: list[Any], scheduler: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The command's JSON in this process and on the cluster at ``scheduler``."""
+    here = run_cli([*args, "--json"]).json
+    there = run_cli([*args, "--engine", "dask", "--scheduler", scheduler, "--json"]).json
+    return here, there
+
+
+INPUTS = [
+    pytest.param([MNIST], id="mnist-counts"),
+    pytest.param([MNIST_LABELS], id="labels-2017"),
+    pytest.param([NEXT_TOKEN], id="next-token-sparse"),
+    pytest.param([GLYPH], id="glyph-like"),
+]
+COMMANDS = [
+    pytest.param(["analyze", *CONFIDENT, *DELTA, "--seed", 3], id="analyze"),
+    pytest.param(["analyze", "--sigma", 40, *DELTA, "--no-release"], id="analyze-gnmax"),
+    pytest.param(["smooth-sensitivity", *CONFIDENT, *DELTA, "--seed", 3], id="smooth"),
+    pytest.param(
+        ["compare", "--threshold", "150,200", "--sigma1", 150, "--sigma", "20,40", *DELTA],
+        id="compare",
+    ),
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("votes", INPUTS)
+def test_figures_on_the_cluster_are_the_single_process_figures(
+    command, votes, cluster, small_blocks
+):
+    here, there = _both([command[0], *votes, *command[1:]], cluster.scheduler_address)
+    assert _without_engine(there) == here
+    assert there["engine"] == {
+        "name": "dask",
+        "workers": 2,
+        "scheduler": cluster.scheduler_address,
+    }
+
+
+@pytest.mark.parametrize("command", COMMANDS[:2] + COMMANDS[3:])
+def test_a_folder_of_shards_on_the_cluster(command, cluster, small_blocks, shards):
+    here, there = _both([command[0], shards, *command[1:]], cluster.scheduler_address)
+    assert _without_engine(there) == here
+    single = run_cli([command[0], MNIST, *command[1:], "--json"]).json
+    assert {k: v for k, v in here.items() if k != "input"} == {
+        k: v for k, v in single.items() if k != "input"
+    }
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_one_two_and_four_local_workers(workers, many_queries):
+    mechanism = pate.ConfidentGNMax(threshold=200, sigma1=150, sigma=40)
+    here = pate.analyze(many_queries, mechanism, delta=1e-5, release="expected").to_dict()
+    there = pate.analyze(
+        many_queries, mechanism, delta=1e-5, release="expected", engine="dask", workers=workers
+    ).to_dict()
+    assert there.pop("engine") == {"name": "dask", "workers": workers, "scheduler": None}
+    assert there == here
+
+
+def _labels(tmp_path: Path, votes: Path, name: str, *engine: Any) -> tuple[np.ndarray, dict]:
+    out = tmp_path / f"{name}.npy"
+    seed_file = tmp_path / "run.seed"
+    args = ["aggregate", votes, *CONFIDENT, *DELTA, "--seed-file", seed_file, "--output", out]
+    record = tmp_path / f"{name}.record.json"
+    payload = run_cli([*args, *engine, "--record", record, "--json"]).json
+    return np.load(out), payload
+
+
+def test_aggregate_labels_do_not_depend_on_the_workers(tmp_path, many_queries, cluster):
+    labels, payload = _labels(tmp_path, many_queries, "here")
+    assert payload["noise_block"] == 65536 and payload["num_seen"] == 200_000
+    for name, engine in (
+        ("one", ["--engine", "dask", "--workers", 1]),
+        ("two", ["--engine", "dask", "--scheduler", cluster.scheduler_address]),
+    ):
+        theirs, shown = _labels(tmp_path, many_queries, name, *engine)
+        np.testing.assert_array_equal(theirs, labels)
+        assert _without_engine(shown)["privacy"] == payload["privacy"]
+        assert shown["engine"]["name"] == "dask"
+        record = tmp_path / f"{name}.record.json"
+        assert "engine" not in json.loads(record.read_text())["report"]
+        verified = run_cli(
+            ["verify", record, "--votes", many_queries, "--seed-file", tmp_path / "run.seed"]
+        )
+        assert "differ" not in verified.stdout.split("recomputation")[-1].lower()
+
+
+def test_a_generator_is_refused_on_the_engine(cluster):
+    with pytest.raises(UsageError, match="seed: a Generator draws in turn"):
+        pate.aggregate(
+            MNIST,
+            pate.GNMax(sigma=40),
+            delta=1e-5,
+            seed=np.random.default_rng(0),
+            engine="dask",
+            scheduler=cluster.scheduler_address,
+        )
+
+
+@contextmanager
+def _killing(cluster: Any) -> Iterator[list[int]]:
+    """A progress whose first advance kills one worker's process outright (SIGKILL)."""
+    killed: list[int] = []
+
+    def progress(description: str, total: int):
+        @contextmanager
+        def bar():
+            def advance(done: int) -> None:
+                if not killed:
+                    with distributed.Client(cluster.scheduler_address) as client:
+                        pids = client.run(os.getpid)
+                    pid = pids[sorted(pids)[0]]
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+
+            yield advance
+
+        return bar()
+
+    yield killed, progress  # type: ignore[misc]
+
+
+def test_a_worker_killed_mid_run_changes_nothing(many_queries):
+    mechanism = pate.ConfidentGNMax(threshold=200, sigma1=150, sigma=40)
+    here = pate.analyze(many_queries, mechanism, delta=1e-5, release=False).to_dict()
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, dashboard_address=":0", silence_logs=50
+    ) as cluster:
+        before = set(cluster.workers)
+        with _killing(cluster) as (killed, progress):
+            there = pate.analyze(
+                many_queries,
+                mechanism,
+                delta=1e-5,
+                release=False,
+                engine="dask",
+                scheduler=cluster.scheduler_address,
+                progress=progress,
+            ).to_dict()
+        assert killed and before
+    there.pop("engine")
+    assert there == here
+
+
+def test_a_cluster_that_goes_away_publishes_nothing(tmp_path, many_queries):
+    out = tmp_path / "labels.npy"
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, dashboard_address=":0", silence_logs=50
+    ) as cluster:
+        address = cluster.scheduler_address
+    result = run_cli(
+        ["aggregate", many_queries, *CONFIDENT, *DELTA, "--output", out]
+        + ["--engine", "dask", "--scheduler", address],
+        expect=ExitCode.BAD_INPUT,
+    )
+    assert result.stderr.count("\n") == 1 and "--scheduler" in result.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_without_the_extra_one_line_and_exit_2(monkeypatch, tmp_path):
+    found = engines.importlib.util.find_spec
+    monkeypatch.setattr(
+        engines.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "distributed" else found(name, *a),
+    )
+    for command in (["analyze", MNIST, "--sigma", 40], ["compare", MNIST, "--sigma", "20,40"]):
+        result = run_cli([*command, *DELTA, "--engine", "dask"], expect=ExitCode.BAD_INPUT)
+        assert result.stderr == (
+            "pate: error: --engine dask needs Dask, an optional extra: "
+            "pip install 'pate-cli[dask]'\n"
+        )
+    with pytest.raises(UsageError, match=r"^engine='dask' needs Dask"):
+        pate.analyze(MNIST, pate.GNMax(sigma=40), delta=1e-5, engine="dask")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--workers", 2], "--workers needs --engine dask"),
+        (["--scheduler", "tcp://127.0.0.1:1"], "--scheduler needs --engine dask"),
+        (["--engine", "dask", "--workers", 0], "--workers 0: expected a whole number in [1, 256]"),
+        (
+            ["--engine", "dask", "--workers", 2, "--scheduler", "tcp://127.0.0.1:1"],
+            "--workers sizes a local cluster: not with --scheduler",
+        ),
+        (["--engine", "spark"], "'spark' is not one of"),
+    ],
+)
+def test_engine_flags_refused_in_one_line(flags, message):
+    result = run_cli(["analyze", MNIST, "--sigma", 40, *DELTA, *flags], expect=ExitCode.BAD_INPUT)
+    assert message in result.stderr and result.stderr.count("\n") == 1
