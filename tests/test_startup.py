@@ -374,6 +374,15 @@ def test_plugins_are_looked_for_without_importlib_metadata_only_where_none_can_b
         zipped.writestr("x-1.0.dist-info/entry_points.txt", f"[{GROUP}]\nx = x:X\n")
     path_only = [f for f in sys.meta_path if not hasattr(f, "find_distributions")]
     monkeypatch.setattr(sys, "meta_path", [*path_only, importlib.machinery.PathFinder])
+    if not hasattr(importlib.machinery.PathFinder, "find_distributions"):
+        # The importlib_metadata backport (imported with Dask, by the engine's tests in this
+        # process) takes the method off the standard finder: the standard one, back.
+        from importlib.metadata import MetadataPathFinder
+
+        standard = MetadataPathFinder.find_distributions
+        monkeypatch.setattr(
+            importlib.machinery.PathFinder, "find_distributions", standard, raising=False
+        )
 
     def check(path: list, expected: bool, found: bool | None) -> None:
         """``found``: whether importlib.metadata finds an entry point of the group there

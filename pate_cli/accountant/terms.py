@@ -190,15 +190,24 @@ def query_terms(
     for start, block in zip(starts, found, strict=True):  # each block's own rows' terms
         store(start, block)
     if step is not None and half_even and max(sensitivities) == 1:
-        # The worst case covers the file's every query, seen or not (a realised run).
-        for start in range(seen, len(votes), chunk_size):
-            rest, _, _ = parts(read_rows(votes, start, start + chunk_size))
-            if baseline is not None:
-                rest = rest - baseline[start : start + chunk_size]
-            sensitivities.append(step.moves(rest, half_even=True))
+        sensitivities.append(_moves_after(votes, seen, step, baseline, chunk_size))
     return QueryTerms(
         log_pr, logq_step1, logq, seen, step1_margins, max(sensitivities), logq_neighbour
     )
+
+
+def _moves_after(
+    votes: Any, seen: int, step: ThresholdStep, baseline: FloatArray | None, chunk_size: int
+) -> int:
+    """How far a neighbour moves the rounded statistic under half to even on the queries
+    after the ``seen``: the worst case covers the file's every query (a realised run)."""
+    moves = [1]
+    for start in range(seen, len(votes), chunk_size):
+        rest, _, _ = parts(read_rows(votes, start, start + chunk_size))
+        if baseline is not None:
+            rest = rest - baseline[start : start + chunk_size]
+        moves.append(step.moves(rest, half_even=True))
+    return max(moves)
 
 
 @dataclass(frozen=True)

@@ -521,8 +521,7 @@ def _record(
 
 
 def _recorded(payload: dict[str, Any]) -> dict[str, Any]:
-    """The report a record keeps: not where it ran (the same figures anywhere; verify
-    replays in one process)."""
+    """A record's report: not where it ran (the same figures anywhere; verify replays here)."""
     return {key: value for key, value in payload.items() if key != "engine"}
 
 

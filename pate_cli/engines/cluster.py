@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from pate_cli.common.spelling import given, option
-from pate_cli.engines import EngineChoice, missing_extra
+from pate_cli.engines.choice import EngineChoice, missing_extra
 from pate_cli.errors import PateError, UsageError
 
 T = TypeVar("T")

@@ -342,22 +342,17 @@ def aggregate_votes(
         budget: charged as ``pate_cli.api.aggregate`` says (before any noise is drawn).
         noise_block: queries a block of streams draws (``_run``); None: one stream a purpose.
 
-    Returns:
-        The labels, the answered mask, the realised and the expected privacy cost; no file is
-        written. ``to_dict()`` is ``pate aggregate --json``.
+    Returns the labels, the answered mask, the realised and the expected privacy cost; no
+    file is written. ``to_dict()`` is ``pate aggregate --json``.
 
     Raises:
-        UsageError: a parameter outside its domain, or student probabilities missing for
-            (or given to a mechanism other than) Interactive-GNMax.
+        UsageError: a parameter outside its domain, student probabilities missing for (or
+            given to a mechanism other than) Interactive-GNMax, or a Generator on an engine.
         InputError: student probabilities or true labels of the wrong shape or values.
 
     Shapes: votes.counts (Q, C); student_probs (Q, C); true_labels (Q,).
     """
-    if isinstance(seed, np.random.Generator) and current_engine() is not None:
-        raise UsageError(
-            f"{option('seed')}: a Generator draws in turn, in one process; with "
-            f"{given('engine', 'dask')} give a number, a seed file or neither (OS entropy)"
-        )
+    _check_engine_seed(seed)
     options = {"max_queries": max_queries, "half_even": half_even}
     charge = budget_charge(budget, "aggregate", mechanism, votes, options, seed, seed_file)
     on = _check_run(delta, max_epsilon, gate_on, max_answered, max_queries, student_confidence)
@@ -374,6 +369,15 @@ def aggregate_votes(
     expected, realised = _accounted(report_of, run, progress, max_epsilon, on)
     result = _result(votes, mechanism, noise, run, truth, realised, expected, noise_block)
     return charged(result, budget, charge, result.noise)
+
+
+def _check_engine_seed(seed: object) -> None:
+    """A caller's generator draws in turn, in one process: not its blocks on an engine."""
+    if isinstance(seed, np.random.Generator) and current_engine() is not None:
+        raise UsageError(
+            f"{option('seed')}: a Generator draws in turn, in one process; with "
+            f"{given('engine', 'dask')} give a number, a seed file or neither (OS entropy)"
+        )
 
 
 def _check_run(

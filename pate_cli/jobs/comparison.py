@@ -427,13 +427,9 @@ def compare_rows(
     """
     if baseline is None and any(m.needs_baseline for m in mechanisms):
         raise ValueError("interactive-gnmax rows need a baseline")
-    shared = _SharedTerms(
-        counts,  # an array or a file read block by block: only ever sliced by rows
-        np.asarray(orders, dtype=np.float64),
-        baseline,
-        half_even,
-        chunk_size,
-    )
+    # counts: an array or a file read block by block, only ever sliced by rows
+    grid = np.asarray(orders, dtype=np.float64)
+    shared = _SharedTerms(counts, grid, baseline, half_even, chunk_size)
     return [_row(shared, mechanism, delta, conversion, pld) for mechanism in mechanisms]
 
 
@@ -477,8 +473,7 @@ class CompareReport:
     """(key, path) of the files the command wrote from this report (csv, plot)."""
     gate_on: GateOn = GateOn.PUBLISHABLE
     """The figure ``max_epsilon`` checks, per row (``within_budget``) and for the best row."""
-    engine: dict[str, Any] | None = None
-    """Where the passes over the queries ran (``engine="dask"``); None: this process."""
+    engine: dict[str, Any] | None = None  # where the passes ran (engine="dask"); None: here
 
     @property
     def gate(self) -> Gate | None:

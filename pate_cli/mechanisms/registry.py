@@ -49,15 +49,15 @@ RESERVED = frozenset(
         "accountant", "all_orders", "alpha", "answered", "answered_output", "answered_path",
         "as_json", "baseline", "baseline_path", "beta", "breakdown", "budget", "budget_path",
         "candidates", "claim", "classes", "conversion", "csv_path", "ctx", "data_independent",
-        "delta", "epsilon", "fmt", "force", "format", "gate_on", "half_even", "indices",
+        "delta", "engine", "epsilon", "fmt", "force", "format", "gate_on", "half_even", "indices",
         "ledger_path", "max_answered", "max_epsilon", "max_queries", "mechanism", "mechanisms",
         "member", "name", "no_release", "noise_block", "num_classes", "opening_path", "order",
         "orders", "orders_text", "output", "pld", "plot_path", "progress", "public", "queries",
         "query", "quiet", "record_path", "reference_local_sensitivity", "release", "runs",
-        "seed", "seed_file", "sigma_ss", "skip_conditions", "sort", "strict",
+        "scheduler", "seed", "seed_file", "sigma_ss", "skip_conditions", "sort", "strict",
         "student_confidence", "student_probs", "student_probs_path", "teachers", "test_from",
         "threshold_bound", "true_labels", "true_labels_path", "votes", "votes_path", "walk",
-        "walk_local_sensitivity",
+        "walk_local_sensitivity", "workers",
     }
 )  # fmt: skip
 
