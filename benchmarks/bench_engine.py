@@ -75,7 +75,9 @@ def command_rows(path: Path, cpus: int, timeout: float) -> list[dict[str, Any]]:
         ("dask, 1 worker", ["--engine", "dask", "--workers", "1"]),
         (f"dask, {cpus} workers", ["--engine", "dask", "--workers", str(cpus)]),
     ]:
-        measured = run_pate(["analyze", str(path), *FLAGS, "--no-release", "--json", *extra], timeout)
+        measured = run_pate(
+            ["analyze", str(path), *FLAGS, "--no-release", "--json", *extra], timeout
+        )
         payload = json.loads(measured.stdout) if measured.ok else None
         if base is None:
             base = payload
