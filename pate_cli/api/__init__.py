@@ -35,6 +35,10 @@ Parameters the entry points share (each function's docstring lists only its own)
 - ``progress``: for long passes, a callable ``progress(description, total)`` returning a
   context manager that yields ``advance(n)`` (or None); the command line gives a Rich bar,
   a notebook may give tqdm's.
+- ``engine`` (analyze, smooth_sensitivity, compare, aggregate): ``"dask"`` runs the passes
+  over the queries on a Dask cluster, a local one of ``workers`` processes or the one at
+  ``scheduler``, with the same figures and labels (``pate_cli.engines``; docs/cli.md, "Beyond
+  one machine"); the report's ``engine`` names it.
 """
 
 from __future__ import annotations
