@@ -34,7 +34,8 @@ def _assert_same(report: pate.AnalysisReport, account) -> None:
 def test_parts_in_any_order_finish_with_the_analysis_figures(mechanism):
     votes = np.load(MNIST)
     cuts = [0, 1, 1234, 5000, len(votes)]
-    parts = [pate.partial_account(votes[a:b], mechanism, start=a) for a, b in zip(cuts, cuts[1:])]
+    blocks = zip(cuts[:-1], cuts[1:], strict=True)
+    parts = [pate.partial_account(votes[a:b], mechanism, start=a) for a, b in blocks]
     merged = pate.merge_partials(parts[::-1])
     assert (merged.start, merged.num_queries) == (0, len(votes))
     account = pate.finish_account(merged, mechanism, delta=1e-5)
