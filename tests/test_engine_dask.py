@@ -244,6 +244,16 @@ def test_a_cluster_that_goes_away_publishes_nothing(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_scheduler_without_workers_is_refused(tmp_path):
+    with distributed.LocalCluster(n_workers=0, dashboard_address=":0", silence_logs=50) as empty:
+        result = run_cli(
+            ["analyze", MNIST, "--sigma", 40, *DELTA, "--engine", "dask"]
+            + ["--scheduler", empty.scheduler_address],
+            expect=ExitCode.BAD_INPUT,
+        )
+    assert result.stderr.endswith("it has no workers\n") and result.stderr.count("\n") == 1
+
+
 def test_without_the_extra_one_line_and_exit_2(monkeypatch, tmp_path):
     found = engines.importlib.util.find_spec
     monkeypatch.setattr(

@@ -116,7 +116,9 @@ def dask_engine(choice: EngineChoice) -> Iterator[DaskEngine]:
             ) from error
         with client:
             workers = len(client.scheduler_info().get("workers", {}))
-            yield DaskEngine(client, max(workers, 1), choice.scheduler)
+            if workers == 0:  # its tasks would wait for a worker forever
+                raise UsageError(f"{option('scheduler')} {choice.scheduler}: it has no workers")
+            yield DaskEngine(client, workers, choice.scheduler)
         return
     workers = choice.workers or os.cpu_count() or 1
     try:
