@@ -179,7 +179,11 @@ def sharded(num_queries: int, cpus: int, workdir: Path) -> dict[str, Any]:
         distributed.Client(cluster) as client,
     ):
         futures = client.map(_shard_part, range(shards), folder=str(workdir), pure=False)
-        parts = client.gather(futures)
+        parts = []
+        for future in distributed.as_completed(futures):  # a worker keeps no part it made
+            parts.append(future.result())
+            future.release()
+        del futures
         peaks = client.run(_hwm_mb)
     mapped = time.perf_counter() - started
     mechanism = pate.ConfidentGNMax(threshold=190, sigma1=60, sigma=20)

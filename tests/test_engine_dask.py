@@ -120,11 +120,13 @@ def test_one_two_and_four_local_workers(workers, small_blocks):
     assert there == here
 
 
-def test_aggregate_labels_do_not_depend_on_the_workers(cluster):
-    """Nine noise blocks of 997 queries: the same labels here, on one worker and on two."""
+def test_aggregate_labels_do_not_depend_on_the_workers(cluster, tmp_path):
+    """Ten noise blocks of 997 queries: the same labels from one seed file here, on one
+    worker and on two."""
     mechanism = pate.ConfidentGNMax(threshold=200, sigma1=150, sigma=40)
+    seed_file = tmp_path / "run.seed"
     runs = [
-        pate.aggregate(MNIST, mechanism, delta=1e-5, seed=5, noise_block=997, **engine)
+        pate.aggregate(MNIST, mechanism, delta=1e-5, seed_file=seed_file, noise_block=997, **engine)
         for engine in (
             {},
             {"engine": "dask", "workers": 1},

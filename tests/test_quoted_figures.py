@@ -719,6 +719,11 @@ NOT_COMMAND_OUTPUTS: list[tuple[str, str, str]] = [
         "benchmarks/bench_lnmax_release.py's times (its orders are QUOTES')",
     ),
     (README, TABLE + "| queries | with `--pld` s |", "benchmarks/bench_pld.py"),
+    (
+        README,
+        TABLE + "| run (`bench_engine.py`, one run) |",
+        "benchmarks/bench_engine.py",
+    ),
     (README, "about 1.9 s at 100,000 queries", "a measured wall time"),
     (README, "at sigma 0.416 and order 8", "the case's inputs"),
     (README, "T 34.8171, sigma1 9.50428, sigma 0.97634 and delta 1.7912e-8", "the case's inputs"),
