@@ -25,11 +25,26 @@ def test_short_help_and_version():
         assert run_cli([command, "-h"]).stdout == run_cli([command, "--help"]).stdout
 
 
+# A line of each shell's script that no other shell's has.
+SCRIPTS = {
+    "bash": "complete -o default -F _pate_completion pate",
+    "zsh": "#compdef pate",
+    "fish": "complete --command pate",
+}
+
+
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_completion_scripts(shell):
+    # The script of the shell named, whatever shell (or none) pate was started from.
     script = run_cli(["--show-completion", shell]).stdout
-    assert "_PATE_COMPLETE" in script
+    assert "_PATE_COMPLETE" in script and SCRIPTS[shell] in script
     assert "--install-completion" in run_cli(["--help"]).stdout
+
+
+def test_completion_script_of_the_current_shell(monkeypatch):
+    # No shell named: the one typer finds pate started from (here as if from fish).
+    monkeypatch.setattr("typer.completion._get_shell_name", lambda: "fish")
+    assert SCRIPTS["fish"] in run_cli(["--show-completion"]).stdout
 
 
 @pytest.mark.parametrize(

@@ -293,11 +293,47 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _completion(callback: Any) -> Any:
+    """Typer's completion ``callback`` for an option that names its shell: the shell named,
+    or the current one where none is (the value ``""``, with_optional_values)."""
+
+    def run(ctx: Any, param: Any, value: str | None) -> None:
+        if value is not None:
+            callback(ctx, param, value or True)  # True: typer detects the shell
+
+    return run
+
+
+# Typer's own completion options (add_completion) take no value: they look for a shell among
+# pate's parent processes, so `pate --show-completion zsh` showed the script of the shell
+# found (bash from bash) and, where none was found, failed with "Shell  not supported.".
+# These take the shell's name, and look for it only where none is given.
 def _root(
     version: Annotated[
         bool | None,
         typer.Option(
             "--version", "-V", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = None,
+    install_completion: Annotated[
+        str | None,
+        typer.Option(
+            "--install-completion",
+            metavar="[SHELL]",
+            callback=_completion(typer.completion.install_callback),
+            expose_value=False,
+            help="Install completion for SHELL (bash, zsh, fish, powershell, pwsh), or for "
+            "the current shell.",
+        ),
+    ] = None,
+    show_completion: Annotated[
+        str | None,
+        typer.Option(
+            "--show-completion",
+            metavar="[SHELL]",
+            callback=_completion(typer.completion.show_callback),
+            expose_value=False,
+            help="Show the completion script for SHELL, or for the current shell.",
         ),
     ] = None,
 ) -> None:
@@ -336,11 +372,12 @@ def make_app(names: Sequence[str] = tuple(COMMANDS)) -> typer.Typer:
         "charge stand), 6 a mechanism plugin failed (nothing written), 70 a bug, 74 stdout "
         "cannot be written, 130/143/129 interrupted (nothing written).",
         no_args_is_help=True,
-        add_completion=True,
+        add_completion=False,  # the shell's name taken instead: _root
         context_settings={"help_option_names": ["-h", "--help"]},
         pretty_exceptions_show_locals=False,
         rich_markup_mode=None,
     )
+    typer.completion.completion_init()  # what add_completion does besides its options
     made.callback()(_root)
     for name in names:
         module_name, function = COMMANDS[name]

@@ -516,7 +516,13 @@ PldOpt = Annotated[
 
 
 # Options whose value may be left out: the value they take then, and the values they read.
-_OPTIONAL_VALUES = {"--pld": ("q-bound", ("exact", "q-bound"))}
+_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+_OPTIONAL_VALUES = {
+    "--pld": ("q-bound", ("exact", "q-bound")),
+    # "": the current shell (pate_cli.cli.app._completion)
+    "--install-completion": ("", _SHELLS),
+    "--show-completion": ("", _SHELLS),
+}
 
 
 def with_optional_values(args: list[str]) -> list[str]:
