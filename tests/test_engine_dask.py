@@ -39,6 +39,15 @@ def cluster() -> Iterator[Any]:
         yield running
 
 
+@pytest.fixture(scope="module", params=[1, 2, 4], ids=lambda n: f"{n}-workers")
+def sized_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """One, two and four local workers, in turn."""
+    with distributed.LocalCluster(
+        n_workers=request.param, threads_per_worker=1, dashboard_address=":0", silence_logs=50
+    ) as running:
+        yield running
+
+
 @pytest.fixture
 def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Blocks of a few hundred queries and values, so that a sample file is many tasks."""
@@ -88,20 +97,18 @@ COMMANDS = [
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("votes", INPUTS)
 def test_figures_on_the_cluster_are_the_single_process_figures(
-    command, votes, cluster, small_blocks
+    command, votes, sized_cluster, small_blocks
 ):
-    here, there = _both([command[0], *votes, *command[1:]], cluster.scheduler_address)
+    address = sized_cluster.scheduler_address
+    here, there = _both([command[0], *votes, *command[1:]], address)
     assert _without_engine(there) == here
-    assert there["engine"] == {
-        "name": "dask",
-        "workers": 2,
-        "scheduler": cluster.scheduler_address,
-    }
+    workers = len(sized_cluster.workers)
+    assert there["engine"] == {"name": "dask", "workers": workers, "scheduler": address}
 
 
 @pytest.mark.parametrize("command", COMMANDS[:2] + COMMANDS[3:])
-def test_a_folder_of_shards_on_the_cluster(command, cluster, small_blocks, shards):
-    here, there = _both([command[0], shards, *command[1:]], cluster.scheduler_address)
+def test_a_folder_of_shards_on_the_cluster(command, sized_cluster, small_blocks, shards):
+    here, there = _both([command[0], shards, *command[1:]], sized_cluster.scheduler_address)
     assert _without_engine(there) == here
     single = run_cli([command[0], MNIST, *command[1:], "--json"]).json
     assert {k: v for k, v in here.items() if k != "input"} == {
