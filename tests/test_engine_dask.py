@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +23,7 @@ import pate_cli as pate
 from pate_cli import engines
 from pate_cli.accountant import compose, figures, terms
 from pate_cli.errors import ExitCode, UsageError
-from tests.conftest import MNIST, MNIST_LABELS, SAMPLE, run_cli
+from tests.conftest import MNIST, MNIST_LABELS, ROOT, SAMPLE, run_cli
 
 distributed = pytest.importorskip("distributed")
 
@@ -261,6 +264,51 @@ def test_a_scheduler_without_workers_is_refused(tmp_path):
             expect=ExitCode.BAD_INPUT,
         )
     assert result.stderr.endswith("it has no workers\n") and result.stderr.count("\n") == 1
+
+
+@pytest.fixture(scope="module")
+def faulty_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The suite's failing mechanism installed as a plugin, with 140,000 queries to run."""
+    from tests import faulty_plugin
+    from tests.plugin_site import distribution
+
+    site = tmp_path_factory.mktemp("faulty-engine")
+    shutil.copy(Path(faulty_plugin.__file__), site / "faulty_plugin.py")
+    distribution(site, "faulty-plugin", "faulty = faulty_plugin:Faulty", version="2.5")
+    rng = np.random.default_rng(3)
+    votes = rng.multinomial(250, rng.dirichlet(np.ones(10), size=140_000)).astype(np.int16)
+    np.save(site / "votes.npy", votes)
+    return site
+
+
+@pytest.mark.parametrize(
+    ("command", "fault", "did"),
+    [
+        ("analyze", 3, "its answer step's logq returned NaN at [3]"),
+        ("aggregate", 1, "its run raised ZeroDivisionError: division by zero"),
+    ],
+)
+def test_a_plugins_failure_on_a_worker_is_one_line_exit_6(
+    faulty_site, tmp_path, command, fault, did
+):
+    """Three blocks of queries, so the plugin's code runs on the workers: its failure comes
+    back as the one line it is in one process, and no worker's log reaches stderr."""
+    out = tmp_path / "labels.npy"
+    args = [command, faulty_site / "votes.npy", "--fault-scale", 20, "--fault", fault, *DELTA]
+    args += ["--engine", "dask", "--workers", 2]
+    args += ["--output", out] if command == "aggregate" else ["--no-release"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(faulty_site), str(ROOT)])}
+    done = subprocess.run(
+        [sys.executable, "-m", "pate_cli", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    who = "pate: error: the mechanism 'faulty' of the plugin faulty-plugin 2.5 failed: "
+    blame = "; the failure is the mechanism's, not pate's: report it to its authors"
+    assert (done.returncode, done.stderr.splitlines()) == (6, [who + did + blame])
+    assert done.stdout == "" and list(tmp_path.iterdir()) == []
 
 
 def test_without_the_extra_one_line_and_exit_2(monkeypatch, tmp_path):

@@ -104,8 +104,17 @@ def dask_engine(choice: EngineChoice) -> Iterator[DaskEngine]:
     CPU), one thread each, or on the scheduler at ``choice.scheduler``; closed after."""
     try:
         from distributed import Client, LocalCluster
+        from distributed.utils import silence_logging_cmgr
     except ImportError as missing:
         raise missing_extra() from missing
+    # What the cluster logs here (a task's failure, a worker lost) is said by the run's one
+    # line, or by nothing where the run goes on.
+    with silence_logging_cmgr(logging.CRITICAL):
+        yield from _engine(choice, Client, LocalCluster)
+
+
+def _engine(choice: EngineChoice, Client: Any, LocalCluster: Any) -> Iterator[DaskEngine]:  # noqa: N803
+    """``dask_engine``'s engine, on a cluster at an address or on a local one."""
     if choice.scheduler is not None:
         try:
             client = Client(choice.scheduler, timeout=_CONNECT_TIMEOUT, set_as_default=False)
@@ -127,7 +136,7 @@ def dask_engine(choice: EngineChoice) -> Iterator[DaskEngine]:
             threads_per_worker=1,
             processes=True,
             dashboard_address=":0",  # no fixed port: another cluster may hold 8787
-            silence_logs=logging.ERROR,
+            silence_logs=logging.CRITICAL,  # a failure is the run's one line, not a log
         )
     except (RuntimeError, OSError) as error:  # a worker process that could not start
         raise EngineError(

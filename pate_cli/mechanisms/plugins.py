@@ -92,8 +92,22 @@ def forget(kind: type) -> None:
     _KNOWN.pop(kind, None)
 
 
+# The registry's loading of the installed plugins (set by it): a process that imported a
+# mechanism's class without the registry (an engine's worker, which unpickled it) loads them
+# before naming one, so that a failure names the plugin as the process that sent it would.
+_LOADERS: list[Callable[[], object]] = []
+
+
+def loads_known(load: Callable[[], object]) -> None:
+    """``load()`` makes every installed plugin known (the registry's ``by_name``)."""
+    _LOADERS.append(load)
+
+
 def failure(kind: type, did: str) -> PluginError:
     """The error of the mechanism ``kind`` that ``did`` something ("its run raised ...")."""
+    if kind not in _KNOWN:
+        for load in _LOADERS:
+            load()
     name = getattr(kind, "name", kind.__name__)
     named = _KNOWN.get(kind, (f"the mechanism {name!r} (module {kind.__module__})", None))[0]
     return PluginError(

@@ -86,6 +86,9 @@ def by_name() -> dict[str, type[Mechanism]]:
     return _REGISTRY
 
 
+plugins.loads_known(by_name)
+
+
 def _builtins() -> tuple[type[Mechanism], ...]:
     """The built-in mechanisms, in the order of compare's rows and every list of them."""
     from pate_cli.mechanisms.confident import ConfidentGNMax
