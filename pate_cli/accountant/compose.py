@@ -22,8 +22,6 @@ any order; other weights (Pr[answered]) summed over the queries in their order, 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,8 +136,8 @@ def _distinct(
 ) -> tuple[FloatArray, FloatArray]:
     """``_group`` of the whole run, in two stages when it is long.
 
-    Each block of queries is grouped on its own (on threads), then the blocks'
-    distinct values are grouped again: a run with few distinct values never sorts
+    Each block of queries is grouped on its own (on threads, or an engine's workers), then
+    the blocks' distinct values are grouped again: a run with few distinct values never sorts
     all its queries. Blocks are fixed and combined in order: the sums do not depend
     on the thread count.
     """
@@ -147,12 +145,11 @@ def _distinct(
         return _group(values, weights)
     starts = range(0, values.size, _DISTINCT_BLOCK)
 
-    def block(start: int) -> tuple[FloatArray, FloatArray]:
-        rows = slice(start, start + _DISTINCT_BLOCK)
-        return _group(values[rows], [None if w is None else w[rows] for w in weights])
+    def arguments(index: int) -> tuple[Any, ...]:
+        rows = slice(starts[index], starts[index] + _DISTINCT_BLOCK)
+        return values[rows], [None if w is None else w[rows] for w in weights]
 
-    with ThreadPoolExecutor(threads) if threads > 1 else nullcontext() as pool:
-        parts = list(map(block, starts) if pool is None else pool.map(block, starts))
+    parts = map_blocks(_group, len(starts), arguments, threads=threads)
     block_values = np.concatenate([u for u, _ in parts])
     block_weights = np.concatenate([w for _, w in parts], axis=1)
     return _group(block_values, list(block_weights))

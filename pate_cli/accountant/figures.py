@@ -88,8 +88,6 @@ def guaranteed_rdp(
     mechanism: Mechanism,
     terms: QueryTerms,
     orders: FloatArray,
-    *,
-    block: int | None = None,
 ) -> FloatArray:
     """The run's RDP without averaging over the threshold noise: per query, the Renyi
     divergence of the joint (threshold outcome, label) by the chain rule
@@ -119,11 +117,10 @@ def guaranteed_rdp(
     moves = terms.threshold_sensitivity  # 2 where half to even moves the rounded top by 2
     ceiling = step.data_independent(orders, moves) + answer_step.data_independent(orders)
     answer_cost = answer_step.cost(orders)
-    block = _PAIR_BLOCK if block is None else block
-    starts = range(0, pairs.size, block)
+    starts = range(0, pairs.size, _PAIR_BLOCK)
 
     def arguments(index: int) -> tuple[Any, ...]:
-        rows = slice(starts[index], starts[index] + block)
+        rows = slice(starts[index], starts[index] + _PAIR_BLOCK)
         return step, answer_cost, orders, moves, ceiling, pairs[rows], counts[rows]
 
     total = np.zeros(orders.size)

@@ -161,20 +161,18 @@ def query_terms(
         counts = read_rows(votes, start, stop)
         return (counts, block_baseline, mechanism, step, half_even, need_logq, neighbour)
 
-    def store(start: int, found: _BlockTerms) -> None:
-        stop = start + found.size
+    def store(start: int, found: QueryTerms) -> None:
+        stop = start + found.num_seen
         for name, out in (
             ("margins", step1_margins),
             ("log_pr_answered", log_pr),
             ("logq_threshold", logq_step1),
+            ("logq", logq),
+            ("logq_neighbour", logq_neighbour),
         ):
             if out is not None:
                 out[start:stop] = getattr(found, name)
-        if logq is not None:
-            logq[start:stop] = found.logq
-        if logq_neighbour is not None:
-            logq_neighbour[start:stop] = found.logq_neighbour
-        sensitivities.append(found.moves)
+        sensitivities.append(found.threshold_sensitivity)
 
     starts = range(0, seen, chunk_size)
     sizes = [min(chunk_size, seen - start) for start in starts]
@@ -210,19 +208,6 @@ def _moves_after(
     return max(moves)
 
 
-@dataclass(frozen=True)
-class _BlockTerms:
-    """The terms of one block of queries (``_block_terms``); None where not asked for."""
-
-    size: int
-    moves: int
-    margins: FloatArray | None
-    log_pr_answered: FloatArray | None
-    logq_threshold: FloatArray | None
-    logq: FloatArray | None
-    logq_neighbour: FloatArray | None
-
-
 def _block_terms(
     counts: Counts,
     baseline: FloatArray | None,
@@ -231,21 +216,21 @@ def _block_terms(
     half_even: bool,
     need_logq: bool,
     neighbour: Callable[[Counts], FloatArray] | None,
-) -> _BlockTerms:
+) -> QueryTerms:
     """The terms of one block of queries, from its rows alone (and the baseline's): a
     function of its arguments, run in this process or on an engine's worker."""
     found = None
     if step is not None:
         values, _, _ = parts(counts)  # the statistic reads the top count alone
         found = step.terms(values if baseline is None else values - baseline, half_even)
-    return _BlockTerms(
-        len(counts),
-        1 if found is None else found.moves,
-        None if found is None else found.margins,
-        None if found is None else found.log_pr_answered,
-        None if found is None else found.logq,
-        mechanism.answer_step.logq(counts) if need_logq else None,
-        None if neighbour is None else neighbour(counts),
+    return QueryTerms(
+        log_pr_answered=None if found is None else found.log_pr_answered,
+        logq_threshold=None if found is None else found.logq,
+        logq=mechanism.answer_step.logq(counts) if need_logq else None,
+        num_seen=len(counts),
+        margins=None if found is None else found.margins,
+        threshold_sensitivity=1 if found is None else found.moves,
+        logq_neighbour=None if neighbour is None else neighbour(counts),
     )
 
 

@@ -40,7 +40,7 @@ def partial_account(
     """The part of one block of a run's queries, the block beginning at query ``start``:
     ``votes`` (a shard's file, an array or ``Votes``, read as ``analyze`` reads votes) and
     ``baseline`` (Interactive-GNMax: the block's rows) as ``analyze``'s."""
-    checks.whole(start, "start", 0, 1 << 62)
+    start = checks.whole(start, "start", 0, 1 << 62)
     mechanism = as_mechanism(mechanism)
     block = read_votes(votes, reading(format, teachers, num_classes, member, None))
     baseline_array, _ = run_inputs(block, baseline, None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pate_cli import choices
+from pate_cli.common import checks
 from pate_cli.common.spelling import given, option
 from pate_cli.errors import UsageError
 
@@ -45,12 +46,8 @@ def engine_choice(
             f"{option('workers')} sizes a local cluster: not with {option('scheduler')}, "
             "whose cluster has the workers it has"
         )
-    if workers is not None and (
-        isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS
-    ):
-        raise UsageError(
-            f"{option('workers')} {workers!r}: expected a whole number in [1, {MAX_WORKERS}]"
-        )
+    if workers is not None:
+        workers = checks.whole(workers, "workers", 1, MAX_WORKERS)
     if scheduler is not None and not str(scheduler).strip():
         raise UsageError(
             f"{option('scheduler')}: expected a scheduler's address, as tcp://HOST:PORT"
