@@ -333,7 +333,10 @@ def test_without_the_extra_one_line_and_exit_2(monkeypatch, tmp_path):
     [
         (["--workers", 2], "--workers needs --engine dask"),
         (["--scheduler", "tcp://127.0.0.1:1"], "--scheduler needs --engine dask"),
-        (["--engine", "dask", "--workers", 0], "--workers 0: expected a whole number from 1 to 256"),
+        (
+            ["--engine", "dask", "--workers", 0],
+            "--workers 0: expected a whole number from 1 to 256",
+        ),
         (
             ["--engine", "dask", "--workers", 2, "--scheduler", "tcp://127.0.0.1:1"],
             "--workers sizes a local cluster: not with --scheduler",
